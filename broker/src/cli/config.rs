@@ -1,0 +1,47 @@
+//! `rebound config`: work with a configuration file without a broker.
+//!
+//! Errors are `rebound_config::ConfigError`s, which name file:line:column and
+//! the key; `main.rs` exits with 2 for them.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use rebound_config::Config;
+
+/// `rebound config` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Show an address's effective address-settings and which entry supplied each value.
+    Resolve {
+        /// The TOML config file.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// The address to resolve.
+        #[arg(long)]
+        address: String,
+    },
+    /// Validate a config file.
+    Check {
+        /// The TOML config file.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+    },
+    /// Print the built-in default configuration, a documented starting point.
+    PrintDefault,
+}
+
+/// Runs a `rebound config` subcommand.
+pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
+    match command {
+        ConfigCommand::Resolve { config, address } => {
+            let config = Config::load(&config)?;
+            write!(std::io::stdout(), "{}", config.address_settings.resolve(&address))?;
+        }
+        ConfigCommand::Check { config } => {
+            Config::load(&config)?;
+            outln!("ok")?;
+        }
+        ConfigCommand::PrintDefault => write!(std::io::stdout(), "{}", rebound_config::DEFAULT_TOML)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! How the CLI shows messages and queues: one human-readable line, or (with
+//! `--json`) one JSON object per line for scripts.
+//!
+//! The JSON shapes are part of the CLI's interface; keys keep their documented
+//! order (struct field order, or an explicit list for queues).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use rebound_client::proto::PropertyValue;
+use rebound_client::proto::property_value::Value;
+use rebound_client::{BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType};
+use serde::Serialize;
+use serde::ser::Serializer;
+
+/// A received message: `rebound receive --json`.
+#[derive(Serialize)]
+pub struct MessageJson<'a> {
+    message_id: u64,
+    address: &'a str,
+    queue: &'a str,
+    /// UTF-8 text, or base64 when the body is not valid UTF-8.
+    body: Cow<'a, str>,
+    body_base64: bool,
+    properties: BTreeMap<&'a str, Option<PropertyJson>>,
+    delivery_count: u32,
+    redelivered: bool,
+    durable: bool,
+    priority: u32,
+    timestamp_ms: u64,
+    expiration_ms: u64,
+}
+
+impl<'a> MessageJson<'a> {
+    fn new(message: &'a Message, queue: &'a str, delivery_count: u32, redelivered: bool) -> Self {
+        let (body, body_base64) = body_text(&message.body);
+        MessageJson {
+            message_id: message.message_id,
+            address: &message.address,
+            queue,
+            body,
+            body_base64,
+            properties: message.properties.iter().map(|(k, v)| (k.as_str(), PropertyJson::new(v))).collect(),
+            delivery_count,
+            redelivered,
+            durable: message.durable,
+            priority: message.priority,
+            timestamp_ms: message.timestamp_ms,
+            expiration_ms: message.expiration_ms,
+        }
+    }
+
+    /// The JSON of a delivery.
+    pub fn delivery(delivery: &'a Delivery) -> Self {
+        MessageJson::new(&delivery.message, &delivery.queue, delivery.delivery_count, delivery.redelivered)
+    }
+}
+
+/// A browsed message: `rebound queue browse --json`, the receive shape plus the
+/// message's state. `redelivered` means what it means on a delivery: delivered
+/// more than once so far.
+#[derive(Serialize)]
+pub struct BrowsedJson<'a> {
+    #[serde(flatten)]
+    message: MessageJson<'a>,
+    state: &'static str,
+    scheduled_at_ms: u64,
+}
+
+impl<'a> BrowsedJson<'a> {
+    /// The JSON of a message browsed on `queue`.
+    pub fn new(browsed: &'a BrowsedMessage, queue: &'a str) -> Self {
+        let count = browsed.delivery_count;
+        BrowsedJson {
+            message: MessageJson::new(&browsed.message, queue, count, count > 1),
+            state: state_name(browsed.state),
+            scheduled_at_ms: browsed.scheduled_at_ms,
+        }
+    }
+}
+
+/// A property value as JSON: its natural JSON type, bytes as `{"base64": ...}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PropertyJson {
+    String(String),
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+    Bytes { base64: String },
+}
+
+impl PropertyJson {
+    fn new(value: &PropertyValue) -> Option<Self> {
+        Some(match value.value.as_ref()? {
+            Value::String(s) => PropertyJson::String(s.clone()),
+            Value::Int(i) => PropertyJson::Int(*i),
+            Value::Double(d) => PropertyJson::Double(*d),
+            Value::Bool(b) => PropertyJson::Bool(*b),
+            Value::Bytes(b) => PropertyJson::Bytes { base64: BASE64.encode(b) },
+        })
+    }
+}
+
+/// The body as text, and whether that text is base64 (the body is not UTF-8).
+fn body_text(body: &[u8]) -> (Cow<'_, str>, bool) {
+    match std::str::from_utf8(body) {
+        Ok(text) => (Cow::Borrowed(text), false),
+        Err(_) => (Cow::Owned(BASE64.encode(body)), true),
+    }
+}
+
+/// The body for a human: the text, or a note with the base64 of binary data.
+fn body_for_humans(body: &[u8]) -> String {
+    match body_text(body) {
+        (text, false) => text.into_owned(),
+        (base64, true) => format!("<{} bytes, not UTF-8; base64 {base64}>", body.len()),
+    }
+}
+
+/// `rebound receive`'s line for a delivery.
+pub fn delivery_line(delivery: &Delivery) -> String {
+    let message = &delivery.message;
+    format!("#{} (delivery {}): {}", message.message_id, delivery.delivery_count, body_for_humans(&message.body))
+}
+
+/// `rebound queue browse`'s line for a message.
+pub fn browsed_line(browsed: &BrowsedMessage) -> String {
+    let message = &browsed.message;
+    let state = match browsed.state {
+        MessageState::Scheduled => format!("scheduled until {} ms", browsed.scheduled_at_ms),
+        other => state_name(other).to_owned(),
+    };
+    let (id, count, body) = (message.message_id, browsed.delivery_count, body_for_humans(&message.body));
+    format!("#{id} {state}, {count} deliveries so far: {body}")
+}
+
+fn state_name(state: MessageState) -> &'static str {
+    match state {
+        MessageState::Unspecified => "unspecified",
+        MessageState::Ready => "ready",
+        MessageState::Delivering => "delivering",
+        MessageState::Scheduled => "scheduled",
+    }
+}
+
+/// `anycast`, `multicast` (or `unspecified`).
+pub fn routing_name(routing_type: RoutingType) -> &'static str {
+    match routing_type {
+        RoutingType::Unspecified => "unspecified",
+        RoutingType::Anycast => "anycast",
+        RoutingType::Multicast => "multicast",
+    }
+}
+
+/// A queue and its counters in documented order; the one list behind the JSON,
+/// `queue stat` and the `queue list` table.
+pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 16] {
+    [
+        ("name", q.name.clone().into()),
+        ("address", q.address.clone().into()),
+        ("routing_type", routing_name(q.routing_type()).into()),
+        ("durable", q.durable.into()),
+        ("auto_created", q.auto_created.into()),
+        ("messages", q.messages.into()),
+        ("delivering", q.delivering.into()),
+        ("scheduled", q.scheduled.into()),
+        ("consumers", q.consumers.into()),
+        ("added", q.added.into()),
+        ("acked", q.acked.into()),
+        ("redelivered", q.redelivered.into()),
+        ("dead_lettered", q.dead_lettered.into()),
+        ("dropped", q.dropped.into()),
+        ("expired", q.expired.into()),
+        ("bytes", q.bytes.into()),
+    ]
+}
+
+/// A JSON field value as plain text: strings without their quotes.
+pub fn plain(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A queue as one JSON object with the keys of [`queue_fields`].
+pub struct QueueJson<'a>(pub &'a QueueInfo);
+
+impl Serialize for QueueJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(queue_fields(self.0))
+    }
+}

@@ -1,0 +1,123 @@
+//! `rebound serve`: the broker as a daemon in the foreground.
+//!
+//! Start-up: load the config (or the embedded default), open the store, recover the
+//! queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
+//! one line scripts and tests wait for (logs go to stderr).
+//!
+//! Shutdown on SIGTERM or SIGINT, in order: health turns NOT_SERVING so balancers
+//! drain; consumer streams end (their unsettled messages stay in storage and return
+//! on restart); the server stops accepting and lets in-flight calls finish; the
+//! queues' dispatchers stop; the store is flushed and fsynced; exit 0.
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rebound_config::Config;
+use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
+use rebound_storage::SledStore;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::broker::Broker;
+use crate::grpc::{admin::AdminService, messaging::MessagingService};
+
+/// Where the broker listens when neither the config nor `--listen` says.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:61616";
+/// Where the broker keeps its data when neither the config nor `--data-dir` says.
+pub const DEFAULT_DATA_DIR: &str = "./data";
+/// Largest gRPC message accepted; above the largest max-message-size, so that the
+/// broker's own check (which names the limit and the address) is what users see.
+const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Arguments of `rebound serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// TOML config file; without it the embedded default config is used.
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (overrides the config's `listen`); port 0 picks a free port.
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Data directory (overrides the config's `data-dir`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Runs the broker until SIGTERM or SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    };
+    let listen = args
+        .listen
+        .or_else(|| config.listen.clone())
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let data_dir = args
+        .data_dir
+        .or_else(|| config.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    let store = SledStore::open(&data_dir)
+        .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+    let shutdown = CancellationToken::new();
+    let broker = Broker::open(&config, Arc::new(store), shutdown.clone()).await?;
+
+    let listener = TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let local = listener.local_addr()?;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<MessagingServer<MessagingService>>().await;
+    health.set_serving::<AdminServer<AdminService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone()))
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+
+    info!(%local, data_dir = %data_dir.display(), "serving");
+    println!("rebound listening on {local}");
+    std::io::stdout().flush()?;
+
+    let stop = {
+        let shutdown = shutdown.clone();
+        async move {
+            wait_for_signal().await;
+            info!("shutting down");
+            health.set_not_serving::<MessagingServer<MessagingService>>().await;
+            health.set_not_serving::<AdminServer<AdminService>>().await;
+            shutdown.cancel();
+        }
+    };
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(messaging)
+        .add_service(admin)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+        .await?;
+    broker.close().await?;
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

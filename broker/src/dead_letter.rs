@@ -1,0 +1,149 @@
+//! What a dead letter looks like: the copy of a failed (or expired) message that is
+//! sent on to the dead-letter (or expiry) address.
+//!
+//! As in Artemis (`QueueImpl.makeCopy`, `Message.referenceOriginalMessage`) the copy
+//! is a new message with a new id, the original body and properties, no expiration,
+//! and `_AMQ_ORIG_*` properties saying where it came from, so that an operator can
+//! send it back to exactly the queue it failed on. Beyond Artemis it says why it died
+//! and carries the last failures, so nobody has to read logs to find out.
+//!
+//! The move itself — remove from the original queue, route the copy — is one storage
+//! commit (see `Broker::forward`), so after a crash the message is in exactly one
+//! of the two places.
+use rebound_config::RoutingType;
+use rebound_storage::records::property_value::Value;
+use rebound_storage::{MessageRecord, PropertyValue};
+
+use crate::queue::Entry;
+
+/// The address the message had when it died.
+pub const ORIG_ADDRESS: &str = "_AMQ_ORIG_ADDRESS";
+/// The queue (for a multicast address: the subscription) it died on.
+pub const ORIG_QUEUE: &str = "_AMQ_ORIG_QUEUE";
+/// Its message id on that queue.
+pub const ORIG_MESSAGE_ID: &str = "_AMQ_ORIG_MESSAGE_ID";
+/// The routing type of that queue: `anycast` or `multicast`.
+pub const ORIG_ROUTING_TYPE: &str = "_AMQ_ORIG_ROUTING_TYPE";
+/// When an expired message was moved, ms since the Unix epoch.
+pub const ACTUAL_EXPIRY: &str = "_AMQ_ACTUAL_EXPIRY";
+/// Why it was moved: `max-delivery-attempts`, `rejected: <text>`, `expired`, `schedule`.
+pub const REASON: &str = "_REBOUND_DEAD_LETTER_REASON";
+/// How many times it had been delivered.
+pub const DELIVERY_COUNT: &str = "_REBOUND_DELIVERY_COUNT";
+/// Its last failures, a JSON array of `{"at_ms": .., "reason": ".."}`, oldest first.
+pub const FAILURES: &str = "_REBOUND_FAILURES";
+
+/// Why a message leaves its queue for another address.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    MaxDeliveryAttempts,
+    /// The consumer said it can never succeed.
+    Rejected(String),
+    Expired,
+    /// A `move(...)` step of the redelivery schedule.
+    Schedule,
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::MaxDeliveryAttempts => f.write_str("max-delivery-attempts"),
+            Reason::Rejected(text) if text.is_empty() => f.write_str("rejected"),
+            Reason::Rejected(text) => write!(f, "rejected: {text}"),
+            Reason::Expired => f.write_str("expired"),
+            Reason::Schedule => f.write_str("schedule"),
+        }
+    }
+}
+
+/// Builds the copy of `original` (which failed as `entry` on queue `queue`) bound for
+/// `target_address`. The caller gives it its new id.
+pub fn copy_for(
+    original: &MessageRecord,
+    entry: &Entry,
+    queue: &str,
+    queue_routing: RoutingType,
+    target_address: &str,
+    reason: &Reason,
+    now_ms: u64,
+) -> MessageRecord {
+    let mut copy = original.clone();
+    copy.address = target_address.to_owned();
+    copy.expiration_ms = 0;
+    let mut set = |key: &str, value: Value| {
+        copy.properties
+            .insert(key.to_owned(), PropertyValue { value: Some(value) });
+    };
+    set(ORIG_ADDRESS, Value::String(original.address.clone()));
+    set(ORIG_QUEUE, Value::String(queue.to_owned()));
+    set(ORIG_MESSAGE_ID, Value::Int(original.message_id as i64));
+    set(ORIG_ROUTING_TYPE, Value::String(queue_routing.as_str().to_owned()));
+    set(REASON, Value::String(reason.to_string()));
+    set(DELIVERY_COUNT, Value::Int(entry.delivery_count as i64));
+    if *reason == Reason::Expired {
+        set(ACTUAL_EXPIRY, Value::Int(now_ms as i64));
+    }
+    if !entry.failures.is_empty() {
+        let failures: Vec<serde_json::Value> = entry
+            .failures
+            .iter()
+            .map(|f| serde_json::json!({ "at_ms": f.at_ms, "reason": f.reason }))
+            .collect();
+        set(FAILURES, Value::String(serde_json::Value::Array(failures).to_string()));
+    }
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rebound_storage::FailureRecord;
+
+    #[test]
+    fn copy_keeps_body_and_properties_and_says_where_it_came_from() {
+        let mut original = MessageRecord {
+            message_id: 42,
+            address: "orders".into(),
+            body: Bytes::from_static(b"payload"),
+            durable: true,
+            expiration_ms: 99,
+            ..Default::default()
+        };
+        original.properties.insert(
+            "color".into(),
+            PropertyValue { value: Some(Value::String("red".into())) },
+        );
+        let entry = Entry {
+            id: 42,
+            priority: 4,
+            expiration_ms: 99,
+            size: 7,
+            delivery_count: 3,
+            failures: vec![FailureRecord { at_ms: 5, reason: "db down".into() }],
+            stored: true,
+            record: None,
+        };
+        let copy = copy_for(&original, &entry, "orders.eu", RoutingType::Multicast, "DLQ", &Reason::MaxDeliveryAttempts, 1000);
+        let get = |k: &str| copy.properties.get(k).and_then(|p| p.value.clone());
+        assert_eq!(copy.address, "DLQ");
+        assert_eq!(copy.body, original.body);
+        assert_eq!(copy.expiration_ms, 0);
+        assert_eq!(get("color"), Some(Value::String("red".into())));
+        assert_eq!(get(ORIG_ADDRESS), Some(Value::String("orders".into())));
+        assert_eq!(get(ORIG_QUEUE), Some(Value::String("orders.eu".into())));
+        assert_eq!(get(ORIG_MESSAGE_ID), Some(Value::Int(42)));
+        assert_eq!(get(ORIG_ROUTING_TYPE), Some(Value::String("multicast".into())));
+        assert_eq!(get(REASON), Some(Value::String("max-delivery-attempts".into())));
+        assert_eq!(get(DELIVERY_COUNT), Some(Value::Int(3)));
+        assert_eq!(get(FAILURES), Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into())));
+        assert_eq!(get(ACTUAL_EXPIRY), None);
+    }
+
+    #[test]
+    fn reasons_read_well() {
+        assert_eq!(Reason::Rejected("bad json".into()).to_string(), "rejected: bad json");
+        assert_eq!(Reason::Rejected(String::new()).to_string(), "rejected");
+        assert_eq!(Reason::Expired.to_string(), "expired");
+    }
+}

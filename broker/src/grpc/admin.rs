@@ -1,0 +1,209 @@
+//! `rebound.v1.Admin`: addresses, queues, counters, browsing, settings.
+use std::sync::Arc;
+
+use rebound_config::RoutingType;
+use rebound_protocol::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use crate::broker::Broker;
+use crate::message::to_wire;
+use crate::queue::{BrowseState, Queue};
+
+const DEFAULT_BROWSE_LIMIT: usize = 200;
+
+pub struct AdminService {
+    broker: Arc<Broker>,
+}
+
+impl AdminService {
+    pub fn new(broker: Arc<Broker>) -> AdminService {
+        AdminService { broker }
+    }
+}
+
+fn routing_from_wire(value: i32) -> Result<Option<RoutingType>, Status> {
+    match pb::RoutingType::try_from(value) {
+        Ok(pb::RoutingType::Unspecified) => Ok(None),
+        Ok(pb::RoutingType::Anycast) => Ok(Some(RoutingType::Anycast)),
+        Ok(pb::RoutingType::Multicast) => Ok(Some(RoutingType::Multicast)),
+        Err(_) => Err(Status::invalid_argument(format!("unknown routing type {value}"))),
+    }
+}
+
+fn routing_to_wire(routing: RoutingType) -> i32 {
+    match routing {
+        RoutingType::Anycast => pb::RoutingType::Anycast as i32,
+        RoutingType::Multicast => pb::RoutingType::Multicast as i32,
+    }
+}
+
+pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
+    let snap = queue.snapshot();
+    pb::QueueInfo {
+        name: queue.name.clone(),
+        address: queue.address.clone(),
+        routing_type: routing_to_wire(queue.routing_type),
+        durable: queue.durable,
+        auto_created: queue.auto_created,
+        messages: snap.messages,
+        delivering: snap.delivering,
+        scheduled: snap.scheduled,
+        consumers: snap.consumers,
+        added: snap.counters.added,
+        acked: snap.counters.acked,
+        redelivered: snap.counters.redelivered,
+        dead_lettered: snap.counters.dead_lettered,
+        dropped: snap.counters.dropped,
+        expired: snap.counters.expired,
+        bytes: snap.bytes,
+    }
+}
+
+/// Resident and peak resident set size of this process, from /proc (Linux).
+fn memory_usage() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[tonic::async_trait]
+impl pb::admin_server::Admin for AdminService {
+    async fn create_address(
+        &self,
+        request: Request<pb::CreateAddressRequest>,
+    ) -> Result<Response<pb::CreateAddressResponse>, Status> {
+        let r = request.into_inner();
+        self.broker.create_address(&r.name, routing_from_wire(r.routing_type)?).await?;
+        Ok(Response::new(pb::CreateAddressResponse {}))
+    }
+
+    async fn delete_address(
+        &self,
+        request: Request<pb::DeleteAddressRequest>,
+    ) -> Result<Response<pb::DeleteAddressResponse>, Status> {
+        let r = request.into_inner();
+        self.broker.delete_address(&r.name, r.force).await?;
+        Ok(Response::new(pb::DeleteAddressResponse {}))
+    }
+
+    async fn create_queue(
+        &self,
+        request: Request<pb::CreateQueueRequest>,
+    ) -> Result<Response<pb::CreateQueueResponse>, Status> {
+        let r = request.into_inner();
+        let queue = self
+            .broker
+            .create_queue(
+                &r.address,
+                &r.queue,
+                routing_from_wire(r.routing_type)?,
+                r.durable.unwrap_or(true),
+                None,
+                false,
+            )
+            .await?;
+        Ok(Response::new(pb::CreateQueueResponse { queue: Some(queue_info(&queue)) }))
+    }
+
+    async fn delete_queue(
+        &self,
+        request: Request<pb::DeleteQueueRequest>,
+    ) -> Result<Response<pb::DeleteQueueResponse>, Status> {
+        self.broker.delete_queue(&request.into_inner().queue).await?;
+        Ok(Response::new(pb::DeleteQueueResponse {}))
+    }
+
+    async fn list_queues(
+        &self,
+        _request: Request<pb::ListQueuesRequest>,
+    ) -> Result<Response<pb::ListQueuesResponse>, Status> {
+        let queues = self.broker.queues().iter().map(|q| queue_info(q)).collect();
+        Ok(Response::new(pb::ListQueuesResponse { queues }))
+    }
+
+    async fn get_queue(
+        &self,
+        request: Request<pb::GetQueueRequest>,
+    ) -> Result<Response<pb::GetQueueResponse>, Status> {
+        let queue = self.broker.queue(&request.into_inner().queue)?;
+        Ok(Response::new(pb::GetQueueResponse { queue: Some(queue_info(&queue)) }))
+    }
+
+    async fn browse_queue(
+        &self,
+        request: Request<pb::BrowseQueueRequest>,
+    ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
+        let r = request.into_inner();
+        let limit = if r.limit == 0 { DEFAULT_BROWSE_LIMIT } else { r.limit as usize };
+        let messages = self
+            .broker
+            .browse(&r.queue, limit)?
+            .into_iter()
+            .map(|b| {
+                let (state, scheduled_at_ms) = match b.state {
+                    BrowseState::Ready => (pb::MessageState::Ready, 0),
+                    BrowseState::Delivering => (pb::MessageState::Delivering, 0),
+                    BrowseState::Scheduled(at) => (pb::MessageState::Scheduled, at),
+                };
+                pb::BrowsedMessage {
+                    message: Some(to_wire(&b.record)),
+                    delivery_count: b.delivery_count,
+                    state: state as i32,
+                    scheduled_at_ms,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::BrowseQueueResponse { messages }))
+    }
+
+    async fn purge_queue(
+        &self,
+        request: Request<pb::PurgeQueueRequest>,
+    ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
+        let removed = self.broker.purge(&request.into_inner().queue).await?;
+        Ok(Response::new(pb::PurgeQueueResponse { removed }))
+    }
+
+    async fn get_settings(
+        &self,
+        request: Request<pb::GetSettingsRequest>,
+    ) -> Result<Response<pb::GetSettingsResponse>, Status> {
+        let address = request.into_inner().address;
+        crate::message::check_name("address", &address)?;
+        let resolved = self.broker.resolve_settings(&address);
+        let settings = resolved
+            .entries
+            .iter()
+            .map(|e| pb::SettingValue {
+                key: e.key.to_owned(),
+                value: e.value.clone(),
+                source: e.source.to_string(),
+            })
+            .collect();
+        Ok(Response::new(pb::GetSettingsResponse { address, settings }))
+    }
+
+    async fn get_server_info(
+        &self,
+        _request: Request<pb::GetServerInfoRequest>,
+    ) -> Result<Response<pb::GetServerInfoResponse>, Status> {
+        let (rss, peak) = memory_usage();
+        let stats = self.broker.store().stats();
+        Ok(Response::new(pb::GetServerInfoResponse {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_ms: self.broker.uptime().as_millis() as u64,
+            rss_bytes: rss,
+            peak_rss_bytes: peak,
+            store_commits: stats.commits,
+            store_ops: stats.ops,
+            store_syncs: stats.syncs,
+            store_disk_bytes: stats.disk_bytes,
+        }))
+    }
+}

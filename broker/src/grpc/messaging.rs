@@ -1,0 +1,184 @@
+//! `rebound.v1.Messaging`: send, and the consumer stream.
+//!
+//! A Consume stream is one consumer attached to one queue. A session task per stream
+//! forwards the queue's deliveries to the client and applies the client's credit and
+//! settlements. Settlements are taken from the queue at once, in stream order, and
+//! their storage commits run concurrently, each answered with `Settled` when durable,
+//! so a consumer that acks every message is not held to one fsync per ack. When the
+//! stream ends — the client closed it, the connection dropped, or the broker is
+//! stopping — the session detaches the consumer and what it held goes back to the
+//! queue at once.
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use rebound_protocol::v1::{self as pb, consume_request, consume_response};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::broker::{Broker, Settlement};
+use crate::message::to_wire;
+use crate::queue::{ConsumerId, Dispatched, Queue};
+
+pub struct MessagingService {
+    broker: Arc<Broker>,
+}
+
+impl MessagingService {
+    pub fn new(broker: Arc<Broker>) -> MessagingService {
+        MessagingService { broker }
+    }
+}
+
+type ResponseTx = mpsc::UnboundedSender<Result<pb::ConsumeResponse, Status>>;
+
+#[tonic::async_trait]
+impl pb::messaging_server::Messaging for MessagingService {
+    async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
+        let (message_ids, unrouted) = self.broker.send(request.into_inner().messages).await?;
+        Ok(Response::new(pb::SendResponse { message_ids, unrouted }))
+    }
+
+    type ConsumeStream = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
+
+    async fn consume(
+        &self,
+        request: Request<Streaming<pb::ConsumeRequest>>,
+    ) -> Result<Response<Self::ConsumeStream>, Status> {
+        let mut inbound = request.into_inner();
+        let subscribe = match inbound.message().await? {
+            Some(pb::ConsumeRequest { kind: Some(consume_request::Kind::Subscribe(s)) }) => s,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first message on a Consume stream must be `subscribe`",
+                ));
+            }
+        };
+        let queue = self.broker.queue_for_consumer(&subscribe.queue).await?;
+        let consumer = self.broker.next_consumer_id();
+        let deliveries = queue
+            .attach(consumer, subscribe.initial_credit)
+            .ok_or_else(|| Status::not_found(format!("queue '{}' was deleted", queue.name)))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(Ok(pb::ConsumeResponse {
+            kind: Some(consume_response::Kind::Subscribed(pb::Subscribed {
+                queue: queue.name.clone(),
+                address: queue.address.clone(),
+            })),
+        }));
+        let session = Session { broker: self.broker.clone(), queue, consumer, tx };
+        tokio::spawn(session.run(inbound, deliveries));
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+}
+
+struct Session {
+    broker: Arc<Broker>,
+    queue: Arc<Queue>,
+    consumer: ConsumerId,
+    tx: ResponseTx,
+}
+
+impl Session {
+    async fn run(self, mut inbound: Streaming<pb::ConsumeRequest>, mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>) {
+        loop {
+            tokio::select! {
+                batch = deliveries.recv() => match batch {
+                    Some(batch) => {
+                        if self.tx.send(Ok(deliveries_response(&self.queue.name, batch))).is_err() {
+                            break;
+                        }
+                    }
+                    None => {
+                        let _ = self.tx.send(Err(Status::not_found(format!("queue '{}' was deleted", self.queue.name))));
+                        break;
+                    }
+                },
+                request = inbound.message() => match request {
+                    Ok(Some(request)) => {
+                        if let Err(status) = self.handle(request) {
+                            let _ = self.tx.send(Err(status));
+                            break;
+                        }
+                    }
+                    // The client closed its side, or the connection is gone.
+                    Ok(None) | Err(_) => break,
+                },
+                _ = self.broker.shutdown.cancelled() => {
+                    let _ = self.tx.send(Err(Status::unavailable("the broker is shutting down")));
+                    break;
+                }
+            }
+        }
+        self.broker.consumer_gone(&self.queue, self.consumer).await;
+    }
+
+    fn handle(&self, request: pb::ConsumeRequest) -> Result<(), Status> {
+        match request.kind {
+            Some(consume_request::Kind::Credit(c)) => {
+                self.queue.grant(self.consumer, c.credit);
+                Ok(())
+            }
+            Some(consume_request::Kind::Settle(s)) => self.settle(s),
+            Some(consume_request::Kind::Subscribe(_)) => {
+                Err(Status::invalid_argument("this stream is already subscribed"))
+            }
+            None => Err(Status::invalid_argument("empty ConsumeRequest")),
+        }
+    }
+
+    fn settle(&self, settle: pb::Settle) -> Result<(), Status> {
+        let how = match pb::Outcome::try_from(settle.outcome) {
+            Ok(pb::Outcome::Ack) => Settlement::Ack,
+            Ok(pb::Outcome::Nack) => Settlement::Nack {
+                reason: settle.reason,
+                retry_after_ms: settle.retry_after_ms,
+            },
+            Ok(pb::Outcome::Release) => Settlement::Release,
+            Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter { reason: settle.reason },
+            Ok(pb::Outcome::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "settle needs an outcome (ACK, NACK, RELEASE or DEAD_LETTER), got {}",
+                    settle.outcome
+                )));
+            }
+        };
+        let (entries, unknown) = self.queue.take_delivered(self.consumer, &settle.delivery_ids);
+        let settled: Vec<u64> = settle
+            .delivery_ids
+            .into_iter()
+            .filter(|id| !unknown.contains(id))
+            .collect();
+        let (broker, queue, tx) = (self.broker.clone(), self.queue.clone(), self.tx.clone());
+        tokio::spawn(async move {
+            let answer = match broker.settle(&queue, entries, how).await {
+                Ok(()) => Ok(pb::ConsumeResponse {
+                    kind: Some(consume_response::Kind::Settled(pb::Settled {
+                        delivery_ids: settled,
+                        unknown_delivery_ids: unknown,
+                    })),
+                }),
+                Err(err) => Err(Status::from(err)),
+            };
+            let _ = tx.send(answer);
+        });
+        Ok(())
+    }
+}
+
+fn deliveries_response(queue: &str, batch: Vec<Dispatched>) -> pb::ConsumeResponse {
+    let deliveries = batch
+        .into_iter()
+        .map(|d| pb::Delivery {
+            delivery_id: d.delivery_id,
+            message: Some(to_wire(&d.record)),
+            delivery_count: d.delivery_count,
+            redelivered: d.delivery_count > 1,
+            queue: queue.to_owned(),
+        })
+        .collect();
+    pb::ConsumeResponse {
+        kind: Some(consume_response::Kind::Deliveries(pb::Deliveries { deliveries })),
+    }
+}

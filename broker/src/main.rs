@@ -1,0 +1,89 @@
+//! The `rebound` binary: the broker daemon (`rebound serve`) and the command-line
+//! client for a running broker.
+//!
+//! This file only parses the command line, sets up logging and turns an error
+//! into one `error: ...` line and an exit code; the subcommands live in
+//! `rebound_broker::cli` and `rebound_broker::daemon`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use rebound_broker::cli::{address, config, queue, receive, send, settings};
+use rebound_broker::daemon;
+use tracing_subscriber::EnvFilter;
+
+/// rebound: a message broker modelled on Apache ActiveMQ Artemis, spoken to over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "rebound", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the broker.
+    Serve(daemon::ServeArgs),
+    /// Send messages to an address.
+    Send(send::SendArgs),
+    /// Consume messages from a queue, acknowledging (or rejecting) each.
+    Receive(receive::ReceiveArgs),
+    /// Manage queues and look at their counters and messages.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
+    /// Manage addresses.
+    #[command(subcommand)]
+    Address(address::AddressCommand),
+    /// Check a configuration file or resolve its settings, offline.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Show a running broker's effective address-settings for an address.
+    Settings(settings::SettingsArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let serving = matches!(cli.command, Command::Serve(_));
+    init_logging(if serving { "info" } else { "warn" });
+    match run(cli.command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err),
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => daemon::run(args).await,
+        Command::Send(args) => send::run(args).await,
+        Command::Receive(args) => receive::run(args).await,
+        Command::Queue(command) => queue::run(command).await,
+        Command::Address(command) => address::run(command).await,
+        Command::Config(command) => config::run(command),
+        Command::Settings(args) => settings::run(args).await,
+    }
+}
+
+/// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`.
+fn init_logging(default_filter: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// Prints `err` as one line and picks the exit code: 2 for a configuration
+/// error (like clap's usage errors), 1 otherwise. A closed stdout (`| head`) is
+/// not an error worth reporting.
+fn report(err: &anyhow::Error) -> ExitCode {
+    let broken_pipe = err
+        .chain()
+        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
+    if broken_pipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("error: {err:#}");
+    if err.chain().any(|e| e.is::<rebound_config::ConfigError>()) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}

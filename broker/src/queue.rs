@@ -1,0 +1,602 @@
+//! A queue's in-memory state: which messages are ready, being delivered or waiting
+//! for a delayed redelivery, and which consumers may receive how many more.
+//!
+//! Storage is the source of truth across restarts; this is the index the broker
+//! works from while running. A durable message costs an [`Entry`] here (its id,
+//! priority, size, delivery count), not its body, which stays in storage until the
+//! message is delivered. Everything here is synchronous and short: callers hold the
+//! lock only to move entries between the sets, never across an await or I/O.
+//!
+//! Ready messages are ordered by priority, then by id (= send order), so a message
+//! that comes back without a delay returns to its original position, as in Artemis.
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rebound_config::RoutingType;
+use rebound_storage::{FailureRecord, MessageId, MessageRecord, QueueId};
+use tokio::sync::{Notify, mpsc};
+
+use crate::scheduled::Timeline;
+
+/// How many failure reasons a message keeps; they travel with it to the DLQ.
+pub const MAX_FAILURES_KEPT: usize = 5;
+
+/// A message reference held by a queue.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: MessageId,
+    pub priority: u8,
+    pub expiration_ms: u64,
+    /// Encoded size in bytes, for `max-size-bytes` and the queue's byte gauge.
+    pub size: u64,
+    /// Deliveries so far, the current one included while it is being delivered.
+    pub delivery_count: u32,
+    /// The last failures, oldest first, at most [`MAX_FAILURES_KEPT`].
+    pub failures: Vec<FailureRecord>,
+    /// Whether the message is in storage (durable message on a durable queue).
+    pub stored: bool,
+    /// The message itself, kept in memory only when it is not stored.
+    pub record: Option<Arc<MessageRecord>>,
+}
+
+impl Entry {
+    pub fn record_failure(&mut self, at_ms: u64, reason: String) {
+        if self.failures.len() == MAX_FAILURES_KEPT {
+            self.failures.remove(0);
+        }
+        self.failures.push(FailureRecord { at_ms, reason });
+    }
+}
+
+/// Identifies a consumer attachment on a queue.
+pub type ConsumerId = u64;
+
+/// What the queue sends to a consumer's stream.
+#[derive(Debug)]
+pub struct Dispatched {
+    pub delivery_id: u64,
+    pub delivery_count: u32,
+    pub record: Arc<MessageRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Ready,
+    Scheduled(u64),
+    Delivering { consumer: ConsumerId, delivery_id: u64 },
+}
+
+#[derive(Debug)]
+struct Slot {
+    entry: Entry,
+    place: Place,
+}
+
+#[derive(Debug)]
+struct Consumer {
+    id: ConsumerId,
+    /// Most unsettled deliveries this consumer may hold (its credit window).
+    window: u32,
+    /// Unsettled deliveries: delivery id → message id.
+    outstanding: HashMap<u64, MessageId>,
+    next_delivery_id: u64,
+    tx: mpsc::UnboundedSender<Vec<Dispatched>>,
+}
+
+/// Counters since the broker started, and the gauges derived from the state.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub added: u64,
+    pub acked: u64,
+    pub redelivered: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+    pub expired: u64,
+}
+
+/// A point-in-time view of a queue, for stats.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub messages: u64,
+    pub delivering: u64,
+    pub scheduled: u64,
+    pub consumers: u32,
+    pub bytes: u64,
+    pub counters: Counters,
+}
+
+/// A message picked for delivery, not yet sent.
+#[derive(Debug)]
+pub struct Pick {
+    pub consumer_tx: mpsc::UnboundedSender<Vec<Dispatched>>,
+    pub consumer: ConsumerId,
+    pub delivery_id: u64,
+    pub entry: Entry,
+}
+
+/// Where a browsed message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrowseState {
+    Ready,
+    Delivering,
+    Scheduled(u64),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<MessageId, Slot>,
+    ready: BTreeSet<(Reverse<u8>, MessageId)>,
+    scheduled: Timeline,
+    expiring: Timeline,
+    consumers: Vec<Consumer>,
+    next_consumer: usize,
+    delivering: u64,
+    bytes: u64,
+    counters: Counters,
+    closed: bool,
+}
+
+/// A queue bound to an address.
+#[derive(Debug)]
+pub struct Queue {
+    pub id: QueueId,
+    pub name: String,
+    pub address: String,
+    pub routing_type: RoutingType,
+    pub durable: bool,
+    pub auto_created: bool,
+    pub filter: Option<rebound_selector::Selector>,
+    state: Mutex<State>,
+    /// Wakes the queue's dispatcher: new messages, new credit, a message back.
+    pub wake: Notify,
+}
+
+impl Queue {
+    pub fn new(
+        id: QueueId,
+        name: String,
+        address: String,
+        routing_type: RoutingType,
+        durable: bool,
+        auto_created: bool,
+        filter: Option<rebound_selector::Selector>,
+    ) -> Queue {
+        Queue {
+            id,
+            name,
+            address,
+            routing_type,
+            durable,
+            auto_created,
+            filter,
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves only in-memory sets behind; the data
+        // on disk is intact, so carrying on beats poisoning every later call.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds new messages (sent or moved here); `due_ms` > now schedules them.
+    pub fn enqueue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
+        self.add(entries, now_ms, true)
+    }
+
+    /// Puts back messages this queue already counted: recovered at start-up, or back
+    /// after a failed or released delivery. Returns false if the queue was deleted.
+    pub fn requeue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
+        self.add(entries, now_ms, false)
+    }
+
+    fn add(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64, count: bool) -> bool {
+        let mut st = self.lock();
+        if st.closed {
+            return false;
+        }
+        for (entry, due_ms) in entries {
+            if count {
+                st.counters.added += 1;
+            }
+            st.bytes += entry.size;
+            st.insert(entry, due_ms, now_ms);
+        }
+        drop(st);
+        self.wake.notify_one();
+        true
+    }
+
+    /// Attaches a consumer with a credit window; deliveries arrive on the receiver.
+    pub fn attach(
+        &self,
+        id: ConsumerId,
+        window: u32,
+    ) -> Option<mpsc::UnboundedReceiver<Vec<Dispatched>>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut st = self.lock();
+        if st.closed {
+            return None;
+        }
+        st.consumers.push(Consumer {
+            id,
+            window,
+            outstanding: HashMap::new(),
+            next_delivery_id: 1,
+            tx,
+        });
+        drop(st);
+        self.wake.notify_one();
+        Some(rx)
+    }
+
+    /// Widens a consumer's credit window.
+    pub fn grant(&self, consumer: ConsumerId, credit: u32) {
+        let mut st = self.lock();
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
+            c.window = c.window.saturating_add(credit);
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Detaches a consumer and hands back the messages it had not settled.
+    pub fn detach(&self, consumer: ConsumerId) -> Vec<Entry> {
+        let mut st = self.lock();
+        let Some(pos) = st.consumers.iter().position(|c| c.id == consumer) else {
+            return Vec::new();
+        };
+        let gone = st.consumers.remove(pos);
+        let mut ids: Vec<MessageId> = gone.outstanding.into_values().collect();
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| st.take(id)).collect()
+    }
+
+    /// Takes settled deliveries of a consumer out of the queue. Returns the entries
+    /// and the delivery ids that were not outstanding.
+    pub fn take_delivered(&self, consumer: ConsumerId, delivery_ids: &[u64]) -> (Vec<Entry>, Vec<u64>) {
+        let mut st = self.lock();
+        let mut taken = Vec::with_capacity(delivery_ids.len());
+        let mut unknown = Vec::new();
+        for &did in delivery_ids {
+            let id = st
+                .consumers
+                .iter_mut()
+                .find(|c| c.id == consumer)
+                .and_then(|c| c.outstanding.remove(&did));
+            match id.and_then(|id| st.take(id)) {
+                Some(entry) => taken.push(entry),
+                None => unknown.push(did),
+            }
+        }
+        drop(st);
+        if !taken.is_empty() {
+            // Settling frees credit.
+            self.wake.notify_one();
+        }
+        (taken, unknown)
+    }
+
+    /// Picks messages for consumers with free credit, round-robin, after moving due
+    /// scheduled messages back to ready. Returns the picks, the messages that expired,
+    /// and when the dispatcher should look again (the next scheduled or expiry time).
+    pub fn pick(&self, now_ms: u64) -> (Vec<Pick>, Vec<Entry>, Option<u64>) {
+        let mut st = self.lock();
+        let st = &mut *st;
+        for id in st.scheduled.pop_due(now_ms) {
+            if let Some(slot) = st.entries.get_mut(&id) {
+                slot.place = Place::Ready;
+                st.ready.insert((Reverse(slot.entry.priority), id));
+            }
+        }
+        let mut expired = Vec::new();
+        for id in st.expiring.pop_due(now_ms) {
+            let delivering = matches!(
+                st.entries.get(&id).map(|s| s.place),
+                Some(Place::Delivering { .. })
+            );
+            // A message being delivered is not expired under the consumer's feet; it is
+            // checked again if it comes back.
+            if !delivering && let Some(entry) = st.take(id) {
+                expired.push(entry);
+            }
+        }
+        let mut picks = Vec::new();
+        while !st.ready.is_empty() && !st.consumers.is_empty() {
+            let n = st.consumers.len();
+            let Some(ci) = (0..n)
+                .map(|k| (st.next_consumer + k) % n)
+                .find(|&i| (st.consumers[i].outstanding.len() as u64) < st.consumers[i].window as u64)
+            else {
+                break;
+            };
+            st.next_consumer = (ci + 1) % n;
+            let Some((_, id)) = st.ready.pop_first() else { break };
+            let consumer = &mut st.consumers[ci];
+            let delivery_id = consumer.next_delivery_id;
+            consumer.next_delivery_id += 1;
+            consumer.outstanding.insert(delivery_id, id);
+            let (cid, tx) = (consumer.id, consumer.tx.clone());
+            let slot = st.entries.get_mut(&id).expect("ready ids have entries");
+            slot.place = Place::Delivering { consumer: cid, delivery_id };
+            slot.entry.delivery_count += 1;
+            if slot.entry.delivery_count > 1 {
+                st.counters.redelivered += 1;
+            }
+            st.delivering += 1;
+            picks.push(Pick {
+                consumer_tx: tx,
+                consumer: cid,
+                delivery_id,
+                entry: slot.entry.clone(),
+            });
+        }
+        let next = [st.scheduled.next_due(), st.expiring.next_due()]
+            .into_iter()
+            .flatten()
+            .min();
+        (picks, expired, next)
+    }
+
+    /// A picked message that could not be handed over (its consumer vanished, its
+    /// body could not be read): undo the pick.
+    pub fn unpick(&self, pick: &Pick) {
+        {
+            let mut guard = self.lock();
+            let st = &mut *guard;
+            if let Some(c) = st.consumers.iter_mut().find(|c| c.id == pick.consumer) {
+                c.outstanding.remove(&pick.delivery_id);
+            }
+            if let Some(slot) = st.entries.get_mut(&pick.entry.id)
+                && slot.place
+                    == (Place::Delivering { consumer: pick.consumer, delivery_id: pick.delivery_id })
+            {
+                slot.entry.delivery_count -= 1;
+                slot.place = Place::Ready;
+                st.delivering -= 1;
+                st.ready.insert((Reverse(slot.entry.priority), pick.entry.id));
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Removes every message not being delivered; returns them.
+    pub fn purge(&self) -> Vec<Entry> {
+        let mut st = self.lock();
+        let ids: Vec<MessageId> = st
+            .entries
+            .iter()
+            .filter(|(_, s)| !matches!(s.place, Place::Delivering { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.into_iter().filter_map(|id| st.take(id)).collect()
+    }
+
+    /// Marks the queue deleted: it accepts nothing more, its consumers are dropped
+    /// (their streams end) and its dispatcher stops.
+    pub fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.consumers.clear();
+        st.entries.clear();
+        st.ready.clear();
+        st.scheduled.clear();
+        st.expiring.clear();
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Up to `limit` entries in queue order: ready, delivering, scheduled.
+    pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
+        let st = self.lock();
+        let ready = st.ready.iter().map(|&(_, id)| id);
+        let mut delivering: Vec<MessageId> = st
+            .entries
+            .iter()
+            .filter(|(_, s)| matches!(s.place, Place::Delivering { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        delivering.sort_unstable();
+        let mut scheduled: Vec<(u64, MessageId)> = st
+            .entries
+            .iter()
+            .filter_map(|(&id, s)| match s.place {
+                Place::Scheduled(due) => Some((due, id)),
+                _ => None,
+            })
+            .collect();
+        scheduled.sort_unstable();
+        ready
+            .chain(delivering)
+            .chain(scheduled.into_iter().map(|(_, id)| id))
+            .take(limit)
+            .filter_map(|id| {
+                let slot = st.entries.get(&id)?;
+                let state = match slot.place {
+                    Place::Ready => BrowseState::Ready,
+                    Place::Delivering { .. } => BrowseState::Delivering,
+                    Place::Scheduled(due) => BrowseState::Scheduled(due),
+                };
+                Some((slot.entry.clone(), state))
+            })
+            .collect()
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        Snapshot {
+            messages: st.entries.len() as u64,
+            delivering: st.delivering,
+            scheduled: st.scheduled.len() as u64,
+            consumers: st.consumers.len() as u32,
+            bytes: st.bytes,
+            counters: st.counters.clone(),
+        }
+    }
+
+    /// Bytes of the messages the queue holds.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// Updates the counters under the lock.
+    pub fn count(&self, update: impl FnOnce(&mut Counters)) {
+        update(&mut self.lock().counters);
+    }
+}
+
+impl State {
+    fn insert(&mut self, entry: Entry, due_ms: u64, now_ms: u64) {
+        let id = entry.id;
+        let place = if due_ms > now_ms {
+            self.scheduled.insert(due_ms, id);
+            Place::Scheduled(due_ms)
+        } else {
+            self.ready.insert((Reverse(entry.priority), id));
+            Place::Ready
+        };
+        if entry.expiration_ms != 0 {
+            self.expiring.insert(entry.expiration_ms, id);
+        }
+        self.entries.insert(id, Slot { entry, place });
+    }
+
+    /// Removes an entry from every set.
+    fn take(&mut self, id: MessageId) -> Option<Entry> {
+        let slot = self.entries.remove(&id)?;
+        match slot.place {
+            Place::Ready => {
+                self.ready.remove(&(Reverse(slot.entry.priority), id));
+            }
+            Place::Scheduled(due) => self.scheduled.remove(due, id),
+            Place::Delivering { .. } => self.delivering -= 1,
+        }
+        if slot.entry.expiration_ms != 0 {
+            self.expiring.remove(slot.entry.expiration_ms, id);
+        }
+        self.bytes -= slot.entry.size;
+        Some(slot.entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> Queue {
+        Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None)
+    }
+
+    fn entry(id: MessageId, priority: u8) -> Entry {
+        Entry {
+            id,
+            priority,
+            expiration_ms: 0,
+            size: 10,
+            delivery_count: 0,
+            failures: Vec::new(),
+            stored: true,
+            record: None,
+        }
+    }
+
+    fn ids(picks: &[Pick]) -> Vec<MessageId> {
+        picks.iter().map(|p| p.entry.id).collect()
+    }
+
+    #[test]
+    fn credit_window_bounds_outstanding_deliveries() {
+        let q = queue();
+        q.enqueue((1..=5).map(|id| (entry(id, 4), 0)), 100);
+        let _rx = q.attach(7, 2).unwrap();
+        let (picks, _, _) = q.pick(100);
+        assert_eq!(ids(&picks), vec![1, 2]);
+        assert!(q.pick(100).0.is_empty(), "window is full");
+        let (taken, unknown) = q.take_delivered(7, &[picks[0].delivery_id, 999]);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(unknown, vec![999]);
+        assert_eq!(ids(&q.pick(100).0), vec![3]);
+        q.grant(7, 10);
+        assert_eq!(ids(&q.pick(100).0), vec![4, 5]);
+    }
+
+    #[test]
+    fn priority_then_send_order_and_returned_messages_keep_their_place() {
+        let q = queue();
+        q.enqueue([(entry(1, 4), 0), (entry(2, 9), 0), (entry(3, 4), 0)], 100);
+        let _rx = q.attach(1, 1).unwrap();
+        let first = q.pick(100).0;
+        assert_eq!(ids(&first), vec![2]);
+        let (taken, _) = q.take_delivered(1, &[first[0].delivery_id]);
+        let mut back = taken.into_iter().next().unwrap();
+        back.priority = 0;
+        q.requeue([(back, 0)], 100);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let p = q.pick(100).0;
+            order.extend(ids(&p));
+            q.take_delivered(1, &[p[0].delivery_id]);
+        }
+        assert_eq!(order, vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn scheduled_messages_do_not_block_and_come_back_when_due() {
+        let q = queue();
+        q.enqueue([(entry(1, 4), 500), (entry(2, 4), 0)], 100);
+        let _rx = q.attach(1, 10).unwrap();
+        let (picks, _, next) = q.pick(100);
+        assert_eq!(ids(&picks), vec![2]);
+        assert_eq!(next, Some(500));
+        assert_eq!(q.snapshot().scheduled, 1);
+        assert_eq!(ids(&q.pick(500).0), vec![1]);
+        assert_eq!(q.snapshot().scheduled, 0);
+    }
+
+    #[test]
+    fn competing_consumers_share_round_robin_and_detach_returns_outstanding() {
+        let q = queue();
+        q.enqueue((1..=4).map(|id| (entry(id, 4), 0)), 100);
+        let _a = q.attach(1, 10).unwrap();
+        let _b = q.attach(2, 10).unwrap();
+        let picks = q.pick(100).0;
+        let by = |c| picks.iter().filter(|p| p.consumer == c).count();
+        assert_eq!((by(1), by(2)), (2, 2));
+        let back = q.detach(1);
+        assert_eq!(back.len(), 2);
+        assert!(back.iter().all(|e| e.delivery_count == 1));
+        assert_eq!(q.snapshot().delivering, 2);
+    }
+
+    #[test]
+    fn expired_messages_leave_the_queue() {
+        let q = queue();
+        let mut e = entry(1, 4);
+        e.expiration_ms = 150;
+        q.enqueue([(e, 0), (entry(2, 4), 0)], 100);
+        let (_, expired, next) = q.pick(100);
+        assert!(expired.is_empty());
+        assert_eq!(next, Some(150));
+        let (_, expired, _) = q.pick(150);
+        assert_eq!(expired.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
+        let snap = q.snapshot();
+        assert_eq!((snap.messages, snap.bytes), (1, 10));
+    }
+
+    #[test]
+    fn unpick_restores_the_message() {
+        let q = queue();
+        q.enqueue([(entry(1, 4), 0)], 100);
+        let _rx = q.attach(1, 1).unwrap();
+        let picks = q.pick(100).0;
+        q.unpick(&picks[0]);
+        let again = q.pick(100).0;
+        assert_eq!(again[0].entry.delivery_count, 1);
+    }
+}

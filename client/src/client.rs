@@ -1,0 +1,112 @@
+//! The connection to a broker and the messaging calls (send, consume).
+//!
+//! A [`Client`] is a tonic [`Channel`] plus the two generated stubs; cloning it is
+//! cheap and clones share the one HTTP/2 connection, so a program needs one.
+
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::consumer::Consumer;
+use crate::proto::admin_client::AdminClient;
+use crate::proto::messaging_client::MessagingClient;
+use crate::{Error, OutgoingMessage, Result, SendResponse, proto};
+
+/// The broker's documented default listen address.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:61616";
+
+/// Largest message the client encodes or decodes. Far above any sensible broker
+/// limit, so that an oversized message is refused by the broker's own
+/// `max-message-size` check, whose error names the limit.
+const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// How long [`Client::connect`] tries before giving up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to a rebound broker.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) messaging: MessagingClient<Channel>,
+    pub(crate) admin: AdminClient<Channel>,
+}
+
+impl Client {
+    /// Connects to the broker at `url`: `http://host:port` or just `host:port`.
+    ///
+    /// Fails with [`Error::Connect`] if the broker cannot be reached now; once
+    /// connected, the channel reconnects by itself when the connection drops.
+    pub async fn connect(url: &str) -> Result<Client> {
+        let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|e| Error::InvalidUrl { url: url.clone(), reason: innermost_cause(&e) })?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| Error::Connect { url, reason: innermost_cause(&e) })?;
+        Ok(Client {
+            messaging: MessagingClient::new(channel.clone())
+                .max_decoding_message_size(MAX_GRPC_MESSAGE)
+                .max_encoding_message_size(MAX_GRPC_MESSAGE),
+            admin: AdminClient::new(channel)
+                .max_decoding_message_size(MAX_GRPC_MESSAGE)
+                .max_encoding_message_size(MAX_GRPC_MESSAGE),
+        })
+    }
+
+    /// Sends one message and returns the id the broker gave it. Returns once the
+    /// message is on disk if it is durable.
+    pub async fn send(&self, message: OutgoingMessage) -> Result<u64> {
+        let response = self.send_batch(vec![message]).await?;
+        match response.message_ids[..] {
+            [id] => Ok(id),
+            ref ids => Err(Error::Protocol(format!("one message sent, {} ids returned", ids.len()))),
+        }
+    }
+
+    /// Sends messages as one batch: the broker accepts or refuses them together and
+    /// writes the durable ones in one storage commit.
+    pub async fn send_batch(&self, messages: Vec<OutgoingMessage>) -> Result<SendResponse> {
+        let request = proto::SendRequest { messages: messages.into_iter().map(Into::into).collect() };
+        Ok(self.messaging.clone().send(request).await?.into_inner())
+    }
+
+    /// Starts consuming `queue`, granting `credit` deliveries up front, and returns
+    /// once the broker has confirmed the subscription.
+    pub async fn consume(&self, queue: &str, credit: u32) -> Result<Consumer> {
+        Consumer::subscribe(self.messaging.clone(), queue, credit).await
+    }
+}
+
+/// The most specific description in an error's source chain: tonic's own messages
+/// are generic ("transport error"), the OS error underneath says what happened.
+fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    match cause.downcast_ref::<std::io::Error>() {
+        // `Connection refused (os error 111)` → `connection refused`.
+        Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
+        _ => cause.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unreachable_broker_is_one_clear_error() {
+        // Port 1 on loopback: nothing listens there.
+        let err = Client::connect("127.0.0.1:1").await.unwrap_err();
+        assert_eq!(err.to_string(), "cannot connect to http://127.0.0.1:1: connection refused");
+    }
+
+    #[tokio::test]
+    async fn bad_url_is_refused() {
+        let err = Client::connect("http://exa mple:1").await.unwrap_err();
+        assert!(matches!(err, Error::InvalidUrl { .. }), "{err}");
+    }
+}

@@ -1,0 +1,254 @@
+//! A consumer: one Consume stream, with its credit and settle bookkeeping.
+//!
+//! The stream interleaves two kinds of answers, deliveries and `Settled`
+//! confirmations (one per settle, sent once the settle's effect is on disk).
+//! [`Consumer`] reads whichever comes and sorts them: deliveries are buffered until
+//! [`Consumer::next`] asks for them, confirmations are counted so that
+//! [`Consumer::flush`] can wait for the outstanding ones without losing a delivery
+//! that arrives meanwhile.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+use tonic::transport::Channel;
+
+use crate::proto::consume_request::Kind as RequestKind;
+use crate::proto::consume_response::Kind as ResponseKind;
+use crate::proto::messaging_client::MessagingClient;
+use crate::{Error, Message, Result, proto};
+
+/// Requests queued for the stream before `ack` and friends wait for room.
+const REQUEST_BUFFER: usize = 64;
+
+/// One delivery of a message to a [`Consumer`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// Names this delivery when settling it; unique on its stream.
+    pub id: u64,
+    /// The message.
+    pub message: Message,
+    /// 1 on the first delivery, incremented by every failed attempt (JMSXDeliveryCount).
+    pub delivery_count: u32,
+    /// Whether the message was delivered before (`delivery_count > 1`).
+    pub redelivered: bool,
+    /// The queue it was delivered from.
+    pub queue: String,
+}
+
+impl TryFrom<proto::Delivery> for Delivery {
+    type Error = Error;
+
+    fn try_from(d: proto::Delivery) -> Result<Self> {
+        Ok(Delivery {
+            id: d.delivery_id,
+            message: d.message.ok_or_else(|| Error::missing("Delivery.message"))?,
+            delivery_count: d.delivery_count,
+            redelivered: d.redelivered,
+            queue: d.queue,
+        })
+    }
+}
+
+/// A subscription to a queue, made by [`Client::consume`](crate::Client::consume).
+///
+/// The broker hands out at most as many deliveries as credit was granted
+/// ([`Client::consume`](crate::Client::consume)'s `credit` plus every
+/// [`grant`](Self::grant)). Each delivery must be settled: [`ack`](Self::ack),
+/// [`nack`](Self::nack), [`release`](Self::release) or
+/// [`dead_letter`](Self::dead_letter). Settles are pipelined;
+/// [`flush`](Self::flush) waits until the broker has made them durable. Deliveries
+/// still unsettled when the consumer goes away return to the queue with their
+/// delivery count incremented.
+#[derive(Debug)]
+pub struct Consumer {
+    requests: Option<mpsc::Sender<proto::ConsumeRequest>>,
+    responses: Streaming<proto::ConsumeResponse>,
+    queue: String,
+    address: String,
+    /// Deliveries received but not yet returned by `next`.
+    buffered: VecDeque<Delivery>,
+    /// Settles sent and not yet answered by a `Settled`.
+    unconfirmed: usize,
+    /// `Settled.unknown_delivery_ids` gathered since the last `flush`.
+    unknown: Vec<u64>,
+}
+
+impl Consumer {
+    /// Opens the stream and waits for `Subscribed`.
+    pub(crate) async fn subscribe(
+        mut messaging: MessagingClient<Channel>,
+        queue: &str,
+        credit: u32,
+    ) -> Result<Consumer> {
+        let (requests, rx) = mpsc::channel(REQUEST_BUFFER);
+        let subscribe = proto::Subscribe { queue: queue.to_owned(), initial_credit: credit };
+        requests
+            .try_send(request(RequestKind::Subscribe(subscribe)))
+            .expect("a new channel has room");
+        let mut responses = messaging.consume(ReceiverStream::new(rx)).await?.into_inner();
+        let subscribed = match responses.message().await? {
+            Some(proto::ConsumeResponse { kind: Some(ResponseKind::Subscribed(s)) }) => s,
+            Some(other) => {
+                return Err(Error::Protocol(format!("expected Subscribed first, got {other:?}")));
+            }
+            None => return Err(Error::StreamClosed),
+        };
+        Ok(Consumer {
+            requests: Some(requests),
+            responses,
+            queue: subscribed.queue,
+            address: subscribed.address,
+            buffered: VecDeque::new(),
+            unconfirmed: 0,
+            unknown: Vec::new(),
+        })
+    }
+
+    /// The queue consumed from, as the broker named it.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The address the queue is bound to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The next delivery, waiting as long as it takes; `None` once the broker has
+    /// ended the stream.
+    ///
+    /// Cancel-safe: dropping the future (e.g. in `select!`) loses no delivery.
+    pub async fn next(&mut self) -> Result<Option<Delivery>> {
+        loop {
+            if let Some(delivery) = self.buffered.pop_front() {
+                return Ok(Some(delivery));
+            }
+            if !self.read().await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Like [`next`](Self::next), but `None` also when nothing arrived within `timeout`.
+    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Delivery>> {
+        tokio::time::timeout(timeout, self.next()).await.unwrap_or(Ok(None))
+    }
+
+    /// Grants `credit` more deliveries.
+    pub async fn grant(&mut self, credit: u32) -> Result<()> {
+        self.request(RequestKind::Credit(proto::Credit { credit })).await
+    }
+
+    /// Acknowledges deliveries: processed, remove the messages from the queue.
+    pub async fn ack(&mut self, delivery_ids: &[u64]) -> Result<()> {
+        self.settle(delivery_ids, proto::Outcome::Ack, "", None).await
+    }
+
+    /// Rejects deliveries as failed: counts as an attempt, redelivered per the
+    /// address settings or dead-lettered after `max-delivery-attempts`.
+    pub async fn nack(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, None).await
+    }
+
+    /// Like [`nack`](Self::nack), but redeliver after `retry_after` instead of the
+    /// configured delay (clamped by the broker to `max-redelivery-delay`).
+    pub async fn nack_after(&mut self, delivery_ids: &[u64], reason: &str, retry_after: Duration) -> Result<()> {
+        let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms)).await
+    }
+
+    /// Hands deliveries back unprocessed: requeued at once, not counted as an attempt.
+    pub async fn release(&mut self, delivery_ids: &[u64]) -> Result<()> {
+        self.settle(delivery_ids, proto::Outcome::Release, "", None).await
+    }
+
+    /// Fails deliveries permanently: straight to the dead-letter address.
+    pub async fn dead_letter(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
+        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None).await
+    }
+
+    /// Waits until every settle sent so far is durable, and returns the delivery ids
+    /// the broker reported as unknown (already settled, or never delivered on this
+    /// stream) since the previous flush. Deliveries arriving meanwhile are kept for
+    /// [`next`](Self::next).
+    pub async fn flush(&mut self) -> Result<Vec<u64>> {
+        while self.unconfirmed > 0 {
+            if !self.read().await? {
+                return Err(Error::StreamClosed);
+            }
+        }
+        Ok(std::mem::take(&mut self.unknown))
+    }
+
+    /// Ends the subscription cleanly: releases the deliveries that arrived but were
+    /// never returned by [`next`](Self::next), flushes, ends the request stream and
+    /// waits for the broker to end its side. Returns what [`flush`](Self::flush)
+    /// returns.
+    pub async fn close(mut self) -> Result<Vec<u64>> {
+        let unseen: Vec<u64> = self.buffered.drain(..).map(|d| d.id).collect();
+        self.release(&unseen).await?;
+        let unknown = self.flush().await?;
+        self.requests = None;
+        // Whatever still arrives goes back to the queue when the stream ends.
+        while self.responses.message().await?.is_some() {}
+        Ok(unknown)
+    }
+
+    async fn settle(
+        &mut self,
+        delivery_ids: &[u64],
+        outcome: proto::Outcome,
+        reason: &str,
+        retry_after_ms: Option<u64>,
+    ) -> Result<()> {
+        if delivery_ids.is_empty() {
+            return Ok(());
+        }
+        let settle = proto::Settle {
+            delivery_ids: delivery_ids.to_vec(),
+            outcome: outcome.into(),
+            reason: reason.to_owned(),
+            retry_after_ms,
+        };
+        self.request(RequestKind::Settle(settle)).await?;
+        self.unconfirmed += 1;
+        Ok(())
+    }
+
+    async fn request(&mut self, kind: RequestKind) -> Result<()> {
+        let requests = self.requests.as_ref().ok_or(Error::StreamClosed)?;
+        requests.send(request(kind)).await.map_err(|_| Error::StreamClosed)
+    }
+
+    /// Reads one response and files it; `false` when the stream has ended.
+    /// Cancel-safe: nothing is awaited after a response has been taken.
+    async fn read(&mut self) -> Result<bool> {
+        let Some(response) = self.responses.message().await? else {
+            return Ok(false);
+        };
+        match response.kind {
+            Some(ResponseKind::Deliveries(batch)) => {
+                for delivery in batch.deliveries {
+                    self.buffered.push_back(delivery.try_into()?);
+                }
+            }
+            Some(ResponseKind::Settled(settled)) => {
+                self.unconfirmed = self
+                    .unconfirmed
+                    .checked_sub(1)
+                    .ok_or_else(|| Error::Protocol("Settled without a settle".into()))?;
+                self.unknown.extend(settled.unknown_delivery_ids);
+            }
+            Some(ResponseKind::Subscribed(_)) => return Err(Error::Protocol("a second Subscribed".into())),
+            None => return Err(Error::missing("ConsumeResponse.kind")),
+        }
+        Ok(true)
+    }
+}
+
+fn request(kind: RequestKind) -> proto::ConsumeRequest {
+    proto::ConsumeRequest { kind: Some(kind) }
+}

@@ -1,0 +1,105 @@
+//! The client's error type.
+//!
+//! Every failure of the broker reaches the client as a gRPC status; [`Error::Status`]
+//! keeps its code and message so that a program can branch on the code and a command
+//! line can print one clear line such as `queue 'nope' not found (NOT_FOUND)`.
+
+use tonic::Code;
+
+/// A `Result` with the client's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong talking to rebound.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server URL could not be parsed.
+    #[error("invalid server URL '{url}': {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The broker could not be reached.
+    #[error("cannot connect to {url}: {reason}")]
+    Connect {
+        /// The URL that was dialled.
+        url: String,
+        /// The innermost cause, e.g. `connection refused`.
+        reason: String,
+    },
+    /// The broker refused a request, or the call failed in transit.
+    #[error("{message} ({})", code_name(*.code))]
+    Status {
+        /// The gRPC status code, e.g. [`Code::NotFound`].
+        code: Code,
+        /// The broker's explanation.
+        message: String,
+    },
+    /// The broker answered something the protocol does not allow.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// The consume stream ended while the consumer still expected answers.
+    #[error("the consume stream was closed by the broker")]
+    StreamClosed,
+}
+
+impl Error {
+    /// The error for a response field the broker must always fill in.
+    pub(crate) fn missing(field: &str) -> Error {
+        Error::Protocol(format!("the broker sent no {field}"))
+    }
+
+    /// The gRPC status code if this error is a broker status.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            Error::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(status: tonic::Status) -> Self {
+        Error::Status {
+            code: status.code(),
+            message: status.message().to_owned(),
+        }
+    }
+}
+
+/// The canonical upper-case name of a status code, as gRPC documents them.
+/// (`Code`'s `Display` prints a sentence instead.)
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_prints_message_and_code_name() {
+        let err = Error::from(tonic::Status::not_found("queue 'nope' not found"));
+        assert_eq!(err.to_string(), "queue 'nope' not found (NOT_FOUND)");
+        assert_eq!(err.code(), Some(Code::NotFound));
+    }
+}

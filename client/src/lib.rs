@@ -1,0 +1,54 @@
+//! The Rust client for the rebound message broker.
+//!
+//! rebound speaks gRPC (package `rebound.v1`, see the `.proto` files in the
+//! `rebound-protocol` crate). This crate wraps the generated stubs in the shape a
+//! program actually wants: connect once, [`Client::send`] messages built with
+//! [`OutgoingMessage`], [`Client::consume`] a queue through a [`Consumer`] that
+//! hides the bidirectional stream's bookkeeping (credit, settles, their
+//! confirmations), and manage addresses and queues with the admin methods.
+//!
+//! ```no_run
+//! # async fn demo() -> rebound_client::Result<()> {
+//! use rebound_client::{Client, OutgoingMessage, RoutingType};
+//! use std::time::Duration;
+//!
+//! let client = Client::connect("http://127.0.0.1:61616").await?;
+//! client.create_queue("orders", "orders", RoutingType::Anycast, true).await?;
+//! client.send(OutgoingMessage::new("orders", "hello").property("tenant", "acme")).await?;
+//!
+//! let mut consumer = client.consume("orders", 10).await?;
+//! while let Some(delivery) = consumer.next_timeout(Duration::from_secs(1)).await? {
+//!     println!("{:?}", delivery.message.body);
+//!     consumer.ack(&[delivery.id]).await?;
+//! }
+//! consumer.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Types that the API returns unchanged are re-exported from the protocol crate
+//! (for example [`QueueInfo`]); everything else of it is under [`proto`].
+#![warn(missing_docs)]
+
+mod admin;
+mod client;
+mod consumer;
+mod error;
+mod message;
+
+pub use client::{Client, DEFAULT_URL};
+pub use admin::BrowsedMessage;
+pub use consumer::{Consumer, Delivery};
+pub use error::{Error, Result};
+pub use message::{OutgoingMessage, PropertyValue};
+
+/// The generated gRPC types and stubs of package `rebound.v1`.
+pub use rebound_protocol::v1 as proto;
+
+/// A gRPC status code, as carried by [`Error::Status`].
+pub use tonic::Code;
+
+pub use proto::{
+    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RoutingType,
+    SendResponse, SettingValue,
+};

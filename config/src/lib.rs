@@ -1,0 +1,88 @@
+//! rebound's configuration: the TOML file, Artemis-style address-settings
+//! matching and merging, and validation.
+//!
+//! The broker reads one TOML file (or, without one, the embedded
+//! [`DEFAULT_TOML`]). Besides a few broker-wide keys it holds
+//! `[[address-settings]]` entries, which work like Artemis's: each applies to
+//! the addresses its `match` pattern matches, and an address's effective
+//! settings are merged key by key from the most specific matching entry
+//! that sets the key. [`SettingsRepository::resolve`] also tells where each
+//! value came from, which is what `rebound config resolve` prints.
+//!
+//! Errors point into the file: `rebound.toml:12:1:
+//! address-settings[2].redelivery-delay: must not be negative (got -5)`.
+//!
+//! # Format
+//!
+//! All keys are kebab-case and optional; unknown keys are errors.
+//!
+//! ```toml
+//! listen = "127.0.0.1:61616"      # "host:port"
+//! data-dir = "./data"
+//! persist-delivery-count-before-delivery = false
+//! config-reload-period = 5000     # ms; omit to never reload
+//!
+//! [[address-settings]]
+//! match = "#"                     # every address
+//! dead-letter-address = "DLQ"
+//! max-delivery-attempts = 10      # -1 = unlimited
+//! redelivery-delay = 1000         # ms
+//!
+//! [[address-settings]]
+//! match = "orders.#"              # orders, orders.eu, orders.eu.vip, ...
+//! redelivery-delay = 5000
+//! redelivery-delay-multiplier = 2.0
+//! redelivery-schedule = "3:1000; 10:move(queue:parked.$)"
+//!
+//! [[address-settings]]
+//! match = "orders.eu"             # exact: beats every wildcard
+//! max-delivery-attempts = 3
+//!
+//! [[addresses]]
+//! name = "orders.eu"
+//! routing-type = "anycast"        # or "multicast"; default anycast
+//!   [[addresses.queues]]
+//!   name = "orders.eu"
+//!   durable = true                # default true
+//!   filter = "color = 'red'"      # optional selector, kept as written
+//! ```
+//!
+//! Here `orders.eu` gets 3 attempts (exact entry), a 5000 ms delay doubling
+//! per failure (`orders.#`), dead-letter address `DLQ` (`#`) and a maximum
+//! delay of 50 000 ms (derived: 10 × the merged delay).
+//!
+//! The fields of [`EffectiveSettings`] document every address-settings key
+//! and its default ([`settings::SETTING_KEYS`] lists the TOML names);
+//! [`matcher`] describes the pattern syntax and precedence, [`schedule`] the
+//! `redelivery-schedule` format. `default.toml` documents every key in place.
+//!
+//! ```
+//! use rebound_config::{Config, Source};
+//!
+//! let config = Config::parse(r##"
+//! [[address-settings]]
+//! match = "orders.#"
+//! redelivery-delay = 5000
+//! "##, "example.toml").unwrap();
+//! let resolved = config.address_settings.resolve("orders.eu");
+//! assert_eq!(resolved.settings.max_redelivery_delay_ms, 50_000);
+//! assert_eq!(resolved.entries[0].source, Source::Match("orders.#".into()));
+//! ```
+
+mod error;
+pub mod matcher;
+mod model;
+pub mod schedule;
+pub mod settings;
+
+pub use error::ConfigError;
+pub use matcher::{Pattern, PatternError};
+pub use model::{AddressConfig, Config, QueueConfig, RoutingType, UnknownRoutingType};
+pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
+pub use settings::{
+    AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
+};
+
+/// The embedded default configuration (`default.toml`), used when the broker
+/// is started without a file. [`Config::embedded_default`] parses it.
+pub const DEFAULT_TOML: &str = include_str!("../default.toml");

@@ -1,0 +1,928 @@
+//! The configuration model and its loading from TOML.
+//!
+//! Loading happens in two steps. serde reads the text into private `Raw*`
+//! structs that mirror the file (kebab-case keys, unknown keys refused, byte
+//! spans kept); then conversion validates every value and builds the public
+//! types. Validation is ours rather than serde's so that messages can say
+//! what the value means ("use -1 for unlimited") and point at the value.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{ConfigError, Document};
+use crate::matcher::Pattern;
+use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
+
+/// The whole broker configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `host:port` the broker listens on; `None` leaves it to the broker.
+    pub listen: Option<String>,
+    /// Directory of the message store; `None` leaves it to the broker.
+    pub data_dir: Option<PathBuf>,
+    /// Persist the delivery count before each delivery, so that a crash
+    /// cannot make a delivered message look undelivered (costs a write per
+    /// delivery).
+    pub persist_delivery_count_before_delivery: bool,
+    /// How often to check the file for changes, in ms; `None` = never.
+    pub config_reload_period_ms: Option<u64>,
+    /// The `[[address-settings]]` entries.
+    pub address_settings: SettingsRepository,
+    /// Addresses (and their queues) to create at start-up.
+    pub addresses: Vec<AddressConfig>,
+}
+
+/// An address declared in the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressConfig {
+    /// The address name.
+    pub name: String,
+    /// How messages sent to the address reach its queues.
+    pub routing_type: RoutingType,
+    /// Queues bound to the address.
+    pub queues: Vec<QueueConfig>,
+}
+
+/// A queue declared under an address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// The queue name, unique across all addresses.
+    pub name: String,
+    /// Defaults to the address's routing type.
+    pub routing_type: RoutingType,
+    /// Whether messages survive a restart.
+    pub durable: bool,
+    /// A message selector, kept as written; it is parsed by the broker.
+    pub filter: Option<String>,
+}
+
+/// How an address distributes messages, as in Artemis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoutingType {
+    /// Point to point: each message goes to one of the address's queues.
+    Anycast,
+    /// Publish/subscribe: each queue gets a copy.
+    Multicast,
+}
+
+impl RoutingType {
+    /// `"anycast"` or `"multicast"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoutingType::Anycast => "anycast",
+            RoutingType::Multicast => "multicast",
+        }
+    }
+}
+
+impl fmt::Display for RoutingType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string other than `anycast` or `multicast`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected `anycast` or `multicast` (got {0:?})")]
+pub struct UnknownRoutingType(pub String);
+
+impl FromStr for RoutingType {
+    type Err = UnknownRoutingType;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "anycast" => Ok(RoutingType::Anycast),
+            "multicast" => Ok(RoutingType::Multicast),
+            _ => Err(UnknownRoutingType(s.to_owned())),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and parses the file at `path`; errors name the path.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::unreadable(origin.clone(), &e))?;
+        Config::parse(&text, &origin)
+    }
+
+    /// Parses configuration text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let doc = Document { origin, text };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| doc.toml_error(&e))?;
+        raw.validate(&doc)
+    }
+
+    /// The built-in configuration, [`crate::DEFAULT_TOML`].
+    pub fn embedded_default() -> Config {
+        Config::parse(crate::DEFAULT_TOML, "<embedded default.toml>")
+            .expect("the embedded default.toml is valid (checked by a unit test)")
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    listen: Option<Spanned<String>>,
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    persist_delivery_count_before_delivery: bool,
+    config_reload_period: Option<Spanned<i64>>,
+    #[serde(default)]
+    address_settings: Vec<RawSettingsEntry>,
+    #[serde(default)]
+    addresses: Vec<RawAddress>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawAddress {
+    name: Spanned<String>,
+    routing_type: Option<Spanned<String>>,
+    #[serde(default)]
+    queues: Vec<RawQueue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawQueue {
+    name: Spanned<String>,
+    routing_type: Option<Spanned<String>>,
+    #[serde(default = "yes")]
+    durable: bool,
+    filter: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+macro_rules! define_raw_settings_entry {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident : $ty:ty = $key:literal,
+            $raw:ty => $check:path,
+            $fallback:ident $(($why:literal))? = $default:expr $(, none = $none:literal)?;
+    )*) => {
+        /// One `[[address-settings]]` table as written.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct RawSettingsEntry {
+            #[serde(rename = "match")]
+            pattern: Spanned<String>,
+            $( #[serde(rename = $key)] $field: Option<Spanned<$raw>>, )*
+        }
+
+        impl RawSettingsEntry {
+            fn settings(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
+                Ok(AddressSettings {
+                    $( $field: checked(doc, self.$field, $check, || format!("{at}.{}", $key))?, )*
+                })
+            }
+        }
+    };
+}
+
+for_each_setting!(define_raw_settings_entry);
+
+/// Runs `check` on an optional spanned value, locating a failure at the value.
+fn checked<R, T>(
+    doc: &Document<'_>,
+    value: Option<Spanned<R>>,
+    check: fn(R) -> Result<T, String>,
+    key: impl FnOnce() -> String,
+) -> Result<Option<T>, ConfigError> {
+    let Some(value) = value else { return Ok(None) };
+    let start = value.span().start;
+    check(value.into_inner())
+        .map(Some)
+        .map_err(|message| doc.error(start, Some(key()), message))
+}
+
+impl RawConfig {
+    fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
+        Ok(Config {
+            listen: checked(doc, self.listen, check::host_port, || "listen".into())?,
+            data_dir: self.data_dir,
+            persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
+            config_reload_period_ms: checked(
+                doc,
+                self.config_reload_period,
+                check::positive,
+                || "config-reload-period".into(),
+            )?,
+            address_settings: address_settings(doc, self.address_settings)?,
+            addresses: addresses(doc, self.addresses)?,
+        })
+    }
+}
+
+fn address_settings(
+    doc: &Document<'_>,
+    raw: Vec<RawSettingsEntry>,
+) -> Result<SettingsRepository, ConfigError> {
+    let mut repository = SettingsRepository::new();
+    let mut first_lines = HashMap::new();
+    for (i, entry) in raw.into_iter().enumerate() {
+        let at = format!("address-settings[{i}]");
+        let start = entry.pattern.span().start;
+        let fail = |message: String| doc.error(start, Some(format!("{at}.match")), message);
+        let pattern = Pattern::parse(entry.pattern.get_ref()).map_err(|e| fail(e.to_string()))?;
+        let settings = entry.settings(doc, &at)?;
+        let text = pattern.as_str().to_owned();
+        repository.insert(pattern, settings).map_err(|duplicate| {
+            fail(format!(
+                "{duplicate}, first defined on line {}",
+                first_lines[&text]
+            ))
+        })?;
+        first_lines.insert(text, doc.line(start));
+    }
+    Ok(repository)
+}
+
+fn addresses(doc: &Document<'_>, raw: Vec<RawAddress>) -> Result<Vec<AddressConfig>, ConfigError> {
+    // Names must be unique: addresses among addresses, queues across all of
+    // them (a queue is looked up by name alone). Values: line first seen.
+    let mut address_lines = HashMap::new();
+    let mut queue_lines = HashMap::new();
+    let mut addresses = Vec::with_capacity(raw.len());
+    for (i, address) in raw.into_iter().enumerate() {
+        let at = format!("addresses[{i}]");
+        let name = unique_name(
+            doc,
+            address.name,
+            &format!("{at}.name"),
+            "address",
+            &mut address_lines,
+        )?;
+        let routing_type = checked(doc, address.routing_type, check::routing_type, || {
+            format!("{at}.routing-type")
+        })?
+        .unwrap_or(RoutingType::Anycast);
+        let mut queues = Vec::with_capacity(address.queues.len());
+        for (j, queue) in address.queues.into_iter().enumerate() {
+            let at = format!("{at}.queues[{j}]");
+            queues.push(QueueConfig {
+                name: unique_name(
+                    doc,
+                    queue.name,
+                    &format!("{at}.name"),
+                    "queue",
+                    &mut queue_lines,
+                )?,
+                routing_type: checked(doc, queue.routing_type, check::routing_type, || {
+                    format!("{at}.routing-type")
+                })?
+                .unwrap_or(routing_type),
+                durable: queue.durable,
+                filter: queue.filter,
+            });
+        }
+        addresses.push(AddressConfig {
+            name,
+            routing_type,
+            queues,
+        });
+    }
+    Ok(addresses)
+}
+
+/// Checks that `name` is non-empty and not yet in `seen` (name → line).
+fn unique_name(
+    doc: &Document<'_>,
+    name: Spanned<String>,
+    key: &str,
+    what: &str,
+    seen: &mut HashMap<String, usize>,
+) -> Result<String, ConfigError> {
+    let start = name.span().start;
+    let name = name.into_inner();
+    let problem = if name.is_empty() {
+        Some(format!("{what} name must not be empty"))
+    } else {
+        seen.get(&name)
+            .map(|line| format!("duplicate {what} `{name}`, first defined on line {line}"))
+    };
+    if let Some(message) = problem {
+        return Err(doc.error(start, Some(key.to_owned()), message));
+    }
+    seen.insert(name.clone(), doc.line(start));
+    Ok(name)
+}
+
+/// Validators: a raw TOML value in, the typed value or a message out. The
+/// address-settings table in `settings.rs` names them per key.
+mod check {
+    use crate::model::RoutingType;
+    use crate::schedule::RedeliverySchedule;
+
+    pub(super) fn any<T>(value: T) -> Result<T, String> {
+        Ok(value)
+    }
+
+    pub(super) fn non_negative(value: i64) -> Result<u64, String> {
+        u64::try_from(value).map_err(|_| format!("must not be negative (got {value})"))
+    }
+
+    pub(super) fn positive(value: i64) -> Result<u64, String> {
+        match value {
+            1.. => Ok(value.unsigned_abs()),
+            _ => Err(format!("must be greater than 0 (got {value})")),
+        }
+    }
+
+    pub(super) fn count(value: i64) -> Result<u32, String> {
+        let value = non_negative(value)?;
+        u32::try_from(value).map_err(|_| format!("must be at most {} (got {value})", u32::MAX))
+    }
+
+    pub(super) fn multiplier(value: f64) -> Result<f64, String> {
+        if value.is_finite() && value >= 1.0 {
+            Ok(value)
+        } else {
+            Err(format!("must be a number >= 1.0 (got {value})"))
+        }
+    }
+
+    pub(super) fn fraction(value: f64) -> Result<f64, String> {
+        if (0.0..=1.0).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!("must be between 0.0 and 1.0 (got {value})"))
+        }
+    }
+
+    /// `-1` = unlimited. Artemis also reads `0` as unlimited, which
+    /// surprises people, so we refuse it.
+    pub(super) fn delivery_attempts(value: i64) -> Result<Option<u32>, String> {
+        match value {
+            -1 => Ok(None),
+            0 => Err("must not be 0; use -1 for unlimited".to_owned()),
+            _ => count(value).map(Some).map_err(|_| {
+                format!(
+                    "must be -1 (unlimited) or between 1 and {} (got {value})",
+                    u32::MAX
+                )
+            }),
+        }
+    }
+
+    pub(super) fn minus_one_or_non_negative(value: i64) -> Result<Option<u64>, String> {
+        match value {
+            -1 => Ok(None),
+            _ => non_negative(value)
+                .map(Some)
+                .map_err(|_| format!("must be -1 (off) or >= 0 (got {value})")),
+        }
+    }
+
+    pub(super) fn minus_one_or_positive(value: i64) -> Result<Option<u64>, String> {
+        match value {
+            -1 => Ok(None),
+            _ => positive(value)
+                .map(Some)
+                .map_err(|_| format!("must be -1 (unlimited) or > 0 (got {value})")),
+        }
+    }
+
+    /// The empty string explicitly unsets an inherited address (Artemis's
+    /// convention), hence `Some(None)` once wrapped by the caller.
+    pub(super) fn unless_empty(value: String) -> Result<Option<String>, String> {
+        Ok(Some(value).filter(|v| !v.is_empty()))
+    }
+
+    pub(super) fn routing_type(value: String) -> Result<RoutingType, String> {
+        value.parse().map_err(|e| format!("{e}"))
+    }
+
+    /// Like an address, an empty schedule unsets an inherited one.
+    pub(super) fn schedule(value: String) -> Result<Option<RedeliverySchedule>, String> {
+        if value.trim().is_empty() {
+            return Ok(None);
+        }
+        RedeliverySchedule::parse(&value)
+            .map(Some)
+            .map_err(|e| format!("invalid schedule: {e}"))
+    }
+
+    pub(super) fn host_port(value: String) -> Result<String, String> {
+        let valid = value
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if valid {
+            Ok(value)
+        } else {
+            Err(format!("expected \"host:port\" (got {value:?})"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::StepAction;
+    use crate::settings::Source;
+
+    fn parse(text: &str) -> Config {
+        Config::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn err(text: &str) -> ConfigError {
+        Config::parse(text, "test.toml").expect_err("should be refused")
+    }
+
+    /// One `[[address-settings]]` entry matching `#` with the given body.
+    fn entry_err(body: &str) -> String {
+        err(&format!("[[address-settings]]\nmatch = \"#\"\n{body}\n")).to_string()
+    }
+
+    #[test]
+    fn embedded_default_is_valid_and_sensible() {
+        let config = Config::embedded_default();
+        assert_eq!(config.listen.as_deref(), Some("127.0.0.1:61616"));
+        assert_eq!(config.data_dir.as_deref(), Some(Path::new("./data")));
+        assert!(!config.persist_delivery_count_before_delivery);
+        assert_eq!(config.config_reload_period_ms, None);
+
+        let orders = config.address_settings.effective("orders");
+        assert_eq!(orders.dead_letter_address.as_deref(), Some("DLQ"));
+        assert_eq!(orders.expiry_address.as_deref(), Some("ExpiryQueue"));
+        assert_eq!(orders.max_delivery_attempts, Some(10));
+        assert_eq!(orders.redelivery_delay_ms, 0);
+        for sink in ["DLQ", "ExpiryQueue"] {
+            let s = config.address_settings.effective(sink);
+            assert_eq!(
+                (s.dead_letter_address, s.expiry_address),
+                (None, None),
+                "{sink}"
+            );
+            assert_eq!(s.max_delivery_attempts, None, "{sink}");
+        }
+
+        let names: Vec<_> = config.addresses.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["DLQ", "ExpiryQueue"]);
+        for address in &config.addresses {
+            assert_eq!(address.routing_type, RoutingType::Anycast);
+            let queue = QueueConfig {
+                name: address.name.clone(),
+                routing_type: RoutingType::Anycast,
+                durable: true,
+                filter: None,
+            };
+            assert_eq!(address.queues, [queue]);
+        }
+    }
+
+    #[test]
+    fn commented_out_keys_of_the_default_are_valid() {
+        // Uncommenting every `# key = value` line of default.toml must still
+        // give a valid file, so the documentation cannot rot.
+        let is_key = |k: &str| k.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+        let uncommented: String = crate::DEFAULT_TOML
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) if rest.split_once(" = ").is_some_and(|(k, _)| is_key(k)) => rest,
+                _ => line,
+            })
+            .fold(String::new(), |text, line| text + line + "\n");
+        assert_ne!(uncommented, crate::DEFAULT_TOML);
+        let config = parse(&uncommented);
+        let s = config.address_settings.effective("x");
+        assert_eq!(config.config_reload_period_ms, Some(5000));
+        assert_eq!(s.redelivery_delay_multiplier, 2.0);
+        assert!(s.redelivery_schedule.is_some());
+    }
+
+    #[test]
+    fn every_key_can_be_set() {
+        let config = parse(
+            r##"
+            listen = "localhost:5672"
+            data-dir = "/var/lib/rebound"
+            persist-delivery-count-before-delivery = true
+            config-reload-period = 250
+
+            [[address-settings]]
+            match = "a.*"
+            redelivery-delay = 100
+            redelivery-delay-multiplier = 2
+            max-redelivery-delay = 900
+            redelivery-collision-avoidance-factor = 0.5
+            max-delivery-attempts = -1
+            dead-letter-address = "dead"
+            auto-create-dead-letter-resources = true
+            dead-letter-queue-prefix = "D-"
+            dead-letter-queue-suffix = "-d"
+            expiry-address = "old"
+            auto-create-expiry-resources = true
+            expiry-queue-prefix = "E-"
+            expiry-queue-suffix = "-e"
+            expiry-delay = 0
+            max-size-bytes = 4096
+            default-address-routing-type = "multicast"
+            auto-create-addresses = false
+            auto-create-queues = false
+            max-message-size = 512
+            redelivery-schedule = "2:10; 4:delete"
+            max-redrive = 0
+            "##,
+        );
+        assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
+        assert_eq!(config.data_dir, Some(PathBuf::from("/var/lib/rebound")));
+        assert!(config.persist_delivery_count_before_delivery);
+        assert_eq!(config.config_reload_period_ms, Some(250));
+        let resolved = config.address_settings.resolve("a.b");
+        assert!(
+            resolved
+                .entries
+                .iter()
+                .all(|e| e.source == Source::Match("a.*".into()))
+        );
+        let s = resolved.settings;
+        assert_eq!(
+            (
+                s.redelivery_delay_ms,
+                s.redelivery_delay_multiplier,
+                s.max_redelivery_delay_ms
+            ),
+            (100, 2.0, 900)
+        );
+        assert_eq!(s.redelivery_collision_avoidance_factor, 0.5);
+        assert_eq!(s.max_delivery_attempts, None);
+        assert_eq!(s.dead_letter_address.as_deref(), Some("dead"));
+        assert!(s.auto_create_dead_letter_resources && s.auto_create_expiry_resources);
+        assert_eq!(
+            (
+                s.dead_letter_queue_prefix.as_str(),
+                s.dead_letter_queue_suffix.as_str()
+            ),
+            ("D-", "-d")
+        );
+        assert_eq!(s.expiry_address.as_deref(), Some("old"));
+        assert_eq!(
+            (
+                s.expiry_queue_prefix.as_str(),
+                s.expiry_queue_suffix.as_str()
+            ),
+            ("E-", "-e")
+        );
+        assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
+        assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
+        assert!(!s.auto_create_addresses && !s.auto_create_queues);
+        assert_eq!((s.max_message_size, s.max_redrive), (512, 0));
+        assert_eq!(
+            s.redelivery_schedule.unwrap().step_for(5),
+            Some(&StepAction::Delete)
+        );
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_config() {
+        let config = parse("");
+        assert_eq!(config.listen, None);
+        assert!(config.address_settings.is_empty());
+        assert!(config.addresses.is_empty());
+    }
+
+    #[test]
+    fn empty_strings_unset_inherited_values() {
+        let config = parse(
+            r##"
+            [[address-settings]]
+            match = "#"
+            dead-letter-address = "DLQ"
+            redelivery-schedule = "3:100"
+            [[address-settings]]
+            match = "raw.#"
+            dead-letter-address = ""
+            redelivery-schedule = " "
+            "##,
+        );
+        let raw = config.address_settings.resolve("raw.x");
+        assert_eq!(raw.settings.dead_letter_address, None);
+        assert_eq!(raw.settings.redelivery_schedule, None);
+        assert_eq!(raw.entries[5].key, "dead-letter-address");
+        assert_eq!(raw.entries[5].source, Source::Match("raw.#".into()));
+        let partial = config
+            .address_settings
+            .iter()
+            .find(|(p, _)| p.as_str() == "raw.#")
+            .unwrap()
+            .1;
+        assert_eq!(partial.dead_letter_address, Some(None));
+        assert!(
+            config
+                .address_settings
+                .effective("other")
+                .redelivery_schedule
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn queue_defaults_follow_the_address() {
+        let config = parse(
+            r##"
+            [[addresses]]
+            name = "news"
+            routing-type = "multicast"
+              [[addresses.queues]]
+              name = "news.all"
+              [[addresses.queues]]
+              name = "news.red"
+              durable = false
+              filter = "color = 'red'"
+              routing-type = "anycast"
+            [[addresses]]
+            name = "jobs"
+            "##,
+        );
+        let news = &config.addresses[0];
+        assert_eq!(news.routing_type, RoutingType::Multicast);
+        assert_eq!(news.queues[0].routing_type, RoutingType::Multicast);
+        assert!(news.queues[0].durable);
+        assert_eq!(news.queues[0].filter, None);
+        assert_eq!(news.queues[1].routing_type, RoutingType::Anycast);
+        assert!(!news.queues[1].durable);
+        assert_eq!(news.queues[1].filter.as_deref(), Some("color = 'red'"));
+        assert_eq!(config.addresses[1].routing_type, RoutingType::Anycast);
+        assert!(config.addresses[1].queues.is_empty());
+    }
+
+    #[test]
+    fn validation_errors_point_at_the_value() {
+        let text = "listen = \"0.0.0.0:1\"\n\n[[address-settings]]\nmatch = \"#\"\n\n[[address-settings]]\nmatch = \"a\"\nredelivery-delay = -5\n";
+        let e = err(text);
+        assert_eq!(
+            e.to_string(),
+            "test.toml:8:20: address-settings[1].redelivery-delay: must not be negative (got -5)"
+        );
+        assert_eq!(
+            (e.file(), e.line(), e.column()),
+            ("test.toml", Some(8), Some(20))
+        );
+        assert_eq!(e.key(), Some("address-settings[1].redelivery-delay"));
+        assert_eq!(e.message(), "must not be negative (got -5)");
+    }
+
+    #[test]
+    fn value_validation_messages() {
+        let cases = [
+            (
+                "max-delivery-attempts = 0",
+                "test.toml:3:25: address-settings[0].max-delivery-attempts: must not be 0; use -1 for unlimited",
+            ),
+            (
+                "max-delivery-attempts = -3",
+                "test.toml:3:25: address-settings[0].max-delivery-attempts: must be -1 (unlimited) or between 1 and 4294967295 (got -3)",
+            ),
+            (
+                "redelivery-delay-multiplier = 0.5",
+                "test.toml:3:31: address-settings[0].redelivery-delay-multiplier: must be a number >= 1.0 (got 0.5)",
+            ),
+            (
+                "redelivery-delay-multiplier = nan",
+                "test.toml:3:31: address-settings[0].redelivery-delay-multiplier: must be a number >= 1.0 (got NaN)",
+            ),
+            (
+                "redelivery-collision-avoidance-factor = 1.5",
+                "test.toml:3:41: address-settings[0].redelivery-collision-avoidance-factor: must be between 0.0 and 1.0 (got 1.5)",
+            ),
+            (
+                "max-redelivery-delay = -1",
+                "test.toml:3:24: address-settings[0].max-redelivery-delay: must not be negative (got -1)",
+            ),
+            (
+                "expiry-delay = -2",
+                "test.toml:3:16: address-settings[0].expiry-delay: must be -1 (off) or >= 0 (got -2)",
+            ),
+            (
+                "max-size-bytes = 0",
+                "test.toml:3:18: address-settings[0].max-size-bytes: must be -1 (unlimited) or > 0 (got 0)",
+            ),
+            (
+                "max-message-size = 0",
+                "test.toml:3:20: address-settings[0].max-message-size: must be greater than 0 (got 0)",
+            ),
+            (
+                "max-redrive = -1",
+                "test.toml:3:15: address-settings[0].max-redrive: must not be negative (got -1)",
+            ),
+            (
+                "max-redrive = 4294967296",
+                "test.toml:3:15: address-settings[0].max-redrive: must be at most 4294967295 (got 4294967296)",
+            ),
+            (
+                "default-address-routing-type = \"both\"",
+                "test.toml:3:32: address-settings[0].default-address-routing-type: expected `anycast` or `multicast` (got \"both\")",
+            ),
+            (
+                "redelivery-schedule = \"5:100; x:1\"",
+                "test.toml:3:23: address-settings[0].redelivery-schedule: invalid schedule: entry 2 `x:1`: the index must be a positive integer",
+            ),
+            (
+                "redelivery-schedule = \"5:delete; 9:100\"",
+                "test.toml:3:23: address-settings[0].redelivery-schedule: invalid schedule: entry 2 `9:100`: nothing may follow the terminal step at index 5",
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(entry_err(body), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn serde_errors_name_line_and_key() {
+        let cases = [
+            (
+                "bogus = 1",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `address-settings`, `addresses`",
+            ),
+            (
+                "listen = 61616",
+                "test.toml:1:10: listen: invalid type: integer `61616`, expected a string",
+            ),
+            (
+                "persist-delivery-count-before-delivery = \"yes\"",
+                "test.toml:1:42: persist-delivery-count-before-delivery: invalid type: string \"yes\", expected a boolean",
+            ),
+            (
+                "[[address-settings]]\nmatch = \"#\"\nredelivery-delay = \"5s\"",
+                "test.toml:3:20: address-settings[0].redelivery-delay: invalid type: string \"5s\", expected i64",
+            ),
+            (
+                "[[address-settings]]\nmatch = 5",
+                "test.toml:2:9: address-settings[0].match: invalid type: integer `5`, expected a string",
+            ),
+            (
+                "[[address-settings]]\nredelivery-delay = 5",
+                "test.toml:1:1: address-settings[0]: missing field `match`",
+            ),
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\ndurable = 1",
+                "test.toml:5:11: addresses[0].queues[0].durable: invalid type: integer `1`, expected a boolean",
+            ),
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\nexclusive = true",
+                "test.toml:5:1: addresses[0].queues[0].exclusive: unknown field `exclusive`, expected one of `name`, `routing-type`, `durable`, `filter`",
+            ),
+            (
+                "address-settings = 3",
+                "test.toml:1:20: address-settings: invalid type: integer `3`, expected a sequence",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(err(text).to_string(), expected, "{text}");
+        }
+        let unknown = err("[[address-settings]]\nmatch = \"#\"\n\n  redelivery-dealy = 5\n");
+        assert_eq!((unknown.line(), unknown.column()), (Some(4), Some(3)));
+        assert_eq!(unknown.key(), Some("address-settings[0].redelivery-dealy"));
+        assert!(unknown.message().starts_with(
+            "unknown field `redelivery-dealy`, expected one of `match`, `redelivery-delay`"
+        ));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let e = err("listen = \"a:1\"\n[[address-settings]\nmatch = \"#\"\n");
+        assert_eq!((e.file(), e.line(), e.key()), ("test.toml", Some(2), None));
+        let e = err("a = 1\nlisten =\n");
+        assert_eq!(e.line(), Some(2));
+        assert!(e.to_string().starts_with("test.toml:2:"), "{e}");
+        let e = err("listen = \"x:1\"\nlisten = \"y:2\"\n");
+        assert_eq!(e.line(), Some(2), "{e}");
+    }
+
+    #[test]
+    fn pattern_errors() {
+        let cases = [
+            (
+                "a.#.b",
+                "test.toml:2:9: address-settings[0].match: `#` may only be the last word (in `a.#.b`)",
+            ),
+            (
+                "news*",
+                "test.toml:2:9: address-settings[0].match: wildcards must be whole words, `news*` is neither a word nor a wildcard",
+            ),
+            (
+                "a..b",
+                "test.toml:2:9: address-settings[0].match: empty word in `a..b` (leading, trailing or doubled `.`)",
+            ),
+            (
+                "",
+                "test.toml:2:9: address-settings[0].match: the pattern is empty",
+            ),
+        ];
+        for (pattern, expected) in cases {
+            let text = format!("[[address-settings]]\nmatch = \"{pattern}\"\n");
+            assert_eq!(err(&text).to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn duplicate_match_names_the_second_line() {
+        let text = "[[address-settings]]\nmatch = \"a.#\"\n\n[[address-settings]]\nmatch = \"b\"\n\n[[address-settings]]\nmatch = \"a.#\"\n";
+        assert_eq!(
+            err(text).to_string(),
+            "test.toml:8:9: address-settings[2].match: duplicate match `a.#`, first defined on line 2"
+        );
+    }
+
+    #[test]
+    fn address_errors() {
+        let cases = [
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses]]\nname = \"a\"",
+                "test.toml:4:8: addresses[1].name: duplicate address `a`, first defined on line 2",
+            ),
+            (
+                "[[addresses]]\nname = \"\"",
+                "test.toml:2:8: addresses[0].name: address name must not be empty",
+            ),
+            (
+                "[[addresses]]\nname = \"a\"\nrouting-type = \"fanout\"",
+                "test.toml:3:16: addresses[0].routing-type: expected `anycast` or `multicast` (got \"fanout\")",
+            ),
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\n[[addresses]]\nname = \"b\"\n[[addresses.queues]]\nname = \"q\"",
+                "test.toml:8:8: addresses[1].queues[0].name: duplicate queue `q`, first defined on line 4",
+            ),
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\nrouting-type = \"x\"",
+                "test.toml:5:16: addresses[0].queues[0].routing-type: expected `anycast` or `multicast` (got \"x\")",
+            ),
+            (
+                "[[addresses]]\nrouting-type = \"anycast\"",
+                "test.toml:1:1: addresses[0]: missing field `name`",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(err(text).to_string(), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn broker_level_errors() {
+        assert_eq!(
+            err("listen = \"61616\"").to_string(),
+            "test.toml:1:10: listen: expected \"host:port\" (got \"61616\")"
+        );
+        assert_eq!(err("listen = \"h:99999\"").key(), Some("listen"));
+        assert_eq!(err("listen = \":1\"").key(), Some("listen"));
+        assert!(Config::parse("listen = \"[::1]:5672\"", "t").is_ok());
+        assert_eq!(
+            err("config-reload-period = 0").to_string(),
+            "test.toml:1:24: config-reload-period: must be greater than 0 (got 0)"
+        );
+    }
+
+    #[test]
+    fn routing_type_strings() {
+        for rt in [RoutingType::Anycast, RoutingType::Multicast] {
+            assert_eq!(rt.as_str().parse::<RoutingType>(), Ok(rt));
+            assert_eq!(rt.to_string(), rt.as_str());
+        }
+        assert_eq!(
+            "Anycast".parse::<RoutingType>(),
+            Err(UnknownRoutingType("Anycast".into()))
+        );
+    }
+
+    #[test]
+    fn load_names_the_path() {
+        let dir = std::env::temp_dir().join(format!("rebound-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.toml");
+        std::fs::write(&good, "listen = \"127.0.0.1:1\"\n").unwrap();
+        assert_eq!(
+            Config::load(&good).unwrap().listen.as_deref(),
+            Some("127.0.0.1:1")
+        );
+
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "\nmax = 1\n").unwrap();
+        let e = Config::load(&bad).unwrap_err();
+        assert_eq!(e.file(), bad.display().to_string());
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}:2:1: max: unknown field", bad.display())),
+            "{e}"
+        );
+
+        let missing = dir.join("missing.toml");
+        let e = Config::load(&missing).unwrap_err();
+        assert_eq!((e.line(), e.key()), (None, None));
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: cannot read file: ", missing.display())),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,15 @@
+//! rebound's gRPC API, package `rebound.v1`.
+//!
+//! The `.proto` files under `proto/` are the contract and are documented field by
+//! field; this crate only compiles them (with protox, so building needs no system
+//! `protoc`) and re-exports the generated types, clients and servers. Two services:
+//! `Messaging` (send, consume) and `Admin` (addresses, queues, counters, browse,
+//! settings).
+
+/// Generated code for package `rebound.v1`.
+pub mod v1 {
+    tonic::include_proto!("rebound.v1");
+
+    /// The encoded file descriptor set of the API, served by gRPC reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("rebound_descriptor");
+}

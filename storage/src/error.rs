@@ -1,0 +1,60 @@
+//! The one error type of the storage layer.
+//!
+//! Engine errors are boxed into [`StorageError::Engine`] so that no engine
+//! type appears in a signature (the tikv `engine_traits` rule). The error is
+//! `Clone` because one failed group commit answers every waiter in the group
+//! with the same error; sources are therefore held in `Arc`s.
+
+use std::sync::Arc;
+
+/// Everything that can go wrong in the storage layer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    /// The storage engine reported an error.
+    #[error("storage engine error: {0}")]
+    Engine(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// A file operation of our own (the fdatasync of the journal) failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: &'static str,
+        /// The OS error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A stored key or value could not be decoded.
+    #[error("corrupt record under key {key}: {reason}")]
+    Corrupt {
+        /// The key, in hex.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A record is bigger than [`MAX_RECORD_BYTES`](crate::MAX_RECORD_BYTES);
+    /// nothing of the commit was written.
+    #[error("record under key {key} is {size} bytes, the limit is {max}")]
+    RecordTooLarge {
+        /// The key, in hex.
+        key: String,
+        /// Encoded size of key plus value.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The committer thread panicked; commits queued behind it were lost.
+    #[error("the committer thread panicked")]
+    CommitterPanicked,
+    /// The store was closed (or its committer stopped); nothing was written.
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl StorageError {
+    /// Wraps an I/O error with what we were doing.
+    pub(crate) fn io(context: &'static str, source: std::io::Error) -> StorageError {
+        StorageError::Io {
+            context,
+            source: Arc::new(source),
+        }
+    }
+}

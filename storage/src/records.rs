@@ -1,0 +1,258 @@
+//! The stored record types: the storage **format**, in one place.
+//!
+//! Every value in the store is one of these protobuf messages, encoded with
+//! prost. Protobuf gives us forward and backward compatibility for free as
+//! long as two rules are kept: never reuse or renumber a tag, and only add
+//! fields whose zero value means "as before". Decoders skip unknown fields,
+//! which recovery relies on to read a message's priority and expiry without
+//! copying its body.
+//!
+//! Enum fields are stored as `i32` (prost's representation, so unknown values
+//! from a newer writer survive a round trip); use the generated accessors,
+//! e.g. [`MessageRecord::routing_type()`], to read them as [`RoutingType`].
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::error::StorageError;
+use crate::keys;
+
+/// A message reference as stored for one queue.
+///
+/// A multicast message is stored once per queue it was routed to: bodies are
+/// duplicated per subscription, but acknowledging never coordinates across
+/// queues and a dead-letter move is one batch.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MessageRecord {
+    /// Globally unique id, from [`Store::generate_id`](crate::Store::generate_id).
+    #[prost(uint64, tag = "1")]
+    pub message_id: u64,
+    /// The address the message was sent to.
+    #[prost(string, tag = "2")]
+    pub address: String,
+    /// The opaque payload.
+    #[prost(bytes = "bytes", tag = "3")]
+    pub body: Bytes,
+    /// Application and broker properties.
+    #[prost(btree_map = "string, message", tag = "4")]
+    pub properties: BTreeMap<String, PropertyValue>,
+    /// Whether the producer asked for persistence.
+    #[prost(bool, tag = "5")]
+    pub durable: bool,
+    /// Milliseconds since the Unix epoch at which the broker accepted it.
+    #[prost(uint64, tag = "6")]
+    pub timestamp_ms: u64,
+    /// JMS-style priority, `0..=9`.
+    #[prost(uint32, tag = "7")]
+    pub priority: u32,
+    /// Milliseconds since the Unix epoch after which it expires; `0` = never.
+    #[prost(uint64, tag = "8")]
+    pub expiration_ms: u64,
+    /// Routing type of the queue it was routed to (for `_AMQ_ORIG_ROUTING_TYPE`).
+    #[prost(enumeration = "RoutingType", tag = "9")]
+    pub routing_type: i32,
+}
+
+/// The fields of a [`MessageRecord`] that recovery indexes, decoded without
+/// touching the body. Its tags must match [`MessageRecord`]'s.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MessageIndex {
+    #[prost(uint32, tag = "7")]
+    pub priority: u32,
+    #[prost(uint64, tag = "8")]
+    pub expiration_ms: u64,
+}
+
+/// A typed message property value.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PropertyValue {
+    /// The value; `None` only if written by a newer format with a new variant.
+    #[prost(oneof = "property_value::Value", tags = "1, 2, 3, 4, 5")]
+    pub value: Option<property_value::Value>,
+}
+
+/// The variants of [`PropertyValue`].
+pub mod property_value {
+    /// A property value of one of the supported types.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Value {
+        /// A string.
+        #[prost(string, tag = "1")]
+        String(String),
+        /// A signed integer (all JMS integer types widen to this).
+        #[prost(int64, tag = "2")]
+        Int(i64),
+        /// A floating-point number.
+        #[prost(double, tag = "3")]
+        Double(f64),
+        /// A boolean.
+        #[prost(bool, tag = "4")]
+        Bool(bool),
+        /// Raw bytes.
+        #[prost(bytes = "bytes", tag = "5")]
+        Bytes(bytes::Bytes),
+    }
+}
+
+/// A queue definition.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QueueRecord {
+    /// The broker-assigned id used in message keys.
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    /// The queue's name.
+    #[prost(string, tag = "2")]
+    pub name: String,
+    /// The address the queue is bound to.
+    #[prost(string, tag = "3")]
+    pub address: String,
+    /// Anycast or multicast.
+    #[prost(enumeration = "RoutingType", tag = "4")]
+    pub routing_type: i32,
+    /// Selector expression; empty = no filter.
+    #[prost(string, tag = "5")]
+    pub filter: String,
+    /// Whether the broker created it on demand.
+    #[prost(bool, tag = "6")]
+    pub auto_created: bool,
+}
+
+/// An address definition.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AddressRecord {
+    /// The address name.
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Whether anycast queues may be bound.
+    #[prost(bool, tag = "2")]
+    pub anycast: bool,
+    /// Whether multicast queues may be bound.
+    #[prost(bool, tag = "3")]
+    pub multicast: bool,
+    /// Whether the broker created it on demand.
+    #[prost(bool, tag = "4")]
+    pub auto_created: bool,
+}
+
+/// Delivery bookkeeping of one message reference; stored only once written.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeliveryState {
+    /// How many times it has been delivered.
+    #[prost(uint32, tag = "1")]
+    pub delivery_count: u32,
+    /// Not deliverable before this time (ms since the epoch); `0` = now.
+    #[prost(uint64, tag = "2")]
+    pub scheduled_at_ms: u64,
+    /// The most recent failures (the broker keeps the last 5), oldest first.
+    #[prost(message, repeated, tag = "3")]
+    pub failures: Vec<FailureRecord>,
+}
+
+/// One failed delivery attempt.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FailureRecord {
+    /// When it failed, ms since the epoch.
+    #[prost(uint64, tag = "1")]
+    pub at_ms: u64,
+    /// Why, as reported by the consumer or the broker.
+    #[prost(string, tag = "2")]
+    pub reason: String,
+}
+
+/// How an address routes messages to its queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum RoutingType {
+    /// Each message goes to one of the queues.
+    Anycast = 0,
+    /// Each message goes to every queue.
+    Multicast = 1,
+}
+
+/// Decodes the value stored under `key`, reporting failure as
+/// [`StorageError::Corrupt`].
+pub(crate) fn decode<M: Message + Default>(key: &[u8], value: &[u8]) -> Result<M, StorageError> {
+    M::decode(value).map_err(|e| StorageError::Corrupt {
+        key: keys::hex(key),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> MessageRecord {
+        MessageRecord {
+            message_id: 42,
+            address: "orders".into(),
+            body: Bytes::from_static(&[7; 300]),
+            properties: BTreeMap::from([
+                (
+                    "s".into(),
+                    PropertyValue {
+                        value: Some(property_value::Value::String("x".into())),
+                    },
+                ),
+                (
+                    "i".into(),
+                    PropertyValue {
+                        value: Some(property_value::Value::Int(-3)),
+                    },
+                ),
+                (
+                    "d".into(),
+                    PropertyValue {
+                        value: Some(property_value::Value::Double(0.5)),
+                    },
+                ),
+                (
+                    "b".into(),
+                    PropertyValue {
+                        value: Some(property_value::Value::Bool(true)),
+                    },
+                ),
+                (
+                    "y".into(),
+                    PropertyValue {
+                        value: Some(property_value::Value::Bytes(Bytes::from_static(b"\0"))),
+                    },
+                ),
+            ]),
+            durable: true,
+            timestamp_ms: 1_700_000_000_000,
+            priority: 9,
+            expiration_ms: 1_700_000_060_000,
+            routing_type: RoutingType::Multicast.into(),
+        }
+    }
+
+    #[test]
+    fn message_round_trips() {
+        let record = sample();
+        let decoded: MessageRecord = decode(b"k", &record.encode_to_vec()).unwrap();
+        assert_eq!(decoded, record);
+        assert_eq!(decoded.routing_type(), RoutingType::Multicast);
+    }
+
+    #[test]
+    fn index_view_matches_message_tags() {
+        let record = sample();
+        let index: MessageIndex = decode(b"k", &record.encode_to_vec()).unwrap();
+        assert_eq!(
+            (index.priority, index.expiration_ms),
+            (record.priority, record.expiration_ms)
+        );
+    }
+
+    #[test]
+    fn garbage_is_corrupt_not_a_panic() {
+        let err = decode::<MessageRecord>(&[0x01, 0xab], &[0xff, 0xff, 0xff]).unwrap_err();
+        assert!(
+            matches!(err, StorageError::Corrupt { ref key, .. } if key == "01ab"),
+            "{err}"
+        );
+    }
+}

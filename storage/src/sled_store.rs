@@ -1,0 +1,430 @@
+//! [`SledStore`]: the [`Store`] on sled 0.34.7. The only file that imports
+//! sled.
+//!
+//! sled's own durability has three gaps (reference §1.2), closed here:
+//!
+//! * `flush()` ends in `sync_file_range`, which does not flush the drive's
+//!   write cache. After every group flush the committer therefore also calls
+//!   `sync_data()` (fdatasync) on a read-only handle of `<dir>/db`, sled's one
+//!   log file.
+//! * A log write bigger than `segment_size / 4 - 20` bytes goes to a file
+//!   under `<dir>/blobs/` that sled never fsyncs. We make that impossible:
+//!   see [`SEGMENT_SIZE`] and the derivation of [`MAX_RECORD_BYTES`] below.
+//! * `flush_async` deadlocks when called concurrently (sled #1308): it is
+//!   never called; the committer uses the blocking `flush()` on its own thread.
+//!
+//! # Why no write ever becomes a blob
+//!
+//! In `pagecache/logger.rs` (`reserve_inner`) sled sends a log item to a blob
+//! when `MAX_MSG_HEADER_LEN (32) + serialized_len > segment_size /
+//! MINIMUM_ITEMS_PER_SEGMENT (4) - SEG_HEADER_LEN (20)` (constants in
+//! `pagecache/constants.rs`). The item is not one value: it is either a delta
+//! (one key and value) or, every `PAGE_CONSOLIDATION_THRESHOLD` (10) deltas and
+//! on every split or merge, a whole **leaf page** with all its keys and
+//! values. A leaf splits once it holds more than 16 entries
+//! (`Node::should_split` in `node.rs`) and a merge can add up to 3 more, so a
+//! page routinely holds 17 to 20 records. With the largest segment sled
+//! accepts (16 MiB, `config.rs` asserts `segment_size <= 1 << 24`) the inline
+//! budget is `4 MiB - 52` bytes per page, and a page of
+//! [`LEAF_ENTRIES_BOUND`] records of [`MAX_RECORD_BYTES`] each (plus sled's
+//! per-entry length prefixes and page header) fits in it; a compile-time
+//! assertion below checks that arithmetic, and a test checks that pages full of
+//! maximum-size records leave `blobs/` empty while 600 KiB values, far below
+//! the naive "segment_size / 4" limit, do not.
+//!
+//! Memory: sled allocates its in-memory IO buffer at segment size, so with
+//! 16 MiB segments expect up to about 32 MiB of RSS for the buffer being
+//! filled and the one being written, on top of `cache_capacity`.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::StorageError;
+use crate::group_commit::{Committer, Journal};
+use crate::keys::{self, Key};
+use crate::records::{
+    self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord,
+};
+use crate::write_set::WriteSet;
+use crate::{
+    Commit, IndexEntry, MAX_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store,
+    StoreStats,
+};
+
+/// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
+/// `conf` file; a database created with another value refuses to open.
+pub const SEGMENT_SIZE: usize = 16 << 20;
+
+/// Records per leaf page the [`MAX_RECORD_BYTES`] budget allows for: sled
+/// holds 17 to 20 per page (see the module docs); the rest is headroom.
+pub const LEAF_ENTRIES_BOUND: usize = 28;
+
+/// Bytes of a page sled keeps inline: `segment_size / 4 - SEG_HEADER_LEN -
+/// MAX_MSG_HEADER_LEN`.
+const INLINE_PAGE_BYTES: usize = SEGMENT_SIZE / 4 - 20 - 32;
+
+// Per entry sled adds two length varints (key and value, <= 10 bytes each for
+// our sizes); a page adds its header and its `lo`/`hi` bound keys, which are
+// themselves keys of records, counted here as two more entries.
+const _: () = assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
+
+/// Tuning for [`SledStore::open_with`].
+#[derive(Debug, Clone)]
+pub struct SledOptions {
+    /// sled's page-cache budget in bytes. It measures the on-disk size of
+    /// cached pages, so real memory use is higher (sled #986, #1410).
+    pub cache_capacity: u64,
+}
+
+impl Default for SledOptions {
+    fn default() -> SledOptions {
+        SledOptions {
+            cache_capacity: 256 << 20,
+        }
+    }
+}
+
+/// The [`Store`] backed by sled, with group commit. Open it once per
+/// directory and process.
+pub struct SledStore {
+    // Declared first so that dropping the store stops the committer first.
+    committer: Committer,
+    db: sled::Db,
+}
+
+impl SledStore {
+    /// Opens (or creates) the store in `dir` with default options.
+    pub fn open(dir: &Path) -> Result<SledStore, StorageError> {
+        SledStore::open_with(dir, SledOptions::default())
+    }
+
+    /// Opens (or creates) the store in `dir`.
+    pub fn open_with(dir: &Path, options: SledOptions) -> Result<SledStore, StorageError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .segment_size(SEGMENT_SIZE)
+            .cache_capacity(options.cache_capacity)
+            .open()?;
+        // Make the directory entries of the files sled created durable
+        // ourselves rather than rely on sled having done it.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StorageError::io("syncing the store directory", e))?;
+        let log = File::open(dir.join("db"))
+            .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
+        let committer = Committer::start(SledJournal {
+            db: db.clone(),
+            log,
+        })?;
+        Ok(SledStore { committer, db })
+    }
+
+    fn get<M: prost::Message + Default>(&self, key: &[u8]) -> Result<Option<M>, StorageError> {
+        self.db
+            .get(key)?
+            .map(|value| records::decode(key, &value))
+            .transpose()
+    }
+
+    /// Decodes every record under `prefix`, in key order.
+    fn scan<M: prost::Message + Default>(&self, prefix: &[u8]) -> Result<Vec<M>, StorageError> {
+        self.db
+            .scan_prefix(prefix)
+            .map(|entry| {
+                let (key, value) = entry?;
+                records::decode(&key, &value)
+            })
+            .collect()
+    }
+
+    fn recover_queue(&self, record: QueueRecord) -> Result<RecoveredQueue, StorageError> {
+        // Both scans ascend by id: a merge join pairs each message with its
+        // state, if any, and skips states without a message.
+        let mut states = self.per_message(&keys::queue_states(record.id));
+        let mut next_state = states.next().transpose()?;
+        let mut messages = Vec::new();
+        for entry in self.per_message(&keys::queue_messages(record.id)) {
+            let (id, key, value) = entry?;
+            let index: MessageIndex = records::decode(&key, &value)?;
+            let mut state = None;
+            while let Some((state_id, state_key, state_value)) = &next_state {
+                if *state_id > id {
+                    break;
+                }
+                if *state_id == id {
+                    state = Some(records::decode(state_key, state_value)?);
+                }
+                next_state = states.next().transpose()?;
+            }
+            let size = u32::try_from(value.len()).expect("records are at most MAX_RECORD_BYTES");
+            messages.push(IndexEntry {
+                id,
+                priority: index.priority,
+                expiration_ms: index.expiration_ms,
+                size,
+                state,
+            });
+        }
+        Ok(RecoveredQueue { record, messages })
+    }
+
+    /// The entries under a per-message prefix (`0x01|q` or `0x02|q`) with the
+    /// message id decoded from each key.
+    fn per_message(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<>
+    {
+        self.db.scan_prefix(prefix).map(|entry| {
+            let (key, value) = entry?;
+            match Key::decode(&key) {
+                Ok(Key::Message { id, .. } | Key::State { id, .. }) => Ok((id, key, value)),
+                Ok(other) => unreachable!("{other:?} under a per-message prefix"),
+                Err(e) => Err(StorageError::Corrupt {
+                    key: keys::hex(&key),
+                    reason: e.to_string(),
+                }),
+            }
+        })
+    }
+}
+
+impl Store for SledStore {
+    fn commit(&self, ops: Vec<Op>) -> Commit {
+        self.committer.submit(ops)
+    }
+
+    fn generate_id(&self) -> Result<MessageId, StorageError> {
+        Ok(self.db.generate_id()?)
+    }
+
+    fn read_message(
+        &self,
+        queue: QueueId,
+        id: MessageId,
+    ) -> Result<Option<MessageRecord>, StorageError> {
+        self.get(&keys::message(queue, id))
+    }
+
+    fn read_state(
+        &self,
+        queue: QueueId,
+        id: MessageId,
+    ) -> Result<Option<DeliveryState>, StorageError> {
+        self.get(&keys::state(queue, id))
+    }
+
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        let addresses: Vec<AddressRecord> = self.scan(&[keys::ADDRESS])?;
+        let queues = self
+            .scan::<QueueRecord>(&[keys::QUEUE])?
+            .into_iter()
+            .map(|record| self.recover_queue(record))
+            .collect::<Result<_, _>>()?;
+        Ok(Recovered { addresses, queues })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let counters = self.committer.counters();
+        StoreStats {
+            commits: counters.commits,
+            ops: counters.ops,
+            syncs: counters.syncs,
+            disk_bytes: self.db.size_on_disk().unwrap_or(0),
+        }
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        self.committer.close()
+    }
+}
+
+/// The committer's view of sled: the tree plus the log file to fdatasync.
+struct SledJournal {
+    db: sled::Db,
+    log: File,
+}
+
+impl Journal for SledJournal {
+    fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError> {
+        self.db
+            .scan_prefix(prefix)
+            .keys()
+            .map(|key| Ok(key?.to_vec()))
+            .collect()
+    }
+
+    fn apply(&self, writes: WriteSet) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for (key, value) in writes.into_writes() {
+            match value {
+                Some(value) => batch.insert(key, value),
+                None => batch.remove(key),
+            }
+        }
+        Ok(self.db.apply_batch(batch)?)
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.db.flush()?;
+        self.log
+            .sync_data()
+            .map_err(|e| StorageError::io("fdatasync of the sled log", e))
+    }
+}
+
+impl From<sled::Error> for StorageError {
+    fn from(e: sled::Error) -> StorageError {
+        StorageError::Engine(Arc::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::QueueRecord;
+    use prost::Message;
+
+    fn blob_count(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("blobs"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// A message whose key plus encoded value is exactly `size` bytes.
+    fn message_of_size(id: u64, size: usize) -> MessageRecord {
+        let mut message = MessageRecord {
+            message_id: id,
+            ..Default::default()
+        };
+        for _ in 0..3 {
+            let current = keys::message(1, id).len() + message.encoded_len();
+            let body_len = (message.body.len() + size).saturating_sub(current);
+            message.body = vec![0xa5; body_len].into();
+        }
+        assert_eq!(keys::message(1, id).len() + message.encoded_len(), size);
+        message
+    }
+
+    fn put(id: u64, size: usize) -> Op {
+        Op::PutMessage {
+            queue: 1,
+            message: message_of_size(id, size),
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_of_maximum_records_stay_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        store
+            .commit(vec![Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            })])
+            .await
+            .unwrap();
+        // Enough to consolidate, split and (after the removals) merge pages.
+        for id in 0..48 {
+            store.commit(vec![put(id, MAX_RECORD_BYTES)]).await.unwrap();
+        }
+        for id in (0..48).filter(|id| id % 4 != 0) {
+            store
+                .commit(vec![Op::RemoveMessage { queue: 1, id }])
+                .await
+                .unwrap();
+        }
+        for id in 48..72 {
+            store.commit(vec![put(id, MAX_RECORD_BYTES)]).await.unwrap();
+        }
+        store.close().unwrap();
+        drop(store);
+        assert_eq!(blob_count(dir.path()), 0);
+
+        let store = SledStore::open(dir.path()).unwrap();
+        let messages = &store.recover().unwrap().queues[0].messages;
+        assert_eq!(messages.len(), 12 + 24);
+        assert!(
+            store
+                .read_message(1, 71)
+                .unwrap()
+                .is_some_and(|m| m == message_of_size(71, MAX_RECORD_BYTES))
+        );
+    }
+
+    #[tokio::test]
+    async fn one_byte_over_the_limit_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let ops = vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            }),
+            put(1, MAX_RECORD_BYTES + 1),
+        ];
+        let err = store.commit(ops).await.unwrap_err();
+        assert!(
+            matches!(err, StorageError::RecordTooLarge { size, max: MAX_RECORD_BYTES, .. } if size == MAX_RECORD_BYTES + 1)
+        );
+        assert!(store.db.is_empty());
+        assert_eq!(store.stats().commits, 0);
+    }
+
+    /// The trap the limit avoids: values far below `segment_size / 4` still
+    /// become never-fsynced blobs once sled writes their page as a whole.
+    #[test]
+    fn sled_spills_whole_pages_to_blobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new()
+            .path(dir.path())
+            .segment_size(SEGMENT_SIZE)
+            .open()
+            .unwrap();
+        for id in 0..12_u64 {
+            db.insert(id.to_be_bytes(), vec![0; 600 << 10]).unwrap();
+        }
+        db.flush().unwrap();
+        assert!(blob_count(dir.path()) > 0);
+    }
+
+    #[tokio::test]
+    async fn garbage_under_a_message_key_is_corrupt_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        store
+            .commit(vec![Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            })])
+            .await
+            .unwrap();
+        store
+            .db
+            .insert(keys::message(1, 5), &[0xff, 0xff, 0xff][..])
+            .unwrap();
+
+        let corrupt = |e: StorageError| matches!(e, StorageError::Corrupt { key, .. } if key == keys::hex(&keys::message(1, 5)));
+        assert!(corrupt(store.read_message(1, 5).unwrap_err()));
+        assert!(corrupt(store.recover().unwrap_err()));
+    }
+
+    #[tokio::test]
+    async fn malformed_key_in_a_queue_range_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        store
+            .commit(vec![Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            })])
+            .await
+            .unwrap();
+        store
+            .db
+            .insert(&keys::queue_messages(1)[..], &[][..])
+            .unwrap();
+        assert!(matches!(store.recover(), Err(StorageError::Corrupt { .. })));
+    }
+}

@@ -1,0 +1,239 @@
+//! Turning [`Op`]s into key-level writes, and folding many commits into one
+//! engine batch.
+//!
+//! [`stage`] runs on the caller's thread: it encodes every record and checks
+//! [`MAX_RECORD_BYTES`], so a bad commit is refused before it reaches the
+//! committer and can never poison a group. [`WriteSet`] is what the committer
+//! builds from all staged commits of a group: the final value (or deletion) of
+//! every touched key, with later ops overriding earlier ones, exactly as if
+//! the commits had been applied one after another. Nothing here knows the
+//! engine; prefix deletes ask it for the existing keys through a closure.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+
+use crate::error::StorageError;
+use crate::{MAX_RECORD_BYTES, Op, keys};
+
+/// One key-level change.
+enum Write {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    DeletePrefix([u8; 5]),
+}
+
+/// One commit's ops, encoded and validated, in order.
+pub(crate) struct Staged {
+    writes: Vec<Write>,
+    /// Number of [`Op`]s the commit carried.
+    pub(crate) ops: usize,
+    /// Encoded bytes of all keys and values, for bounding a group.
+    pub(crate) bytes: usize,
+}
+
+/// Encodes `ops` into key-level writes, refusing the whole commit if one
+/// record exceeds [`MAX_RECORD_BYTES`].
+pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
+    let mut staged = Staged {
+        writes: Vec::with_capacity(ops.len()),
+        ops: ops.len(),
+        bytes: 0,
+    };
+    for op in ops {
+        match op {
+            Op::PutAddress(record) => staged.put(keys::address(&record.name), &record)?,
+            Op::DeleteAddress(name) => staged.delete(keys::address(&name)),
+            Op::PutQueue(record) => staged.put(keys::queue(record.id).to_vec(), &record)?,
+            Op::DeleteQueue(queue) => {
+                staged.delete(keys::queue(queue).to_vec());
+                staged
+                    .writes
+                    .push(Write::DeletePrefix(keys::queue_messages(queue)));
+                staged
+                    .writes
+                    .push(Write::DeletePrefix(keys::queue_states(queue)));
+            }
+            Op::PutMessage { queue, message } => {
+                staged.put(keys::message(queue, message.message_id).to_vec(), &message)?
+            }
+            Op::PutState { queue, id, state } => {
+                staged.put(keys::state(queue, id).to_vec(), &state)?
+            }
+            Op::RemoveMessage { queue, id } => {
+                staged.delete(keys::message(queue, id).to_vec());
+                staged.delete(keys::state(queue, id).to_vec());
+            }
+        }
+    }
+    Ok(staged)
+}
+
+impl Staged {
+    fn put(&mut self, key: Vec<u8>, record: &impl Message) -> Result<(), StorageError> {
+        let size = key.len() + record.encoded_len();
+        if size > MAX_RECORD_BYTES {
+            return Err(StorageError::RecordTooLarge {
+                key: keys::hex(&key),
+                size,
+                max: MAX_RECORD_BYTES,
+            });
+        }
+        self.bytes += size;
+        self.writes.push(Write::Put(key, record.encode_to_vec()));
+        Ok(())
+    }
+
+    fn delete(&mut self, key: Vec<u8>) {
+        self.bytes += key.len();
+        self.writes.push(Write::Delete(key));
+    }
+}
+
+/// The net effect of a group of commits on the keyspace: `Some(value)` to
+/// store, `None` to delete.
+#[derive(Default)]
+pub(crate) struct WriteSet(BTreeMap<Vec<u8>, Option<Vec<u8>>>);
+
+impl WriteSet {
+    /// Adds one commit's writes after everything added so far.
+    /// `existing` lists the keys under a prefix that are already stored.
+    pub(crate) fn add(
+        &mut self,
+        staged: Staged,
+        existing: &mut impl FnMut(&[u8]) -> Result<Vec<Vec<u8>>, StorageError>,
+    ) -> Result<(), StorageError> {
+        for write in staged.writes {
+            match write {
+                Write::Put(key, value) => {
+                    self.0.insert(key, Some(value));
+                }
+                Write::Delete(key) => {
+                    self.0.insert(key, None);
+                }
+                Write::DeletePrefix(prefix) => {
+                    for key in existing(&prefix)? {
+                        self.0.insert(key, None);
+                    }
+                    for (_, value) in self
+                        .0
+                        .range_mut(prefix.to_vec()..)
+                        .take_while(|(k, _)| k.starts_with(&prefix))
+                    {
+                        *value = None;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The writes, in key order.
+    pub(crate) fn into_writes(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+        self.0.into_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{MessageRecord, QueueRecord};
+
+    fn put(queue: u32, id: u64) -> Op {
+        Op::PutMessage {
+            queue,
+            message: MessageRecord {
+                message_id: id,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn fold(commits: Vec<Vec<Op>>, stored: &[Vec<u8>]) -> Vec<(Vec<u8>, bool)> {
+        let mut set = WriteSet::default();
+        let mut existing = |prefix: &[u8]| {
+            Ok(stored
+                .iter()
+                .filter(|k| k.starts_with(prefix))
+                .cloned()
+                .collect())
+        };
+        for ops in commits {
+            set.add(stage(ops).unwrap(), &mut existing).unwrap();
+        }
+        set.into_writes().map(|(k, v)| (k, v.is_some())).collect()
+    }
+
+    #[test]
+    fn later_ops_win() {
+        let writes = fold(
+            vec![
+                vec![put(1, 1)],
+                vec![Op::RemoveMessage { queue: 1, id: 1 }, put(1, 2)],
+            ],
+            &[],
+        );
+        assert_eq!(
+            writes,
+            vec![
+                (keys::message(1, 1).to_vec(), false),
+                (keys::message(1, 2).to_vec(), true),
+                (keys::state(1, 1).to_vec(), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn delete_queue_covers_stored_and_pending_keys_of_that_queue_only() {
+        let stored = vec![
+            keys::message(1, 1).to_vec(),
+            keys::state(1, 1).to_vec(),
+            keys::message(2, 1).to_vec(),
+        ];
+        let writes = fold(
+            vec![
+                vec![put(1, 2), put(2, 2)],
+                vec![Op::DeleteQueue(1)],
+                vec![put(1, 3)],
+            ],
+            &stored,
+        );
+        assert_eq!(
+            writes,
+            vec![
+                (keys::message(1, 1).to_vec(), false),
+                (keys::message(1, 2).to_vec(), false),
+                (keys::message(1, 3).to_vec(), true),
+                (keys::message(2, 2).to_vec(), true),
+                (keys::state(1, 1).to_vec(), false),
+                (keys::queue(1).to_vec(), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_record_refuses_the_whole_commit() {
+        let big = MessageRecord {
+            message_id: 1,
+            body: vec![0; MAX_RECORD_BYTES].into(),
+            ..Default::default()
+        };
+        let ops = vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            }),
+            Op::PutMessage {
+                queue: 1,
+                message: big,
+            },
+        ];
+        assert!(matches!(
+            stage(ops),
+            Err(StorageError::RecordTooLarge {
+                max: MAX_RECORD_BYTES,
+                ..
+            })
+        ));
+    }
+}

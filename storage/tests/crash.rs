@@ -1,0 +1,173 @@
+//! Kill -9 recovery: a child process (this test binary, re-executed) commits
+//! as fast as it can and prints every acknowledged commit; the parent kills it
+//! with SIGKILL and checks that everything acknowledged survived.
+//!
+//! Modelled on sled's `tests/test_crash_recovery.rs`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rebound_storage::{MessageRecord, Op, QueueRecord, SledStore, Store};
+
+/// Set in the child's environment to the store directory.
+const CHILD_DIR: &str = "REBOUND_STORAGE_CRASH_CHILD_DIR";
+const SOURCE: u32 = 1;
+const DLQ: u32 = 2;
+
+fn message(id: u64) -> MessageRecord {
+    MessageRecord {
+        message_id: id,
+        address: "a".into(),
+        body: Bytes::from(vec![id as u8; 512]),
+        ..Default::default()
+    }
+}
+
+/// The child: 8 tasks commit messages into SOURCE; every third acknowledged
+/// message is then moved to DLQ in one commit. Runs until killed (or 20 s).
+#[test]
+fn crash_child() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(Path::new(&dir)).unwrap());
+        let queues = [SOURCE, DLQ].map(|id| {
+            Op::PutQueue(QueueRecord {
+                id,
+                name: id.to_string(),
+                ..Default::default()
+            })
+        });
+        store.commit(queues.to_vec()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    while Instant::now() < deadline {
+                        let id = store.generate_id().unwrap();
+                        store
+                            .commit(vec![Op::PutMessage {
+                                queue: SOURCE,
+                                message: message(id),
+                            }])
+                            .await
+                            .unwrap();
+                        println!("committed {SOURCE} {id}");
+                        if id.is_multiple_of(3) {
+                            let ops = vec![
+                                Op::RemoveMessage { queue: SOURCE, id },
+                                Op::PutMessage {
+                                    queue: DLQ,
+                                    message: message(id),
+                                },
+                            ];
+                            store.commit(ops).await.unwrap();
+                            println!("committed {DLQ} {id}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+/// Runs the child until it has acknowledged `at_least` commits, kills it, and
+/// returns what it acknowledged: (queue, id) pairs, later ones last.
+fn run_child_and_kill(dir: &Path, at_least: usize) -> Vec<(u32, u64)> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut acked = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("committed ") {
+            let (queue, id) = rest.split_once(' ').unwrap();
+            acked.push((queue.parse().unwrap(), id.parse().unwrap()));
+            if acked.len() >= at_least {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    acked
+}
+
+#[test]
+fn acknowledged_commits_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut in_source = BTreeSet::new();
+    let mut in_dlq = BTreeSet::new();
+    for (round, at_least) in [300, 1000, 50].into_iter().enumerate() {
+        let acked = run_child_and_kill(dir.path(), at_least);
+        assert!(
+            acked.len() >= at_least,
+            "round {round}: child acknowledged only {} commits",
+            acked.len()
+        );
+        for (queue, id) in acked {
+            if queue == SOURCE {
+                in_source.insert(id);
+            } else {
+                in_source.remove(&id);
+                in_dlq.insert(id);
+            }
+        }
+
+        let store = SledStore::open(dir.path()).unwrap();
+        let recovered = store.recover().unwrap();
+        let ids = |queue: u32| -> BTreeSet<u64> {
+            let q = recovered
+                .queues
+                .iter()
+                .find(|q| q.record.id == queue)
+                .unwrap();
+            q.messages.iter().map(|m| m.id).collect()
+        };
+        let (source, dlq) = (ids(SOURCE), ids(DLQ));
+        assert!(
+            source.is_disjoint(&dlq),
+            "round {round}: a moved message is in both queues"
+        );
+        // Every acknowledged move is in the DLQ; every acknowledged put is in
+        // one of the two queues (its move may have landed unacknowledged).
+        assert!(
+            dlq.is_superset(&in_dlq),
+            "round {round}: lost DLQ moves {:?}",
+            in_dlq.difference(&dlq)
+        );
+        let missing: Vec<_> = in_source
+            .iter()
+            .filter(|id| !source.contains(id) && !dlq.contains(id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: lost messages {missing:?}"
+        );
+        for id in &dlq {
+            assert_eq!(store.read_message(DLQ, *id).unwrap(), Some(message(*id)));
+        }
+        // What the child did unacknowledged counts from here on.
+        in_source = source;
+        in_dlq = dlq;
+        store.close().unwrap();
+    }
+}

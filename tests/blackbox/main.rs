@@ -1,0 +1,10 @@
+//! Black-box tests: they run the real `rebound` binary (a broker on a random
+//! port in a temporary directory, and the CLI against it) and talk to it only
+//! as users do, over gRPC and the command line.
+//!
+//! One test binary with a module per area (ripgrep's layout): one link step,
+//! one shared harness in `support`.
+
+mod support;
+
+mod cli;

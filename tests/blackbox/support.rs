@@ -1,0 +1,362 @@
+//! The harness: start, stop, kill and restart a `rebound serve` process, and
+//! run the CLI against it.
+//!
+//! Each [`Broker`] owns a temporary directory holding its data dir, its config
+//! file and its log, and listens on a free port of 127.0.0.1. The process is
+//! killed when the `Broker` is dropped, so a failing test leaks nothing; a
+//! failing test also gets the broker's log printed.
+//!
+//! The contract with the daemon: once it serves, it prints exactly one line
+//! `rebound listening on HOST:PORT` to stdout; it logs to stderr.
+
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::Duration;
+
+use rebound_client::Client;
+use tempfile::TempDir;
+
+/// The `rebound` binary under test.
+pub const REBOUND: &str = env!("CARGO_BIN_EXE_rebound");
+
+/// How long a broker may take to start or to stop.
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// How long a CLI invocation may take.
+const CLI_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The line the daemon prints once it is serving.
+const LISTENING: &str = "rebound listening on ";
+
+/// A broker process with its own data directory.
+pub struct Broker {
+    dir: TempDir,
+    config: Option<PathBuf>,
+    /// `None` once the process was killed or terminated.
+    child: Option<Child>,
+    addr: SocketAddr,
+}
+
+impl Broker {
+    /// Starts a broker with the built-in default configuration.
+    pub async fn start() -> Broker {
+        Broker::launch(None).await
+    }
+
+    /// Starts a broker with `toml` as its config file (`<tmp>/rebound.toml`).
+    pub async fn start_with_config(toml: &str) -> Broker {
+        Broker::launch(Some(toml)).await
+    }
+
+    async fn launch(toml: Option<&str>) -> Broker {
+        let dir = tempfile::Builder::new().prefix("rebound-test-").tempdir().expect("create a tempdir");
+        let config = toml.map(|toml| {
+            let path = dir.path().join("rebound.toml");
+            fs::write(&path, toml).expect("write the config file");
+            path
+        });
+        let (child, addr) = spawn(dir.path(), config.as_deref()).await;
+        Broker { dir, config, child: Some(child), addr }
+    }
+
+    /// `host:port` the broker listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL for clients and `--server`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The broker's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The temporary directory holding data dir, config and log; a place for a
+    /// test's own files too.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Everything the broker wrote to stderr so far, over all its restarts.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("broker.log")).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the log contains `needle`, and returns the log.
+    /// Log lines are written asynchronously, so assert on them with this.
+    pub async fn wait_for_log(&self, needle: &str) -> String {
+        let found = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let log = self.log();
+                if log.contains(needle) {
+                    return log;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("broker log never contained {needle:?}; log:\n{}", self.log()))
+    }
+
+    /// A client connected to this broker.
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.url()).await.expect("connect to the test broker")
+    }
+
+    /// Kills the broker with SIGKILL, like a crash or power loss, and reaps it.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("the broker is running");
+        child.kill().expect("SIGKILL the broker");
+        child.wait().expect("reap the broker");
+    }
+
+    /// Stops the broker with SIGTERM and waits (bounded) for it to exit.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the broker is running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill -TERM");
+        assert!(status.success(), "kill -TERM failed");
+        let exited = tokio::time::timeout(STARTUP, async {
+            loop {
+                if let Some(status) = child.try_wait().expect("poll the broker") {
+                    return status;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        match exited {
+            Ok(status) => status,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the broker did not exit within {STARTUP:?} of SIGTERM; log:\n{}", self.log());
+            }
+        }
+    }
+
+    /// Starts the broker again on the same data dir and config (it may get a new
+    /// port; fetch [`url`](Self::url) and clients afresh). A broker still running
+    /// is terminated first.
+    pub async fn restart(&mut self) {
+        if self.child.is_some() {
+            self.terminate().await;
+        }
+        let (child, addr) = spawn(self.dir.path(), self.config.as_deref()).await;
+        self.child = Some(child);
+        self.addr = addr;
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- broker log ({}) ---\n{}--- end of broker log ---", self.dir.path().display(), self.log());
+        }
+    }
+}
+
+/// Spawns `rebound serve` in `dir` and waits for its listening line.
+async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
+    let log_path = dir.join("broker.log");
+    let log = OpenOptions::new().create(true).append(true).open(&log_path).expect("open broker.log");
+    let mut command = Command::new(REBOUND);
+    command
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.join("data"));
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let mut child = command
+        .env_remove("REBOUND_SERVER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn rebound serve");
+
+    // A thread reads stdout: it reports the listening line, then keeps draining
+    // so that the broker never blocks on a full pipe.
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.strip_prefix(LISTENING)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(addr.trim().to_owned());
+            }
+        }
+    });
+
+    let log = || fs::read_to_string(&log_path).unwrap_or_default();
+    let addr = match tokio::time::timeout(STARTUP, rx).await {
+        Ok(Ok(addr)) => addr,
+        Ok(Err(_)) => {
+            let status = child.wait().expect("reap the broker");
+            panic!("the broker exited ({status}) before listening; log:\n{}", log());
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the broker did not print {LISTENING:?} within {STARTUP:?}; log:\n{}", log());
+        }
+    };
+    let addr = addr.parse().unwrap_or_else(|_| panic!("bad listening address {addr:?}"));
+    (child, addr)
+}
+
+/// The outcome of one CLI run, with stdout and stderr as text.
+#[derive(Debug)]
+pub struct CliOutput {
+    /// The exit status.
+    pub status: ExitStatus,
+    /// Everything written to stdout.
+    pub stdout: String,
+    /// Everything written to stderr.
+    pub stderr: String,
+}
+
+impl CliOutput {
+    /// Asserts exit code 0, showing both streams if not.
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        assert!(self.status.success(), "rebound failed ({}):\nstdout:\n{}\nstderr:\n{}", self.status, self.stdout, self.stderr);
+        self
+    }
+
+    /// Asserts a failure with exit code `code`, showing both streams if not.
+    #[track_caller]
+    pub fn failure(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "expected exit code {code}:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Stdout as `--json` output: one JSON value per non-empty line.
+    #[track_caller]
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+            .collect()
+    }
+}
+
+/// The top-level keys of a JSON object, in the order they appear in `line`
+/// (`serde_json::Value` sorts them, so the documented order is checked here).
+#[track_caller]
+pub fn json_keys(line: &str) -> Vec<String> {
+    struct Keys(Vec<String>);
+
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_map(Keys(Vec::new()))
+        }
+    }
+
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Keys;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<Keys, A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                self.0.push(key);
+            }
+            Ok(self)
+        }
+    }
+
+    serde_json::from_str::<Keys>(line).unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}")).0
+}
+
+/// Runs `rebound ARGS` (no broker involved), bounded in time.
+pub async fn rebound<I, S>(args: I) -> CliOutput
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut command = tokio::process::Command::new(REBOUND);
+    command.args(args).env_remove("REBOUND_SERVER").env_remove("RUST_LOG").stdin(Stdio::null()).kill_on_drop(true);
+    let output: Output = tokio::time::timeout(CLI_TIMEOUT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("rebound did not finish within {CLI_TIMEOUT:?}"))
+        .expect("run rebound");
+    CliOutput {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `rebound ARGS --server <broker>`: a client subcommand against `broker`.
+pub async fn cli<I, S>(broker: &Broker, args: I) -> CliOutput
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut all: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    all.push("--server".into());
+    all.push(broker.url().into());
+    rebound(all).await
+}
+
+/// Writes `text` to `name` in a fresh temporary directory, for tests that need
+/// a file but no broker. Keep the `TempDir` alive while using the path.
+pub fn temp_file(name: &str, text: &str) -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("create a tempdir");
+    let path = dir.path().join(name);
+    fs::write(&path, text).expect("write the file");
+    (dir, path)
+}
+
+/// The harness itself: stop, crash and restart keep the data dir.
+mod self_test {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn kill9_terminate_and_restart_keep_the_data_dir() {
+        let mut broker = Broker::start().await;
+        assert_eq!(broker.url(), format!("http://{}", broker.addr()));
+        assert!(broker.data_dir().is_dir(), "the broker creates its data dir");
+        broker.wait_for_log("INFO").await;
+
+        let client = broker.client().await;
+        client.create_queue("kept", "kept", rebound_client::RoutingType::Anycast, true).await.unwrap();
+        broker.kill9();
+        broker.restart().await;
+        let info = broker.client().await.queue("kept").await.expect("a durable queue survives SIGKILL");
+        assert_eq!(info.name, "kept");
+
+        let status = broker.terminate().await;
+        assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
+        broker.restart().await;
+        broker.client().await.queue("kept").await.expect("and a clean restart");
+    }
+}
