@@ -10,7 +10,7 @@
 //! lock is held (shared for messages, exclusive for creating and deleting queues), so
 //! a message can never be written after the deletion of its queue.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 use crate::dead_letter::{self, Reason};
 use crate::error::{BrokerError, Result};
-use crate::message;
+use crate::message::{self, Selectable};
 use crate::postoffice::{Address, Registry};
 use crate::queue::{BrowseState, ConsumerId, Entry, Queue};
 use crate::redelivery::{self, Decision};
@@ -64,6 +64,8 @@ enum Forward {
     DeadLetter(Reason),
     Expire,
     Move(rebound_config::MoveTarget),
+    /// An operator's move to an address.
+    To(String),
     Delete,
 }
 
@@ -74,7 +76,7 @@ pub struct Broker {
     settings: RwLock<Arc<SettingsRepository>>,
     /// Effective settings per address; cleared when the settings change.
     settings_cache: Mutex<HashMap<String, Arc<EffectiveSettings>>>,
-    persist_count_before_delivery: bool,
+    persist_count_before_delivery: AtomicBool,
     next_queue_id: AtomicU32,
     next_consumer_id: AtomicU64,
     /// Cancelled when the broker shuts down: consumer streams and dispatchers stop.
@@ -82,6 +84,25 @@ pub struct Broker {
     /// The queues' dispatcher tasks, awaited on shutdown.
     tasks: TaskTracker,
     started: Instant,
+}
+
+/// Which messages of a queue a management operation applies to.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub queue: String,
+    /// A selector; empty = every message.
+    pub filter: String,
+    pub message_id: Option<u64>,
+}
+
+/// What a retry did (or would do) with one message.
+#[derive(Debug, Clone)]
+pub struct RetryOutcome {
+    pub message_id: u64,
+    pub to_address: String,
+    pub to_queue: String,
+    /// Why it stays where it is; None when it moved (or would move).
+    pub skipped: Option<String>,
 }
 
 /// A browsed message.
@@ -156,7 +177,7 @@ impl Broker {
             registry: RwLock::new(registry),
             settings: RwLock::new(Arc::new(config.address_settings.clone())),
             settings_cache: Mutex::new(HashMap::new()),
-            persist_count_before_delivery: config.persist_delivery_count_before_delivery,
+            persist_count_before_delivery: AtomicBool::new(config.persist_delivery_count_before_delivery),
             next_queue_id: AtomicU32::new(max_queue_id + 1),
             next_consumer_id: AtomicU64::new(1),
             shutdown,
@@ -166,16 +187,7 @@ impl Broker {
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
         }
-        for address in &config.addresses {
-            broker.ensure_address(&address.name, Some(address.routing_type), Create::Explicit).await?;
-            for q in &address.queues {
-                if !broker.read().queues.contains_key(&q.name) {
-                    broker
-                        .create_queue(&address.name, &q.name, Some(q.routing_type), q.durable, q.filter.as_deref(), false)
-                        .await?;
-                }
-            }
-        }
+        broker.declare(config).await?;
         info!(
             queues = broker.read().queues.len(),
             messages = restored,
@@ -215,7 +227,7 @@ impl Broker {
     }
 
     pub fn persist_count_before_delivery(&self) -> bool {
-        self.persist_count_before_delivery
+        self.persist_count_before_delivery.load(Ordering::Relaxed)
     }
 
     pub fn store(&self) -> &dyn Store {
@@ -528,6 +540,14 @@ impl Broker {
         Ok(out)
     }
 
+    /// Whether a queued message passes a selector (for filtered consumers).
+    pub fn matches(&self, queue: &Queue, entry: &Entry, selector: &Selector) -> bool {
+        match self.load(queue, entry) {
+            Ok(Some(record)) => selector.matches(&Selectable(&record)),
+            _ => false,
+        }
+    }
+
     /// The message of an entry: in memory, or read from storage.
     pub fn load(&self, queue: &Queue, entry: &Entry) -> Result<Option<Arc<MessageRecord>>> {
         match &entry.record {
@@ -554,7 +574,7 @@ impl Broker {
                     .into_iter()
                     .map(|mut e| {
                         e.delivery_count = e.delivery_count.saturating_sub(1);
-                        if e.stored && self.persist_count_before_delivery {
+                        if e.stored && self.persist_count_before_delivery() {
                             ops.push(state_op(queue, &e, 0));
                         }
                         (e, 0)
@@ -649,42 +669,54 @@ impl Broker {
             let Some(record) = self.load(queue, &entry)? else {
                 continue;
             };
-            let mut ops = removal_ops(queue, std::slice::from_ref(&entry));
+            let ops = removal_ops(queue, std::slice::from_ref(&entry));
             let Some((address, reason)) = target else {
                 self.drop_message(queue, &entry, ops, "no address to move it to").await?;
                 continue;
             };
-            let mut copy =
+            let copy =
                 dead_letter::copy_for(&record, &entry, &queue.name, queue.routing_type, &address, &reason, now);
-            copy.message_id = self.store.generate_id()?;
-            copy.timestamp_ms = now;
-            let mut arrivals = Vec::new();
-            let routed = {
-                let reg = self.read();
-                let targets = reg.route(&copy);
-                if targets.is_empty() {
-                    Err(ops)
-                } else {
-                    place(copy, targets, &mut ops, &mut arrivals);
-                    Ok(self.submit(ops))
-                }
-            };
-            match routed {
-                Ok(commit) => self.commit(commit).await?,
-                Err(ops) => {
-                    let why = format!("address '{address}' has no queue for it");
-                    self.drop_message(queue, &entry, ops, &why).await?;
-                    continue;
-                }
+            if !self.relocate(copy, ops, |reg, copy| reg.route(copy)).await? {
+                let ops = removal_ops(queue, std::slice::from_ref(&entry));
+                let why = format!("address '{address}' has no queue for it");
+                self.drop_message(queue, &entry, ops, &why).await?;
+                continue;
             }
             queue.count(|c| match reason {
                 Reason::Expired => c.expired += 1,
+                Reason::Moved => {}
                 _ => c.dead_lettered += 1,
             });
             info!(queue = %queue.name, message = entry.id, to = %address, %reason, "moved message");
-            deliver_arrivals(arrivals, now);
         }
         Ok(())
+    }
+
+    /// Moves a message (already taken from its queue; `ops` remove it from storage) to
+    /// the queues `targets` picks for its `copy`, which gets a new id: the removal and
+    /// the copies are one commit. Returns false, changing nothing, if no queue takes it.
+    async fn relocate(
+        &self,
+        mut copy: MessageRecord,
+        mut ops: Vec<Op>,
+        targets: impl FnOnce(&Registry, &MessageRecord) -> Vec<Arc<Queue>>,
+    ) -> Result<bool> {
+        let now = now_ms();
+        copy.message_id = self.store.generate_id()?;
+        copy.timestamp_ms = now;
+        let mut arrivals = Vec::new();
+        let commit = {
+            let reg = self.read();
+            let targets = targets(&reg, &copy);
+            if targets.is_empty() {
+                return Ok(false);
+            }
+            place(copy, targets, &mut ops, &mut arrivals);
+            self.submit(ops)
+        };
+        self.commit(commit).await?;
+        deliver_arrivals(arrivals, now);
+        Ok(true)
     }
 
     /// Where a leaving message goes: the address and the reason it carries, creating
@@ -710,6 +742,10 @@ impl Broker {
                     format!("{}{}{}", settings.expiry_queue_prefix, queue.address, settings.expiry_queue_suffix)
                 });
                 (address, Reason::Expired, own)
+            }
+            Forward::To(address) => {
+                self.ensure_address(&address, None, Create::OnSend).await?;
+                return Ok(Some((address, Reason::Moved)));
             }
             Forward::Move(target) => {
                 let address = target.address_for(&queue.address);
@@ -762,6 +798,178 @@ impl Broker {
     pub async fn persist_counts(&self, queue: &Queue, entries: impl Iterator<Item = &Entry>) -> Result<()> {
         let ops = entries.filter(|e| e.stored).map(|e| state_op(queue, e, 0)).collect();
         self.commit(self.submit(ops)).await
+    }
+
+    // ----- management of queued messages -----
+
+    /// The messages of a selection that are not being delivered, with their records.
+    fn selected(&self, selection: &Selection) -> Result<(Arc<Queue>, Vec<(Entry, Arc<MessageRecord>)>)> {
+        let queue = self.queue(&selection.queue)?;
+        let filter = parse_filter(&selection.filter)?;
+        let mut out = Vec::new();
+        for (entry, state) in queue.browse(usize::MAX) {
+            if state == BrowseState::Delivering || selection.message_id.is_some_and(|id| id != entry.id) {
+                continue;
+            }
+            let Some(record) = self.load(&queue, &entry)? else { continue };
+            if filter.as_ref().is_none_or(|f| f.matches(&Selectable(&record))) {
+                out.push((entry, record));
+            }
+        }
+        Ok((queue, out))
+    }
+
+    /// Browses with an optional selector.
+    pub fn browse_filtered(&self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
+        if filter.trim().is_empty() {
+            return self.browse(name, limit);
+        }
+        let selector = parse_filter(filter)?.expect("non-empty filter");
+        let queue = self.queue(name)?;
+        let mut out = Vec::new();
+        for (entry, state) in queue.browse(usize::MAX) {
+            if out.len() == limit {
+                break;
+            }
+            if let Some(record) = self.load(&queue, &entry)?
+                && selector.matches(&Selectable(&record))
+            {
+                out.push(Browsed { record, delivery_count: entry.delivery_count, state });
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn count_messages(&self, selection: &Selection) -> Result<u64> {
+        Ok(self.selected(selection)?.1.len() as u64)
+    }
+
+    /// Removes the selected messages; counted as dropped.
+    pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
+        let (queue, selected) = self.selected(selection)?;
+        let taken: Vec<Entry> = selected.iter().filter_map(|(e, _)| queue.take_idle(e.id)).collect();
+        let removed = taken.len() as u64;
+        queue.count(|c| c.dropped += removed);
+        self.commit(self.submit(removal_ops(&queue, &taken))).await?;
+        Ok(removed)
+    }
+
+    /// Moves the selected messages to an address, one atomic move each.
+    pub async fn move_messages(self: &Arc<Self>, selection: &Selection, to_address: &str) -> Result<u64> {
+        message::check_name("address", to_address)?;
+        let (queue, selected) = self.selected(selection)?;
+        let items: Vec<(Entry, Forward)> = selected
+            .iter()
+            .filter_map(|(e, _)| queue.take_idle(e.id))
+            .map(|e| (e, Forward::To(to_address.to_owned())))
+            .collect();
+        let moved = items.len() as u64;
+        self.forward(&queue, items).await?;
+        Ok(moved)
+    }
+
+    /// Sends dead letters back to exactly the queue they failed on.
+    pub async fn retry_messages(
+        self: &Arc<Self>,
+        selection: &Selection,
+        dry_run: bool,
+        rate_per_second: u32,
+    ) -> Result<Vec<RetryOutcome>> {
+        let (dlq, selected) = self.selected(selection)?;
+        let pace = (rate_per_second > 0).then(|| std::time::Duration::from_secs(1) / rate_per_second);
+        let mut outcomes = Vec::with_capacity(selected.len());
+        for (entry, record) in selected {
+            let mut outcome = RetryOutcome {
+                message_id: entry.id,
+                to_address: String::new(),
+                to_queue: String::new(),
+                skipped: None,
+            };
+            let plan = self.retry_plan(&record);
+            match plan {
+                Ok((address, queue)) => {
+                    outcome.to_address = address;
+                    outcome.to_queue = queue;
+                }
+                Err(why) => outcome.skipped = Some(why),
+            }
+            if dry_run || outcome.skipped.is_some() {
+                outcomes.push(outcome);
+                continue;
+            }
+            let Some(taken) = dlq.take_idle(entry.id) else {
+                outcome.skipped = Some("it is being delivered or is gone".into());
+                outcomes.push(outcome);
+                continue;
+            };
+            let copy = dead_letter::retry_copy(&record, &outcome.to_address);
+            let target = outcome.to_queue.clone();
+            let ops = removal_ops(&dlq, std::slice::from_ref(&taken));
+            let moved = self
+                .relocate(copy, ops, |reg, _| reg.queues.get(&target).cloned().into_iter().collect())
+                .await;
+            match moved {
+                Ok(true) => info!(from = %dlq.name, message = entry.id, to = %target, "retried message"),
+                Ok(false) => {
+                    dlq.requeue([(taken, 0)], now_ms());
+                    outcome.skipped = Some(format!("queue '{target}' no longer exists"));
+                }
+                Err(err) => {
+                    dlq.requeue([(taken, 0)], now_ms());
+                    return Err(err);
+                }
+            }
+            outcomes.push(outcome);
+            if let Some(pace) = pace {
+                tokio::time::sleep(pace).await;
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Where a dead letter would be retried to, or why it cannot be.
+    fn retry_plan(&self, record: &MessageRecord) -> std::result::Result<(String, String), String> {
+        let Some((address, queue)) = dead_letter::origin(record) else {
+            return Err("not a dead letter: it has no _AMQ_ORIG_ADDRESS/_AMQ_ORIG_QUEUE".into());
+        };
+        let exists = self.read().queues.get(queue).is_some_and(|q| q.address == address);
+        if !exists {
+            return Err(format!("queue '{queue}' no longer exists on address '{address}'"));
+        }
+        let max = self.settings_for(address).max_redrive;
+        let redrives = dead_letter::redrive_count(record);
+        if redrives >= max {
+            return Err(format!("already retried {redrives} times (max-redrive {max})"));
+        }
+        Ok((address.to_owned(), queue.to_owned()))
+    }
+
+    /// Applies a new config: its address-settings take effect for every queue at
+    /// once (consumers stay attached), and its addresses and queues are created if new.
+    pub async fn reload(self: &Arc<Self>, config: &Config) -> Result<()> {
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config.address_settings.clone());
+        self.settings_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.persist_count_before_delivery
+            .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
+        self.declare(config).await?;
+        for queue in self.queues() {
+            queue.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Makes sure the addresses and queues a config declares exist.
+    async fn declare(self: &Arc<Self>, config: &Config) -> Result<()> {
+        for address in &config.addresses {
+            self.ensure_address(&address.name, Some(address.routing_type), Create::Explicit).await?;
+            for q in &address.queues {
+                if !self.read().queues.contains_key(&q.name) {
+                    self.create_queue(&address.name, &q.name, Some(q.routing_type), q.durable, q.filter.as_deref(), false)
+                        .await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Stops the dispatchers and closes the store (flushed and fsynced).
@@ -824,7 +1032,7 @@ fn state_op(queue: &Queue, entry: &Entry, scheduled_at_ms: u64) -> Op {
     }
 }
 
-fn parse_filter(text: &str) -> Result<Option<Selector>> {
+pub fn parse_filter(text: &str) -> Result<Option<Selector>> {
     if text.trim().is_empty() {
         return Ok(None);
     }

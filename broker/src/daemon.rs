@@ -85,6 +85,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let admin = AdminServer::new(AdminService::new(broker.clone()))
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
+    if let Some(path) = args.config.clone() {
+        tokio::spawn(crate::reload::watch(path, broker.clone(), config.config_reload_period_ms));
+    }
     info!(%local, data_dir = %data_dir.display(), "serving");
     println!("rebound listening on {local}");
     std::io::stdout().flush()?;

@@ -32,6 +32,21 @@ pub const REASON: &str = "_REBOUND_DEAD_LETTER_REASON";
 pub const DELIVERY_COUNT: &str = "_REBOUND_DELIVERY_COUNT";
 /// Its last failures, a JSON array of `{"at_ms": .., "reason": ".."}`, oldest first.
 pub const FAILURES: &str = "_REBOUND_FAILURES";
+/// How many times an operator sent it back from a dead-letter queue (`queue retry`).
+pub const REDRIVE_COUNT: &str = "_REBOUND_REDRIVE_COUNT";
+
+/// The properties a dead letter carries about its death; a retried message sheds them
+/// (it starts afresh, as in Artemis's retryMessages) but keeps its redrive count.
+const DEATH_PROPERTIES: [&str; 8] = [
+    ORIG_ADDRESS,
+    ORIG_QUEUE,
+    ORIG_MESSAGE_ID,
+    ORIG_ROUTING_TYPE,
+    ACTUAL_EXPIRY,
+    REASON,
+    DELIVERY_COUNT,
+    FAILURES,
+];
 
 /// Why a message leaves its queue for another address.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +57,8 @@ pub enum Reason {
     Expired,
     /// A `move(...)` step of the redelivery schedule.
     Schedule,
+    /// Moved by an operator (`queue move`).
+    Moved,
 }
 
 impl std::fmt::Display for Reason {
@@ -52,6 +69,7 @@ impl std::fmt::Display for Reason {
             Reason::Rejected(text) => write!(f, "rejected: {text}"),
             Reason::Expired => f.write_str("expired"),
             Reason::Schedule => f.write_str("schedule"),
+            Reason::Moved => f.write_str("moved"),
         }
     }
 }
@@ -92,6 +110,42 @@ pub fn copy_for(
         set(FAILURES, Value::String(serde_json::Value::Array(failures).to_string()));
     }
     copy
+}
+
+/// Where a dead letter came from: its original address and queue, if it says.
+pub fn origin(record: &MessageRecord) -> Option<(&str, &str)> {
+    Some((string_property(record, ORIG_ADDRESS)?, string_property(record, ORIG_QUEUE)?))
+}
+
+/// How many times the message was sent back from a dead-letter queue.
+pub fn redrive_count(record: &MessageRecord) -> u32 {
+    match record.properties.get(REDRIVE_COUNT).and_then(|p| p.value.as_ref()) {
+        Some(Value::Int(n)) => (*n).clamp(0, u32::MAX as i64) as u32,
+        _ => 0,
+    }
+}
+
+/// The message an operator's retry sends back to `address`: the dead letter without
+/// its death properties, one more redrive on its count. The caller gives it its id.
+pub fn retry_copy(dead: &MessageRecord, address: &str) -> MessageRecord {
+    let mut copy = dead.clone();
+    copy.address = address.to_owned();
+    for key in DEATH_PROPERTIES {
+        copy.properties.remove(key);
+    }
+    let redrives = redrive_count(dead) as i64 + 1;
+    copy.properties.insert(
+        REDRIVE_COUNT.to_owned(),
+        PropertyValue { value: Some(Value::Int(redrives)) },
+    );
+    copy
+}
+
+fn string_property<'a>(record: &'a MessageRecord, key: &str) -> Option<&'a str> {
+    match record.properties.get(key)?.value.as_ref()? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -138,6 +192,29 @@ mod tests {
         assert_eq!(get(DELIVERY_COUNT), Some(Value::Int(3)));
         assert_eq!(get(FAILURES), Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into())));
         assert_eq!(get(ACTUAL_EXPIRY), None);
+    }
+
+    #[test]
+    fn a_retried_copy_sheds_its_death_and_counts_the_redrive() {
+        let original = MessageRecord { message_id: 1, address: "orders".into(), ..Default::default() };
+        let entry = Entry {
+            id: 1,
+            priority: 4,
+            expiration_ms: 0,
+            size: 1,
+            delivery_count: 2,
+            failures: Vec::new(),
+            stored: true,
+            record: None,
+        };
+        let dead = copy_for(&original, &entry, "orders", RoutingType::Anycast, "DLQ", &Reason::MaxDeliveryAttempts, 5);
+        assert_eq!(origin(&dead), Some(("orders", "orders")));
+        let retried = retry_copy(&dead, "orders");
+        assert_eq!(retried.address, "orders");
+        assert_eq!(origin(&retried), None);
+        assert!(!retried.properties.contains_key(REASON));
+        assert_eq!(redrive_count(&retried), 1);
+        assert_eq!(redrive_count(&retry_copy(&retried, "orders")), 2);
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
             return;
         }
         let now = now_ms();
-        let (picks, expired, next_due) = queue.pick(now);
+        let (picks, expired, next_due) =
+            queue.pick(now, &|entry, filter| broker.matches(&queue, entry, filter));
         if !expired.is_empty()
             && let Err(err) = broker.expire(&queue, expired).await
         {

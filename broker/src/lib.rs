@@ -11,7 +11,8 @@
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
 //! - [`message`]: validation and wire ⇄ storage conversion.
 //! - [`grpc`]: the `rebound.v1` services; [`error`]: errors and their gRPC codes.
-//! - [`daemon`]: `rebound serve`; [`cli`]: the client subcommands.
+//! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`cli`]: the
+//!   client subcommands.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
@@ -26,5 +27,6 @@ pub mod message;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;
+pub mod reload;
 pub mod scheduled;
 pub mod time;

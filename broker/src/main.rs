@@ -5,6 +5,7 @@
 //! into one `error: ...` line and an exit code; the subcommands live in
 //! `rebound_broker::cli` and `rebound_broker::daemon`.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -64,19 +65,25 @@ async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`.
+/// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`, coloured
+/// only on a terminal so that a log file stays greppable.
 fn init_logging(default_filter: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 /// Prints `err` as one line and picks the exit code: 2 for a configuration
 /// error (like clap's usage errors), 1 otherwise. A closed stdout (`| head`) is
 /// not an error worth reporting.
 fn report(err: &anyhow::Error) -> ExitCode {
-    let broken_pipe = err
-        .chain()
-        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
+    let broken_pipe = err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
     if broken_pipe {
         return ExitCode::SUCCESS;
     }

@@ -76,13 +76,20 @@ struct Slot {
 #[derive(Debug)]
 struct Consumer {
     id: ConsumerId,
-    /// Most unsettled deliveries this consumer may hold (its credit window).
-    window: u32,
+    /// Deliveries this consumer may still receive (AMQP-style link credit: each
+    /// delivery uses one, the consumer grants more).
+    credit: u32,
     /// Unsettled deliveries: delivery id → message id.
     outstanding: HashMap<u64, MessageId>,
     next_delivery_id: u64,
+    /// Only messages this selector matches are delivered to the consumer.
+    filter: Option<Arc<rebound_selector::Selector>>,
     tx: mpsc::UnboundedSender<Vec<Dispatched>>,
 }
+
+/// How far a filtered consumer's pick looks into the ready messages; beyond that it
+/// waits for the next round rather than hold the queue's lock for a long scan.
+const FILTER_SCAN_LIMIT: usize = 1000;
 
 /// Counters since the broker started, and the gauges derived from the state.
 #[derive(Debug, Default, Clone)]
@@ -209,11 +216,12 @@ impl Queue {
         true
     }
 
-    /// Attaches a consumer with a credit window; deliveries arrive on the receiver.
+    /// Attaches a consumer with initial credit; deliveries arrive on the receiver.
     pub fn attach(
         &self,
         id: ConsumerId,
-        window: u32,
+        credit: u32,
+        filter: Option<Arc<rebound_selector::Selector>>,
     ) -> Option<mpsc::UnboundedReceiver<Vec<Dispatched>>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut st = self.lock();
@@ -222,9 +230,10 @@ impl Queue {
         }
         st.consumers.push(Consumer {
             id,
-            window,
+            credit,
             outstanding: HashMap::new(),
             next_delivery_id: 1,
+            filter,
             tx,
         });
         drop(st);
@@ -232,11 +241,11 @@ impl Queue {
         Some(rx)
     }
 
-    /// Widens a consumer's credit window.
+    /// Grants a consumer more credit.
     pub fn grant(&self, consumer: ConsumerId, credit: u32) {
         let mut st = self.lock();
         if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
-            c.window = c.window.saturating_add(credit);
+            c.credit = c.credit.saturating_add(credit);
         }
         drop(st);
         self.wake.notify_one();
@@ -271,18 +280,18 @@ impl Queue {
                 None => unknown.push(did),
             }
         }
-        drop(st);
-        if !taken.is_empty() {
-            // Settling frees credit.
-            self.wake.notify_one();
-        }
         (taken, unknown)
     }
 
-    /// Picks messages for consumers with free credit, round-robin, after moving due
-    /// scheduled messages back to ready. Returns the picks, the messages that expired,
-    /// and when the dispatcher should look again (the next scheduled or expiry time).
-    pub fn pick(&self, now_ms: u64) -> (Vec<Pick>, Vec<Entry>, Option<u64>) {
+    /// Picks messages for consumers with credit, round-robin, after moving due
+    /// scheduled messages back to ready. `matches` tells whether an entry passes a
+    /// consumer's filter. Returns the picks, the messages that expired, and when the
+    /// dispatcher should look again (the next scheduled or expiry time).
+    pub fn pick(
+        &self,
+        now_ms: u64,
+        matches: &dyn Fn(&Entry, &rebound_selector::Selector) -> bool,
+    ) -> (Vec<Pick>, Vec<Entry>, Option<u64>) {
         let mut st = self.lock();
         let st = &mut *st;
         for id in st.scheduled.pop_due(now_ms) {
@@ -304,17 +313,34 @@ impl Queue {
             }
         }
         let mut picks = Vec::new();
-        while !st.ready.is_empty() && !st.consumers.is_empty() {
+        // Filtered consumers that found nothing for them in this round.
+        let mut passed = vec![false; st.consumers.len()];
+        while !st.ready.is_empty() {
             let n = st.consumers.len();
             let Some(ci) = (0..n)
                 .map(|k| (st.next_consumer + k) % n)
-                .find(|&i| (st.consumers[i].outstanding.len() as u64) < st.consumers[i].window as u64)
+                .find(|&i| st.consumers[i].credit > 0 && !passed[i])
             else {
                 break;
             };
+            let key = match &st.consumers[ci].filter {
+                None => st.ready.first().copied(),
+                Some(filter) => st
+                    .ready
+                    .iter()
+                    .take(FILTER_SCAN_LIMIT)
+                    .find(|(_, id)| st.entries.get(id).is_some_and(|s| matches(&s.entry, filter)))
+                    .copied(),
+            };
+            let Some(key) = key else {
+                passed[ci] = true;
+                continue;
+            };
             st.next_consumer = (ci + 1) % n;
-            let Some((_, id)) = st.ready.pop_first() else { break };
+            st.ready.remove(&key);
+            let id = key.1;
             let consumer = &mut st.consumers[ci];
+            consumer.credit -= 1;
             let delivery_id = consumer.next_delivery_id;
             consumer.next_delivery_id += 1;
             consumer.outstanding.insert(delivery_id, id);
@@ -346,8 +372,10 @@ impl Queue {
         {
             let mut guard = self.lock();
             let st = &mut *guard;
-            if let Some(c) = st.consumers.iter_mut().find(|c| c.id == pick.consumer) {
-                c.outstanding.remove(&pick.delivery_id);
+            if let Some(c) = st.consumers.iter_mut().find(|c| c.id == pick.consumer)
+                && c.outstanding.remove(&pick.delivery_id).is_some()
+            {
+                c.credit += 1;
             }
             if let Some(slot) = st.entries.get_mut(&pick.entry.id)
                 && slot.place
@@ -360,6 +388,15 @@ impl Queue {
             }
         }
         self.wake.notify_one();
+    }
+
+    /// Takes a message out of the queue unless it is being delivered.
+    pub fn take_idle(&self, id: MessageId) -> Option<Entry> {
+        let mut st = self.lock();
+        match st.entries.get(&id)?.place {
+            Place::Delivering { .. } => None,
+            _ => st.take(id),
+        }
     }
 
     /// Removes every message not being delivered; returns them.
@@ -511,27 +548,29 @@ mod tests {
     }
 
     #[test]
-    fn credit_window_bounds_outstanding_deliveries() {
+    fn each_delivery_uses_one_credit() {
         let q = queue();
         q.enqueue((1..=5).map(|id| (entry(id, 4), 0)), 100);
-        let _rx = q.attach(7, 2).unwrap();
-        let (picks, _, _) = q.pick(100);
+        let _rx = q.attach(7, 2, None).unwrap();
+        let (picks, _, _) = q.pick(100, &|_, _| true);
         assert_eq!(ids(&picks), vec![1, 2]);
-        assert!(q.pick(100).0.is_empty(), "window is full");
+        assert!(q.pick(100, &|_, _| true).0.is_empty(), "no credit left");
         let (taken, unknown) = q.take_delivered(7, &[picks[0].delivery_id, 999]);
         assert_eq!(taken.len(), 1);
         assert_eq!(unknown, vec![999]);
-        assert_eq!(ids(&q.pick(100).0), vec![3]);
+        assert!(q.pick(100, &|_, _| true).0.is_empty(), "settling grants no credit");
+        q.grant(7, 1);
+        assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![3]);
         q.grant(7, 10);
-        assert_eq!(ids(&q.pick(100).0), vec![4, 5]);
+        assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![4, 5]);
     }
 
     #[test]
     fn priority_then_send_order_and_returned_messages_keep_their_place() {
         let q = queue();
         q.enqueue([(entry(1, 4), 0), (entry(2, 9), 0), (entry(3, 4), 0)], 100);
-        let _rx = q.attach(1, 1).unwrap();
-        let first = q.pick(100).0;
+        let _rx = q.attach(1, 1, None).unwrap();
+        let first = q.pick(100, &|_, _| true).0;
         assert_eq!(ids(&first), vec![2]);
         let (taken, _) = q.take_delivered(1, &[first[0].delivery_id]);
         let mut back = taken.into_iter().next().unwrap();
@@ -539,7 +578,8 @@ mod tests {
         q.requeue([(back, 0)], 100);
         let mut order = Vec::new();
         for _ in 0..3 {
-            let p = q.pick(100).0;
+            q.grant(1, 1);
+            let p = q.pick(100, &|_, _| true).0;
             order.extend(ids(&p));
             q.take_delivered(1, &[p[0].delivery_id]);
         }
@@ -550,12 +590,12 @@ mod tests {
     fn scheduled_messages_do_not_block_and_come_back_when_due() {
         let q = queue();
         q.enqueue([(entry(1, 4), 500), (entry(2, 4), 0)], 100);
-        let _rx = q.attach(1, 10).unwrap();
-        let (picks, _, next) = q.pick(100);
+        let _rx = q.attach(1, 10, None).unwrap();
+        let (picks, _, next) = q.pick(100, &|_, _| true);
         assert_eq!(ids(&picks), vec![2]);
         assert_eq!(next, Some(500));
         assert_eq!(q.snapshot().scheduled, 1);
-        assert_eq!(ids(&q.pick(500).0), vec![1]);
+        assert_eq!(ids(&q.pick(500, &|_, _| true).0), vec![1]);
         assert_eq!(q.snapshot().scheduled, 0);
     }
 
@@ -563,9 +603,9 @@ mod tests {
     fn competing_consumers_share_round_robin_and_detach_returns_outstanding() {
         let q = queue();
         q.enqueue((1..=4).map(|id| (entry(id, 4), 0)), 100);
-        let _a = q.attach(1, 10).unwrap();
-        let _b = q.attach(2, 10).unwrap();
-        let picks = q.pick(100).0;
+        let _a = q.attach(1, 10, None).unwrap();
+        let _b = q.attach(2, 10, None).unwrap();
+        let picks = q.pick(100, &|_, _| true).0;
         let by = |c| picks.iter().filter(|p| p.consumer == c).count();
         assert_eq!((by(1), by(2)), (2, 2));
         let back = q.detach(1);
@@ -580,23 +620,36 @@ mod tests {
         let mut e = entry(1, 4);
         e.expiration_ms = 150;
         q.enqueue([(e, 0), (entry(2, 4), 0)], 100);
-        let (_, expired, next) = q.pick(100);
+        let (_, expired, next) = q.pick(100, &|_, _| true);
         assert!(expired.is_empty());
         assert_eq!(next, Some(150));
-        let (_, expired, _) = q.pick(150);
+        let (_, expired, _) = q.pick(150, &|_, _| true);
         assert_eq!(expired.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
         let snap = q.snapshot();
         assert_eq!((snap.messages, snap.bytes), (1, 10));
     }
 
     #[test]
+    fn a_filtered_consumer_gets_only_what_matches_and_does_not_block_others() {
+        let q = queue();
+        q.enqueue((1..=6).map(|id| (entry(id, 4), 0)), 100);
+        let even = Arc::new(rebound_selector::Selector::parse("even = TRUE").unwrap());
+        let _f = q.attach(1, 10, Some(even)).unwrap();
+        let is_even = |e: &Entry, _: &rebound_selector::Selector| e.id % 2 == 0;
+        let picks = q.pick(100, &is_even).0;
+        assert_eq!(ids(&picks), vec![2, 4, 6]);
+        let _all = q.attach(2, 10, None).unwrap();
+        assert_eq!(ids(&q.pick(100, &is_even).0), vec![1, 3, 5]);
+    }
+
+    #[test]
     fn unpick_restores_the_message() {
         let q = queue();
         q.enqueue([(entry(1, 4), 0)], 100);
-        let _rx = q.attach(1, 1).unwrap();
-        let picks = q.pick(100).0;
+        let _rx = q.attach(1, 1, None).unwrap();
+        let picks = q.pick(100, &|_, _| true).0;
         q.unpick(&picks[0]);
-        let again = q.pick(100).0;
+        let again = q.pick(100, &|_, _| true).0;
         assert_eq!(again[0].entry.delivery_count, 1);
     }
 }

@@ -37,7 +37,10 @@ impl Client {
     /// Creates an address. [`RoutingType::Unspecified`] means the address's
     /// `default-address-routing-type` setting.
     pub async fn create_address(&self, name: &str, routing_type: RoutingType) -> Result<()> {
-        let request = proto::CreateAddressRequest { name: name.to_owned(), routing_type: routing_type.into() };
+        let request = proto::CreateAddressRequest {
+            name: name.to_owned(),
+            routing_type: routing_type.into(),
+        };
         self.admin.clone().create_address(request).await?;
         Ok(())
     }
@@ -46,7 +49,10 @@ impl Client {
     /// (FAILED_PRECONDITION) unless `force`, which deletes its queues and their
     /// messages too.
     pub async fn delete_address(&self, name: &str, force: bool) -> Result<()> {
-        let request = proto::DeleteAddressRequest { name: name.to_owned(), force };
+        let request = proto::DeleteAddressRequest {
+            name: name.to_owned(),
+            force,
+        };
         self.admin.clone().delete_address(request).await?;
         Ok(())
     }
@@ -67,19 +73,29 @@ impl Client {
             durable: Some(durable),
         };
         let response = self.admin.clone().create_queue(request).await?.into_inner();
-        response.queue.ok_or_else(|| Error::missing("CreateQueueResponse.queue"))
+        response
+            .queue
+            .ok_or_else(|| Error::missing("CreateQueueResponse.queue"))
     }
 
     /// Deletes a queue and its messages.
     pub async fn delete_queue(&self, queue: &str) -> Result<()> {
-        let request = proto::DeleteQueueRequest { queue: queue.to_owned() };
+        let request = proto::DeleteQueueRequest {
+            queue: queue.to_owned(),
+        };
         self.admin.clone().delete_queue(request).await?;
         Ok(())
     }
 
     /// Every queue with its counters.
     pub async fn list_queues(&self) -> Result<Vec<QueueInfo>> {
-        Ok(self.admin.clone().list_queues(proto::ListQueuesRequest {}).await?.into_inner().queues)
+        Ok(self
+            .admin
+            .clone()
+            .list_queues(proto::ListQueuesRequest {})
+            .await?
+            .into_inner()
+            .queues)
     }
 
     /// One queue with its counters.
@@ -92,25 +108,38 @@ impl Client {
     /// Up to `limit` messages of a queue (0: the broker's default of 200) in queue
     /// order, without consuming them or touching their delivery counts.
     pub async fn browse(&self, queue: &str, limit: u32) -> Result<Vec<BrowsedMessage>> {
-        let request = proto::BrowseQueueRequest { queue: queue.to_owned(), limit };
+        let request = proto::BrowseQueueRequest {
+            queue: queue.to_owned(),
+            limit,
+            ..Default::default()
+        };
         let response = self.admin.clone().browse_queue(request).await?.into_inner();
         response.messages.into_iter().map(TryInto::try_into).collect()
     }
 
     /// Removes a queue's messages, except those being delivered; returns how many.
     pub async fn purge(&self, queue: &str) -> Result<u64> {
-        let request = proto::PurgeQueueRequest { queue: queue.to_owned() };
+        let request = proto::PurgeQueueRequest {
+            queue: queue.to_owned(),
+        };
         Ok(self.admin.clone().purge_queue(request).await?.into_inner().removed)
     }
 
     /// The effective address-settings of `address`, each with where its value came from.
     pub async fn settings(&self, address: &str) -> Result<Vec<SettingValue>> {
-        let request = proto::GetSettingsRequest { address: address.to_owned() };
+        let request = proto::GetSettingsRequest {
+            address: address.to_owned(),
+        };
         Ok(self.admin.clone().get_settings(request).await?.into_inner().settings)
     }
 
     /// The broker's version, uptime, memory and storage counters.
     pub async fn server_info(&self) -> Result<ServerInfo> {
-        Ok(self.admin.clone().get_server_info(proto::GetServerInfoRequest {}).await?.into_inner())
+        Ok(self
+            .admin
+            .clone()
+            .get_server_info(proto::GetServerInfoRequest {})
+            .await?
+            .into_inner())
     }
 }

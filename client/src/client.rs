@@ -36,15 +36,22 @@ impl Client {
     /// Fails with [`Error::Connect`] if the broker cannot be reached now; once
     /// connected, the channel reconnects by itself when the connection drops.
     pub async fn connect(url: &str) -> Result<Client> {
-        let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+        let url = if url.contains("://") {
+            url.to_owned()
+        } else {
+            format!("http://{url}")
+        };
         let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| Error::InvalidUrl { url: url.clone(), reason: innermost_cause(&e) })?
+            .map_err(|e| Error::InvalidUrl {
+                url: url.clone(),
+                reason: innermost_cause(&e),
+            })?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| Error::Connect { url, reason: innermost_cause(&e) })?;
+        let channel = endpoint.connect().await.map_err(|e| Error::Connect {
+            url,
+            reason: innermost_cause(&e),
+        })?;
         Ok(Client {
             messaging: MessagingClient::new(channel.clone())
                 .max_decoding_message_size(MAX_GRPC_MESSAGE)
@@ -68,14 +75,24 @@ impl Client {
     /// Sends messages as one batch: the broker accepts or refuses them together and
     /// writes the durable ones in one storage commit.
     pub async fn send_batch(&self, messages: Vec<OutgoingMessage>) -> Result<SendResponse> {
-        let request = proto::SendRequest { messages: messages.into_iter().map(Into::into).collect() };
+        let request = proto::SendRequest {
+            messages: messages.into_iter().map(Into::into).collect(),
+        };
         Ok(self.messaging.clone().send(request).await?.into_inner())
     }
 
-    /// Starts consuming `queue`, granting `credit` deliveries up front, and returns
-    /// once the broker has confirmed the subscription.
-    pub async fn consume(&self, queue: &str, credit: u32) -> Result<Consumer> {
-        Consumer::subscribe(self.messaging.clone(), queue, credit).await
+    /// Starts consuming `queue` with a steady window of `window` unsettled
+    /// deliveries: the consumer grants one more credit for every delivery it
+    /// settles. Returns once the broker has confirmed the subscription.
+    pub async fn consume(&self, queue: &str, window: u32) -> Result<Consumer> {
+        Consumer::subscribe(self.messaging.clone(), queue, window, true).await
+    }
+
+    /// Starts consuming `queue` with `initial_credit` and no automatic credit:
+    /// the broker delivers no more than what is granted here and by
+    /// [`Consumer::grant`]. For taking an exact number of messages.
+    pub async fn consume_manual_credit(&self, queue: &str, initial_credit: u32) -> Result<Consumer> {
+        Consumer::subscribe(self.messaging.clone(), queue, initial_credit, false).await
     }
 }
 
@@ -101,7 +118,10 @@ mod tests {
     async fn unreachable_broker_is_one_clear_error() {
         // Port 1 on loopback: nothing listens there.
         let err = Client::connect("127.0.0.1:1").await.unwrap_err();
-        assert_eq!(err.to_string(), "cannot connect to http://127.0.0.1:1: connection refused");
+        assert_eq!(
+            err.to_string(),
+            "cannot connect to http://127.0.0.1:1: connection refused"
+        );
     }
 
     #[tokio::test]

@@ -52,11 +52,13 @@ impl TryFrom<proto::Delivery> for Delivery {
     }
 }
 
-/// A subscription to a queue, made by [`Client::consume`](crate::Client::consume).
+/// A subscription to a queue, made by [`Client::consume`](crate::Client::consume)
+/// or [`Client::consume_manual_credit`](crate::Client::consume_manual_credit).
 ///
-/// The broker hands out at most as many deliveries as credit was granted
-/// ([`Client::consume`](crate::Client::consume)'s `credit` plus every
-/// [`grant`](Self::grant)). Each delivery must be settled: [`ack`](Self::ack),
+/// Every delivery uses one credit, and the broker never has more deliveries
+/// outstanding than it was granted: the initial credit, every
+/// [`grant`](Self::grant), and (for [`Client::consume`](crate::Client::consume))
+/// one credit per settled delivery. Each delivery must be settled: [`ack`](Self::ack),
 /// [`nack`](Self::nack), [`release`](Self::release) or
 /// [`dead_letter`](Self::dead_letter). Settles are pipelined;
 /// [`flush`](Self::flush) waits until the broker has made them durable. Deliveries
@@ -74,6 +76,8 @@ pub struct Consumer {
     unconfirmed: usize,
     /// `Settled.unknown_delivery_ids` gathered since the last `flush`.
     unknown: Vec<u64>,
+    /// Grant a credit per settled delivery (a steady window).
+    replenish: bool,
 }
 
 impl Consumer {
@@ -82,15 +86,22 @@ impl Consumer {
         mut messaging: MessagingClient<Channel>,
         queue: &str,
         credit: u32,
+        replenish: bool,
     ) -> Result<Consumer> {
         let (requests, rx) = mpsc::channel(REQUEST_BUFFER);
-        let subscribe = proto::Subscribe { queue: queue.to_owned(), initial_credit: credit };
+        let subscribe = proto::Subscribe {
+            queue: queue.to_owned(),
+            initial_credit: credit,
+            ..Default::default()
+        };
         requests
             .try_send(request(RequestKind::Subscribe(subscribe)))
             .expect("a new channel has room");
         let mut responses = messaging.consume(ReceiverStream::new(rx)).await?.into_inner();
         let subscribed = match responses.message().await? {
-            Some(proto::ConsumeResponse { kind: Some(ResponseKind::Subscribed(s)) }) => s,
+            Some(proto::ConsumeResponse {
+                kind: Some(ResponseKind::Subscribed(s)),
+            }) => s,
             Some(other) => {
                 return Err(Error::Protocol(format!("expected Subscribed first, got {other:?}")));
             }
@@ -104,6 +115,7 @@ impl Consumer {
             buffered: VecDeque::new(),
             unconfirmed: 0,
             unknown: Vec::new(),
+            replenish,
         })
     }
 
@@ -157,7 +169,8 @@ impl Consumer {
     /// configured delay (clamped by the broker to `max-redelivery-delay`).
     pub async fn nack_after(&mut self, delivery_ids: &[u64], reason: &str, retry_after: Duration) -> Result<()> {
         let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms)).await
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms))
+            .await
     }
 
     /// Hands deliveries back unprocessed: requeued at once, not counted as an attempt.
@@ -167,7 +180,8 @@ impl Consumer {
 
     /// Fails deliveries permanently: straight to the dead-letter address.
     pub async fn dead_letter(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None).await
+        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None)
+            .await
     }
 
     /// Waits until every settle sent so far is durable, and returns the delivery ids
@@ -187,7 +201,11 @@ impl Consumer {
     /// never returned by [`next`](Self::next), flushes, ends the request stream and
     /// waits for the broker to end its side. Returns what [`flush`](Self::flush)
     /// returns.
+    ///
+    /// Deliveries the broker sends after the request stream ended (possible while
+    /// credit is left) return to the queue with their delivery count incremented.
     pub async fn close(mut self) -> Result<Vec<u64>> {
+        self.replenish = false;
         let unseen: Vec<u64> = self.buffered.drain(..).map(|d| d.id).collect();
         self.release(&unseen).await?;
         let unknown = self.flush().await?;
@@ -215,6 +233,10 @@ impl Consumer {
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;
+        if self.replenish {
+            let credit = u32::try_from(delivery_ids.len()).unwrap_or(u32::MAX);
+            self.grant(credit).await?;
+        }
         Ok(())
     }
 

@@ -36,8 +36,8 @@ mod consumer;
 mod error;
 mod message;
 
-pub use client::{Client, DEFAULT_URL};
 pub use admin::BrowsedMessage;
+pub use client::{Client, DEFAULT_URL};
 pub use consumer::{Consumer, Delivery};
 pub use error::{Error, Result};
 pub use message::{OutgoingMessage, PropertyValue};
@@ -49,6 +49,5 @@ pub use rebound_protocol::v1 as proto;
 pub use tonic::Code;
 
 pub use proto::{
-    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RoutingType,
-    SendResponse, SettingValue,
+    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RoutingType, SendResponse, SettingValue,
 };

@@ -166,6 +166,9 @@ mod tests {
         );
         assert_eq!(wire.properties.len(), 5);
         assert_eq!(wire.properties["i"].value, Some(Value::Int(3)));
-        assert_eq!((wire.durable, wire.priority, wire.expiration_ms), (Some(false), Some(9), Some(42)));
+        assert_eq!(
+            (wire.durable, wire.priority, wire.expiration_ms),
+            (Some(false), Some(9), Some(42))
+        );
     }
 }

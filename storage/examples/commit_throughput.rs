@@ -1,7 +1,10 @@
 //! Durable commit throughput of `SledStore` with 1, 8 and 64 concurrent
 //! committers, each awaiting one 1 KiB `PutMessage` per commit.
 //!
-//! `cargo run --release -p rebound-storage --example commit_throughput [seconds] [dir]`
+//! `cargo run --release -p rebound-storage --example commit_throughput [seconds] [dir] [body_bytes] [committers,...]`
+//!
+//! With `body_bytes` above `LARGE_BODY_THRESHOLD` (e.g. 1048576) it measures
+//! large messages, whose bodies go to their own fsynced files.
 //!
 //! The store goes in a temporary directory under `dir` (default: the system
 //! temp dir); use a directory on the disk you want to measure.
@@ -18,7 +21,14 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let seconds: u64 = args.next().map_or(3, |s| s.parse().expect("seconds"));
     let parent = args.next().map_or_else(std::env::temp_dir, Into::into);
-    for committers in [1, 8, 64] {
+    let body_bytes: usize = args.next().map_or(1024, |s| s.parse().expect("body_bytes"));
+    let committer_counts: Vec<usize> = args.next().map_or(vec![1, 8, 64], |s| {
+        s.split(',')
+            .map(|n| n.parse().expect("committers"))
+            .collect()
+    });
+    let body = Bytes::from(vec![0x5a; body_bytes]);
+    for committers in committer_counts {
         let dir = tempfile::tempdir_in(&parent).unwrap();
         let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
         store
@@ -33,13 +43,13 @@ async fn main() {
         let started = Instant::now();
         let tasks: Vec<_> = (0..committers)
             .map(|_| {
-                let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+                let (store, stop, body) = (Arc::clone(&store), Arc::clone(&stop), body.clone());
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
                         let message = MessageRecord {
                             message_id: store.generate_id().unwrap(),
                             address: "bench".into(),
-                            body: Bytes::from_static(&[0x5a; 1024]),
+                            body: body.clone(),
                             durable: true,
                             ..Default::default()
                         };
@@ -61,8 +71,9 @@ async fn main() {
         let commits = stats.commits - before.commits;
         let syncs = stats.syncs - before.syncs;
         println!(
-            "committers={committers:>2}  msgs/s={:>8.0}  commits={commits}  syncs={syncs}  syncs/commit={:.3}",
+            "body={body_bytes}  committers={committers:>2}  msgs/s={:>8.0}  MiB/s={:>7.1}  commits={commits}  syncs={syncs}  syncs/commit={:.3}",
             commits as f64 / elapsed,
+            commits as f64 * body_bytes as f64 / elapsed / f64::from(1 << 20),
             syncs as f64 / commits as f64,
         );
         store.close().unwrap();

@@ -29,14 +29,63 @@
 //! across kinds: a DLQ move (remove from queue A, insert into queue B, delete
 //! the state) is a single commit.
 //!
+//! Next to sled's files, the store directory holds `large/`, one file per
+//! message reference whose body is stored outside sled:
+//!
+//! ```text
+//! <dir>/db, conf, snap.*      sled (its blobs/ stays empty, see below)
+//! <dir>/large/q<queue>-m<id>.body           body of a large message
+//! <dir>/large/q<queue>-m<id>.g<gen>.body    same, written again (gen >= 1)
+//! ```
+//!
+//! The `0x01` record of such a message has no body and a marker (tag 100,
+//! see [`records`]) with the body's length and file generation.
+//!
 //! # Record encoding
 //!
 //! Values are protobuf messages encoded with prost; the types in [`records`]
 //! *are* the on-disk format. Compatibility rule: never reuse a tag, only add
 //! fields whose zero value means "as before". A value that fails to decode is
 //! reported as [`StorageError::Corrupt`] with its key in hex, never a panic.
-//! Key plus value may be at most [`MAX_RECORD_BYTES`]; bigger commits are
-//! refused whole with [`StorageError::RecordTooLarge`].
+//! A message (key plus its full encoded record, body included) may be at most
+//! [`MAX_RECORD_BYTES`]; what is stored in sled (every other record, and a
+//! message without the body it keeps in a file) at most
+//! [`MAX_INLINE_RECORD_BYTES`]. Commits breaking either are refused whole
+//! with [`StorageError::RecordTooLarge`].
+//!
+//! # Large messages
+//!
+//! As in Artemis, a body above [`LARGE_BODY_THRESHOLD`] (64 KiB), or one that
+//! would push the record over [`MAX_INLINE_RECORD_BYTES`], is written to its
+//! own file under `large/` rather than into the journal ([`large`] has the
+//! details). The committer does it inside the group, in this order:
+//!
+//! 1. write each body file and `sync_data` it; then fsync `large/` once for
+//!    the whole group;
+//! 2. apply the sled batch (records carry the marker), flush, fdatasync;
+//! 3. unlink the files of messages the group removed, replaced or whose queue
+//!    it deleted; then answer the waiters.
+//!
+//! So a send is acknowledged only once both body and record are durable, and
+//! a crash leaves at worst a body no record references, never a record
+//! without its body. Opening the store deletes such orphans (a file whose
+//! `(queue, id, generation)` is not what the record under `0x01|queue|id`
+//! says). Should a body file vanish anyway (deleted by hand, lost by the file
+//! system), [`Store::recover`] still lists the message (with a warning in
+//! the log), so that the broker's indexes match the journal, and
+//! [`Store::read_message`] reports [`StorageError::Corrupt`] naming the key
+//! and the file; it never panics.
+//!
+//! Fan-out: a multicast message is one record per queue; when one group
+//! stores the same message id with the same body for several queues, the
+//! body is written and synced once and the other names are hard links to it.
+//! Bodies are read whole into memory by `read_message`, like small ones.
+//!
+//! Why 64 KiB: below it, a separate file costs an extra `sync_data` and
+//! directory fsync for little gain; above it, values bloat sled's pages,
+//! which sled rewrites whole on every consolidation (17–20 values per page),
+//! and keeping records at most half of [`MAX_INLINE_RECORD_BYTES`] leaves the
+//! other half for properties.
 //!
 //! # Why sled 0.34.7
 //!
@@ -53,8 +102,10 @@
 //! * sled's `flush()` uses `sync_file_range`, which leaves data in the drive's
 //!   volatile cache: after each group flush we `fdatasync` sled's log file;
 //! * log items above `segment_size / 4 - 20` bytes become blob files that sled
-//!   never fsyncs: segments are 16 MiB and records are capped so that even a
-//!   whole page of maximum-size records stays inline, so no blob is written;
+//!   never fsyncs: segments are 16 MiB and sled values are capped
+//!   ([`MAX_INLINE_RECORD_BYTES`]) so that even a whole page of maximum-size
+//!   records stays inline, so no blob is written; larger bodies go to our own
+//!   fsynced files (above);
 //! * concurrent `flush_async` deadlocks in 0.34.7: it is never called.
 //!
 //! A store dropped without [`Store::close`] (or a killed process) keeps every
@@ -87,6 +138,7 @@
 pub mod error;
 mod group_commit;
 pub mod keys;
+pub mod large;
 pub mod records;
 pub mod sled_store;
 mod write_set;
@@ -110,13 +162,33 @@ pub type QueueId = u32;
 /// A message's id: globally unique and increasing, from [`Store::generate_id`].
 pub type MessageId = u64;
 
-/// The largest record, key plus encoded value, a commit may write: 128 KiB.
+/// The largest message a commit may store, key plus its full encoded
+/// [`MessageRecord`] (body included): 16 MiB. The broker uses it as the
+/// ceiling of its message size.
+///
+/// Bodies above [`LARGE_BODY_THRESHOLD`] live in files, so sled does not bound
+/// this; what does: `read_message` returns the body whole, in memory, and the
+/// broker keeps messages in memory while delivering them, so this bounds the
+/// memory one message can pin (times the fan-out of a multicast send when it
+/// is not hard-linked). It equals the committer's group byte budget, so one
+/// maximum message fills a group on its own rather than stalling the commits
+/// behind it for longer (writing and syncing 16 MiB takes on the order of
+/// 100 ms on the project's disk). It keeps sizes well inside
+/// [`IndexEntry::size`]'s `u32`, and leaves a factor of 4 of headroom over
+/// the "few MiB" messages it is meant for. Raising it needs streaming of
+/// bodies (as Artemis does), not a bigger constant.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+
+/// The largest value the store puts into sled, key plus encoded value:
+/// 128 KiB. Every record but a large message's body must fit.
 ///
 /// Derived from sled 0.34.7 in [`sled_store`]: it is what keeps every page of
 /// records inline in sled's fsynced log rather than in a never-fsynced blob.
-/// Bodies larger than this belong in a large-message store outside the
-/// journal (Artemis also treats messages over 100 KiB that way).
-pub const MAX_RECORD_BYTES: usize = 128 << 10;
+pub const MAX_INLINE_RECORD_BYTES: usize = 128 << 10;
+
+/// Message bodies longer than this (64 KiB) are stored in their own files
+/// under `large/` rather than in sled; see "Large messages" above.
+pub const LARGE_BODY_THRESHOLD: usize = 64 << 10;
 
 /// The durable state of the broker.
 ///
@@ -260,7 +332,8 @@ pub struct IndexEntry {
     pub priority: u32,
     /// Its expiry (ms since the epoch), `0` = never.
     pub expiration_ms: u64,
-    /// Size of the encoded record in bytes.
+    /// Size of the encoded record in bytes, body included (also when the body
+    /// is in a file): what `MessageRecord::encoded_len` says.
     pub size: u32,
     /// Its delivery state, if one was written.
     pub state: Option<DeliveryState>,

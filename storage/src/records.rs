@@ -7,6 +7,26 @@
 //! which recovery relies on to read a message's priority and expiry without
 //! copying its body.
 //!
+//! # Large bodies
+//!
+//! A [`MessageRecord`] whose body is above
+//! [`LARGE_BODY_THRESHOLD`](crate::LARGE_BODY_THRESHOLD) (or would not fit
+//! [`MAX_INLINE_RECORD_BYTES`](crate::MAX_INLINE_RECORD_BYTES) inline) is
+//! stored with an empty `body` (tag 3 absent) followed by one extra field,
+//! **tag 100**, a message
+//!
+//! ```text
+//! LargeBody { uint64 len = 1; uint32 generation = 2; }
+//! ```
+//!
+//! saying that the body is the file `large/q<queue>-m<id>.body` (generation
+//! 0) or `large/q<queue>-m<id>.g<generation>.body`, of exactly `len` bytes
+//! ([`crate::large`]). The public [`MessageRecord`] has no such field, so
+//! decoding it skips tag 100 and the store fills `body` from the file; tag
+//! 100 must never be given to a [`MessageRecord`] field. A reader that does
+//! not know tag 100 (a store from before large messages) sees an empty body
+//! rather than garbage.
+//!
 //! Enum fields are stored as `i32` (prost's representation, so unknown values
 //! from a newer writer survive a round trip); use the generated accessors,
 //! e.g. [`MessageRecord::routing_type()`], to read them as [`RoutingType`].
@@ -63,6 +83,9 @@ pub(crate) struct MessageIndex {
     pub priority: u32,
     #[prost(uint64, tag = "8")]
     pub expiration_ms: u64,
+    /// The large-body marker, if the body is in a file.
+    #[prost(message, optional, tag = "100")]
+    pub large: Option<crate::large::LargeBody>,
 }
 
 /// A typed message property value.

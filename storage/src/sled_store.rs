@@ -9,7 +9,9 @@
 //!   log file.
 //! * A log write bigger than `segment_size / 4 - 20` bytes goes to a file
 //!   under `<dir>/blobs/` that sled never fsyncs. We make that impossible:
-//!   see [`SEGMENT_SIZE`] and the derivation of [`MAX_RECORD_BYTES`] below.
+//!   see [`SEGMENT_SIZE`] and the derivation of [`MAX_INLINE_RECORD_BYTES`]
+//!   below. Message bodies that would not fit go to our own fsynced files
+//!   under `<dir>/large/` instead ([`crate::large`]).
 //! * `flush_async` deadlocks when called concurrently (sled #1308): it is
 //!   never called; the committer uses the blocking `flush()` on its own thread.
 //!
@@ -26,7 +28,7 @@
 //! page routinely holds 17 to 20 records. With the largest segment sled
 //! accepts (16 MiB, `config.rs` asserts `segment_size <= 1 << 24`) the inline
 //! budget is `4 MiB - 52` bytes per page, and a page of
-//! [`LEAF_ENTRIES_BOUND`] records of [`MAX_RECORD_BYTES`] each (plus sled's
+//! [`LEAF_ENTRIES_BOUND`] records of [`MAX_INLINE_RECORD_BYTES`] each (plus sled's
 //! per-entry length prefixes and page header) fits in it; a compile-time
 //! assertion below checks that arithmetic, and a test checks that pages full of
 //! maximum-size records leave `blobs/` empty while 600 KiB values, far below
@@ -37,26 +39,28 @@
 //! filled and the one being written, on top of `cache_capacity`.
 
 use std::fs::File;
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::StorageError;
 use crate::group_commit::{Committer, Journal};
 use crate::keys::{self, Key};
+use crate::large::{LargeDir, MarkerView};
 use crate::records::{
     self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord,
 };
 use crate::write_set::WriteSet;
 use crate::{
-    Commit, IndexEntry, MAX_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store,
-    StoreStats,
+    Commit, IndexEntry, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue,
+    Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
 /// `conf` file; a database created with another value refuses to open.
 pub const SEGMENT_SIZE: usize = 16 << 20;
 
-/// Records per leaf page the [`MAX_RECORD_BYTES`] budget allows for: sled
+/// Records per leaf page the [`MAX_INLINE_RECORD_BYTES`] budget allows for: sled
 /// holds 17 to 20 per page (see the module docs); the rest is headroom.
 pub const LEAF_ENTRIES_BOUND: usize = 28;
 
@@ -67,7 +71,8 @@ const INLINE_PAGE_BYTES: usize = SEGMENT_SIZE / 4 - 20 - 32;
 // Per entry sled adds two length varints (key and value, <= 10 bytes each for
 // our sizes); a page adds its header and its `lo`/`hi` bound keys, which are
 // themselves keys of records, counted here as two more entries.
-const _: () = assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
+const _: () =
+    assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_INLINE_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
 
 /// Tuning for [`SledStore::open_with`].
 #[derive(Debug, Clone)]
@@ -91,6 +96,7 @@ pub struct SledStore {
     // Declared first so that dropping the store stops the committer first.
     committer: Committer,
     db: sled::Db,
+    large: Arc<LargeDir>,
 }
 
 impl SledStore {
@@ -99,25 +105,56 @@ impl SledStore {
         SledStore::open_with(dir, SledOptions::default())
     }
 
-    /// Opens (or creates) the store in `dir`.
+    /// Opens (or creates) the store in `dir`, deleting large-message body
+    /// files that no record references (left by a crash).
     pub fn open_with(dir: &Path, options: SledOptions) -> Result<SledStore, StorageError> {
         let db = sled::Config::new()
             .path(dir)
             .segment_size(SEGMENT_SIZE)
             .cache_capacity(options.cache_capacity)
             .open()?;
-        // Make the directory entries of the files sled created durable
-        // ourselves rather than rely on sled having done it.
+        let large = Arc::new(LargeDir::open(dir)?);
+        // Make the directory entries of the files sled created (and of
+        // `large/`) durable ourselves rather than rely on sled having done it.
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| StorageError::io("syncing the store directory", e))?;
+        let sweep = large.sweep(|queue, id, generation| {
+            let key = keys::message(queue, id);
+            match db.get(key) {
+                Ok(Some(value)) => match <MarkerView as prost::Message>::decode(&value[..]) {
+                    Ok(view) => view.large.is_some_and(|m| m.generation == generation),
+                    // Cannot tell which file a corrupt record means: keep.
+                    Err(_) => true,
+                },
+                Ok(None) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading a record during the sweep failed; keeping its file");
+                    true
+                }
+            }
+        })?;
+        if sweep.deleted > 0 {
+            tracing::info!(
+                deleted = sweep.deleted,
+                kept = sweep.kept,
+                "deleted orphaned large-message bodies"
+            );
+        }
         let log = File::open(dir.join("db"))
             .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
-        let committer = Committer::start(SledJournal {
-            db: db.clone(),
-            log,
-        })?;
-        Ok(SledStore { committer, db })
+        let committer = Committer::start(
+            SledJournal {
+                db: db.clone(),
+                log,
+            },
+            Arc::clone(&large),
+        )?;
+        Ok(SledStore {
+            committer,
+            db,
+            large,
+        })
     }
 
     fn get<M: prost::Message + Default>(&self, key: &[u8]) -> Result<Option<M>, StorageError> {
@@ -147,6 +184,16 @@ impl SledStore {
         for entry in self.per_message(&keys::queue_messages(record.id)) {
             let (id, key, value) = entry?;
             let index: MessageIndex = records::decode(&key, &value)?;
+            let mut size = value.len() as i64;
+            if let Some(body) = &index.large {
+                size += body.inline_size_delta();
+                if !self.large.path(record.id, id, body.generation).exists() {
+                    tracing::warn!(
+                        key = %keys::hex(&key),
+                        "the body file of a large message is missing; reading it will fail"
+                    );
+                }
+            }
             let mut state = None;
             while let Some((state_id, state_key, state_value)) = &next_state {
                 if *state_id > id {
@@ -157,7 +204,8 @@ impl SledStore {
                 }
                 next_state = states.next().transpose()?;
             }
-            let size = u32::try_from(value.len()).expect("records are at most MAX_RECORD_BYTES");
+            // At most MAX_RECORD_BYTES for what this store writes.
+            let size = u32::try_from(size.max(0)).unwrap_or(u32::MAX);
             messages.push(IndexEntry {
                 id,
                 priority: index.priority,
@@ -204,7 +252,44 @@ impl Store for SledStore {
         queue: QueueId,
         id: MessageId,
     ) -> Result<Option<MessageRecord>, StorageError> {
-        self.get(&keys::message(queue, id))
+        let key = keys::message(queue, id);
+        loop {
+            let Some(value) = self.db.get(key)? else {
+                return Ok(None);
+            };
+            let mut record: MessageRecord = records::decode(&key, &value)?;
+            let Some(body) = records::decode::<MarkerView>(&key, &value)?.large else {
+                return Ok(Some(record));
+            };
+            let path = self.large.path(queue, id, body.generation);
+            let corrupt = |reason: String| StorageError::Corrupt {
+                key: keys::hex(&key),
+                reason,
+            };
+            match std::fs::read(&path) {
+                Ok(bytes) if bytes.len() as u64 == body.len => {
+                    record.body = bytes.into();
+                    return Ok(Some(record));
+                }
+                Ok(bytes) => {
+                    return Err(corrupt(format!(
+                        "body file {} has {} bytes, the record says {}",
+                        path.display(),
+                        bytes.len(),
+                        body.len
+                    )));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // The committer unlinks a body only after the record that
+                    // replaced or removed it is applied: if the record changed
+                    // meanwhile, read again; if not, the file is really gone.
+                    if self.db.get(key)?.as_deref() == Some(&value[..]) {
+                        return Err(corrupt(format!("body file {} is missing", path.display())));
+                    }
+                }
+                Err(e) => return Err(StorageError::io("reading a large-message body", e)),
+            }
+        }
     }
 
     fn read_state(
@@ -231,7 +316,7 @@ impl Store for SledStore {
             commits: counters.commits,
             ops: counters.ops,
             syncs: counters.syncs,
-            disk_bytes: self.db.size_on_disk().unwrap_or(0),
+            disk_bytes: self.db.size_on_disk().unwrap_or(0) + self.large.bytes(),
         }
     }
 
@@ -253,6 +338,10 @@ impl Journal for SledJournal {
             .keys()
             .map(|key| Ok(key?.to_vec()))
             .collect()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.db.get(key)?.map(|v| v.to_vec()))
     }
 
     fn apply(&self, writes: WriteSet) -> Result<(), StorageError> {
@@ -283,7 +372,9 @@ impl From<sled::Error> for StorageError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::large;
     use crate::records::QueueRecord;
+    use crate::{LARGE_BODY_THRESHOLD, MAX_RECORD_BYTES};
     use prost::Message;
 
     fn blob_count(dir: &Path) -> usize {
@@ -292,7 +383,40 @@ mod tests {
             .unwrap_or(0)
     }
 
-    /// A message whose key plus encoded value is exactly `size` bytes.
+    fn large_count(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join(large::LARGE_DIR))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// A message whose key plus encoded record is exactly `size` bytes, all
+    /// but `body` of them in a bytes property.
+    fn message_with(id: u64, size: usize, body: usize) -> MessageRecord {
+        let mut message = MessageRecord {
+            message_id: id,
+            body: vec![0xa5; body].into(),
+            ..Default::default()
+        };
+        let pad = |m: &mut MessageRecord, n: usize| {
+            m.properties.insert(
+                "pad".into(),
+                records::PropertyValue {
+                    value: Some(records::property_value::Value::Bytes(vec![0x5a; n].into())),
+                },
+            );
+        };
+        let mut n = 0;
+        for _ in 0..4 {
+            pad(&mut message, n);
+            let current = keys::message(1, id).len() + message.encoded_len();
+            n = (n + size).saturating_sub(current);
+        }
+        pad(&mut message, n);
+        assert_eq!(keys::message(1, id).len() + message.encoded_len(), size);
+        message
+    }
+
+    /// A message of exactly `size` bytes, nearly all body.
     fn message_of_size(id: u64, size: usize) -> MessageRecord {
         let mut message = MessageRecord {
             message_id: id,
@@ -307,17 +431,27 @@ mod tests {
         message
     }
 
-    fn put(id: u64, size: usize) -> Op {
-        Op::PutMessage {
-            queue: 1,
-            message: message_of_size(id, size),
-        }
+    /// The largest inline message: a body at the threshold, properties for
+    /// the rest of `MAX_INLINE_RECORD_BYTES`.
+    fn max_inline(id: u64) -> MessageRecord {
+        message_with(id, MAX_INLINE_RECORD_BYTES, LARGE_BODY_THRESHOLD)
     }
 
-    #[tokio::test]
-    async fn pages_of_maximum_records_stay_inline() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+    /// A large message (256 KiB body in a file) whose sled value, marker
+    /// included, is as big as the limit allows.
+    fn max_large(id: u64) -> MessageRecord {
+        let body = 256 << 10;
+        let inline = MAX_INLINE_RECORD_BYTES - large::MAX_MARKER_BYTES;
+        // The body field: tag, 3-byte length varint, bytes.
+        message_with(id, inline + 1 + 3 + body, body)
+    }
+
+    fn put_record(message: MessageRecord) -> Op {
+        Op::PutMessage { queue: 1, message }
+    }
+
+    async fn store_with_queue(dir: &Path) -> SledStore {
+        let store = SledStore::open(dir).unwrap();
         store
             .commit(vec![Op::PutQueue(QueueRecord {
                 id: 1,
@@ -325,9 +459,14 @@ mod tests {
             })])
             .await
             .unwrap();
-        // Enough to consolidate, split and (after the removals) merge pages.
+        store
+    }
+
+    /// Puts 48, removes three in four, puts 24 more: enough to consolidate,
+    /// split and merge pages full of `make`'s records.
+    async fn churn(store: &SledStore, make: fn(u64) -> MessageRecord) {
         for id in 0..48 {
-            store.commit(vec![put(id, MAX_RECORD_BYTES)]).await.unwrap();
+            store.commit(vec![put_record(make(id))]).await.unwrap();
         }
         for id in (0..48).filter(|id| id % 4 != 0) {
             store
@@ -336,21 +475,55 @@ mod tests {
                 .unwrap();
         }
         for id in 48..72 {
-            store.commit(vec![put(id, MAX_RECORD_BYTES)]).await.unwrap();
+            store.commit(vec![put_record(make(id))]).await.unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn pages_of_maximum_records_stay_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_queue(dir.path()).await;
+        churn(&store, max_inline).await;
         store.close().unwrap();
         drop(store);
         assert_eq!(blob_count(dir.path()), 0);
+        assert_eq!(large_count(dir.path()), 0);
 
         let store = SledStore::open(dir.path()).unwrap();
         let messages = &store.recover().unwrap().queues[0].messages;
         assert_eq!(messages.len(), 12 + 24);
         assert!(
-            store
-                .read_message(1, 71)
-                .unwrap()
-                .is_some_and(|m| m == message_of_size(71, MAX_RECORD_BYTES))
+            messages
+                .iter()
+                .all(|m| m.size as usize == MAX_INLINE_RECORD_BYTES - 13)
         );
+        assert_eq!(store.read_message(1, 71).unwrap(), Some(max_inline(71)));
+    }
+
+    #[tokio::test]
+    async fn pages_of_large_messages_with_maximum_inline_parts_stay_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_queue(dir.path()).await;
+        churn(&store, max_large).await;
+        // The values sled holds are within a marker's slack of the limit.
+        let value = store.db.get(keys::message(1, 71)).unwrap().unwrap();
+        assert!(13 + value.len() > MAX_INLINE_RECORD_BYTES - large::MAX_MARKER_BYTES);
+        assert!(13 + value.len() <= MAX_INLINE_RECORD_BYTES);
+        store.close().unwrap();
+        drop(store);
+        assert_eq!(blob_count(dir.path()), 0);
+        assert_eq!(large_count(dir.path()), 12 + 24);
+
+        let store = SledStore::open(dir.path()).unwrap();
+        let messages = &store.recover().unwrap().queues[0].messages;
+        assert_eq!(messages.len(), 12 + 24);
+        let expected = max_large(71);
+        assert_eq!(
+            messages.last().unwrap().size as usize,
+            expected.encoded_len()
+        );
+        assert_eq!(store.read_message(1, 71).unwrap(), Some(expected));
+        assert_eq!(large_count(dir.path()), 12 + 24);
     }
 
     #[tokio::test]
@@ -362,7 +535,7 @@ mod tests {
                 id: 1,
                 ..Default::default()
             }),
-            put(1, MAX_RECORD_BYTES + 1),
+            put_record(message_of_size(1, MAX_RECORD_BYTES + 1)),
         ];
         let err = store.commit(ops).await.unwrap_err();
         assert!(
@@ -370,6 +543,38 @@ mod tests {
         );
         assert!(store.db.is_empty());
         assert_eq!(store.stats().commits, 0);
+        assert_eq!(large_count(dir.path()), 0);
+    }
+
+    #[tokio::test]
+    async fn too_big_an_inline_part_is_refused_even_with_the_body_in_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_queue(dir.path()).await;
+        // The body would go to a file, but the properties alone are too big.
+        let message = message_with(1, MAX_INLINE_RECORD_BYTES + (1 << 20), 1 << 20);
+        let err = store.commit(vec![put_record(message)]).await.unwrap_err();
+        assert!(
+            matches!(err, StorageError::RecordTooLarge { size, max: MAX_INLINE_RECORD_BYTES, .. } if size > MAX_INLINE_RECORD_BYTES),
+            "{err}"
+        );
+        // Properties over the limit without a body to move out: same.
+        let message = message_with(2, MAX_INLINE_RECORD_BYTES + 1, 0);
+        assert!(matches!(
+            store.commit(vec![put_record(message)]).await,
+            Err(StorageError::RecordTooLarge {
+                max: MAX_INLINE_RECORD_BYTES,
+                ..
+            })
+        ));
+        // But a small body that only makes the record too big moves out.
+        let message = message_with(3, MAX_INLINE_RECORD_BYTES + 1000, 2000);
+        store
+            .commit(vec![put_record(message.clone())])
+            .await
+            .unwrap();
+        assert_eq!(large_count(dir.path()), 1);
+        assert_eq!(store.read_message(1, 3).unwrap(), Some(message));
+        assert!(store.read_message(1, 1).unwrap().is_none());
     }
 
     /// The trap the limit avoids: values far below `segment_size / 4` still

@@ -2,8 +2,12 @@
 //! engine batch.
 //!
 //! [`stage`] runs on the caller's thread: it encodes every record and checks
-//! [`MAX_RECORD_BYTES`], so a bad commit is refused before it reaches the
-//! committer and can never poison a group. [`WriteSet`] is what the committer
+//! the size limits ([`MAX_RECORD_BYTES`] for a whole message,
+//! [`MAX_INLINE_RECORD_BYTES`] for what goes into sled), so a bad commit is
+//! refused before it reaches the committer and can never poison a group. A
+//! message whose body goes to a file (see [`crate::large`]) is staged as its
+//! encoded record without the body plus the body itself; the committer writes
+//! the file and appends the marker. [`WriteSet`] is what the committer
 //! builds from all staged commits of a group: the final value (or deletion) of
 //! every touched key, with later ops overriding earlier ones, exactly as if
 //! the commits had been applied one after another. Nothing here knows the
@@ -11,14 +15,27 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use prost::Message;
 
 use crate::error::StorageError;
-use crate::{MAX_RECORD_BYTES, Op, keys};
+use crate::large::MAX_MARKER_BYTES;
+use crate::records::MessageRecord;
+use crate::{LARGE_BODY_THRESHOLD, MAX_INLINE_RECORD_BYTES, MAX_RECORD_BYTES, Op, keys};
+
+/// A value to store: the encoded record, and for a message whose body goes
+/// to a file, that body (not part of `inline`).
+pub(crate) struct Value {
+    /// The encoded record as sled will store it (the committer appends the
+    /// large-body marker).
+    pub(crate) inline: Vec<u8>,
+    /// The body to write to a file, if any.
+    pub(crate) large: Option<Bytes>,
+}
 
 /// One key-level change.
 enum Write {
-    Put(Vec<u8>, Vec<u8>),
+    Put(Vec<u8>, Value),
     Delete(Vec<u8>),
     DeletePrefix([u8; 5]),
 }
@@ -33,7 +50,8 @@ pub(crate) struct Staged {
 }
 
 /// Encodes `ops` into key-level writes, refusing the whole commit if one
-/// record exceeds [`MAX_RECORD_BYTES`].
+/// message exceeds [`MAX_RECORD_BYTES`] or one sled value would exceed
+/// [`MAX_INLINE_RECORD_BYTES`].
 pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
     let mut staged = Staged {
         writes: Vec::with_capacity(ops.len()),
@@ -55,7 +73,7 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                     .push(Write::DeletePrefix(keys::queue_states(queue)));
             }
             Op::PutMessage { queue, message } => {
-                staged.put(keys::message(queue, message.message_id).to_vec(), &message)?
+                staged.put_message(keys::message(queue, message.message_id).to_vec(), message)?
             }
             Op::PutState { queue, id, state } => {
                 staged.put(keys::state(queue, id).to_vec(), &state)?
@@ -72,15 +90,45 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
 impl Staged {
     fn put(&mut self, key: Vec<u8>, record: &impl Message) -> Result<(), StorageError> {
         let size = key.len() + record.encoded_len();
-        if size > MAX_RECORD_BYTES {
-            return Err(StorageError::RecordTooLarge {
-                key: keys::hex(&key),
-                size,
-                max: MAX_RECORD_BYTES,
-            });
-        }
+        check(&key, size, MAX_INLINE_RECORD_BYTES)?;
         self.bytes += size;
-        self.writes.push(Write::Put(key, record.encode_to_vec()));
+        self.writes.push(Write::Put(
+            key,
+            Value {
+                inline: record.encode_to_vec(),
+                large: None,
+            },
+        ));
+        Ok(())
+    }
+
+    /// A message: inline if its body is at most [`LARGE_BODY_THRESHOLD`] and
+    /// the record fits [`MAX_INLINE_RECORD_BYTES`], else with its body split
+    /// off for a file.
+    fn put_message(
+        &mut self,
+        key: Vec<u8>,
+        mut message: MessageRecord,
+    ) -> Result<(), StorageError> {
+        let size = key.len() + message.encoded_len();
+        check(&key, size, MAX_RECORD_BYTES)?;
+        if message.body.len() <= LARGE_BODY_THRESHOLD && size <= MAX_INLINE_RECORD_BYTES {
+            return self.put(key, &message);
+        }
+        let body = std::mem::take(&mut message.body);
+        check(
+            &key,
+            key.len() + message.encoded_len() + MAX_MARKER_BYTES,
+            MAX_INLINE_RECORD_BYTES,
+        )?;
+        self.bytes += size;
+        self.writes.push(Write::Put(
+            key,
+            Value {
+                inline: message.encode_to_vec(),
+                large: Some(body),
+            },
+        ));
         Ok(())
     }
 
@@ -90,10 +138,21 @@ impl Staged {
     }
 }
 
+fn check(key: &[u8], size: usize, max: usize) -> Result<(), StorageError> {
+    if size > max {
+        return Err(StorageError::RecordTooLarge {
+            key: keys::hex(key),
+            size,
+            max,
+        });
+    }
+    Ok(())
+}
+
 /// The net effect of a group of commits on the keyspace: `Some(value)` to
 /// store, `None` to delete.
 #[derive(Default)]
-pub(crate) struct WriteSet(BTreeMap<Vec<u8>, Option<Vec<u8>>>);
+pub(crate) struct WriteSet(BTreeMap<Vec<u8>, Option<Value>>);
 
 impl WriteSet {
     /// Adds one commit's writes after everything added so far.
@@ -128,9 +187,15 @@ impl WriteSet {
         Ok(())
     }
 
+    /// Every touched key with its final value, in key order, for the
+    /// committer to place large bodies.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&Vec<u8>, &mut Option<Value>)> {
+        self.0.iter_mut()
+    }
+
     /// The writes, in key order.
     pub(crate) fn into_writes(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
-        self.0.into_iter()
+        self.0.into_iter().map(|(k, v)| (k, v.map(|v| v.inline)))
     }
 }
 

@@ -2,7 +2,9 @@
 //! as fast as it can and prints every acknowledged commit; the parent kills it
 //! with SIGKILL and checks that everything acknowledged survived.
 //!
-//! Modelled on sled's `tests/test_crash_recovery.rs`.
+//! Modelled on sled's `tests/test_crash_recovery.rs`. The second test mixes
+//! in 1 MiB messages, whose bodies live in files under `large/`, and also
+//! checks that no orphaned body file survives a reopen.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -12,18 +14,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use rebound_storage::large::LARGE_DIR;
 use rebound_storage::{MessageRecord, Op, QueueRecord, SledStore, Store};
 
 /// Set in the child's environment to the store directory.
 const CHILD_DIR: &str = "REBOUND_STORAGE_CRASH_CHILD_DIR";
+/// Set in the child's environment to make every fourth message 1 MiB.
+const CHILD_LARGE: &str = "REBOUND_STORAGE_CRASH_CHILD_LARGE";
 const SOURCE: u32 = 1;
 const DLQ: u32 = 2;
 
-fn message(id: u64) -> MessageRecord {
+/// Whether message `id` is a large one in a mixed run.
+fn is_large(id: u64) -> bool {
+    id.is_multiple_of(4)
+}
+
+fn message(id: u64, mixed: bool) -> MessageRecord {
+    let len = if mixed && is_large(id) { 1 << 20 } else { 512 };
     MessageRecord {
         message_id: id,
         address: "a".into(),
-        body: Bytes::from(vec![id as u8; 512]),
+        body: Bytes::from(
+            (0..len)
+                .map(|i: usize| (id as usize + i / 4096) as u8)
+                .collect::<Vec<u8>>(),
+        ),
         ..Default::default()
     }
 }
@@ -35,6 +50,7 @@ fn crash_child() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else {
         return;
     };
+    let mixed = std::env::var_os(CHILD_LARGE).is_some();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -60,7 +76,7 @@ fn crash_child() {
                         store
                             .commit(vec![Op::PutMessage {
                                 queue: SOURCE,
-                                message: message(id),
+                                message: message(id, mixed),
                             }])
                             .await
                             .unwrap();
@@ -70,7 +86,7 @@ fn crash_child() {
                                 Op::RemoveMessage { queue: SOURCE, id },
                                 Op::PutMessage {
                                     queue: DLQ,
-                                    message: message(id),
+                                    message: message(id, mixed),
                                 },
                             ];
                             store.commit(ops).await.unwrap();
@@ -88,13 +104,16 @@ fn crash_child() {
 
 /// Runs the child until it has acknowledged `at_least` commits, kills it, and
 /// returns what it acknowledged: (queue, id) pairs, later ones last.
-fn run_child_and_kill(dir: &Path, at_least: usize) -> Vec<(u32, u64)> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+fn run_child_and_kill(dir: &Path, at_least: usize, mixed: bool) -> Vec<(u32, u64)> {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::piped());
+    if mixed {
+        command.env(CHILD_LARGE, "1");
+    }
+    let mut child = command.spawn().unwrap();
     let mut acked = Vec::new();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -113,11 +132,22 @@ fn run_child_and_kill(dir: &Path, at_least: usize) -> Vec<(u32, u64)> {
 
 #[test]
 fn acknowledged_commits_survive_sigkill() {
+    kill_and_check(&[300, 1000, 50], false);
+}
+
+#[test]
+fn acknowledged_large_commits_survive_sigkill_without_orphans() {
+    kill_and_check(&[100, 400, 20, 250], true);
+}
+
+/// Kills a child after each of `rounds` acknowledged-commit counts and
+/// checks what survived.
+fn kill_and_check(rounds: &[usize], mixed: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut in_source = BTreeSet::new();
     let mut in_dlq = BTreeSet::new();
-    for (round, at_least) in [300, 1000, 50].into_iter().enumerate() {
-        let acked = run_child_and_kill(dir.path(), at_least);
+    for (round, &at_least) in rounds.iter().enumerate() {
+        let acked = run_child_and_kill(dir.path(), at_least, mixed);
         assert!(
             acked.len() >= at_least,
             "round {round}: child acknowledged only {} commits",
@@ -163,7 +193,31 @@ fn acknowledged_commits_survive_sigkill() {
             "round {round}: lost messages {missing:?}"
         );
         for id in &dlq {
-            assert_eq!(store.read_message(DLQ, *id).unwrap(), Some(message(*id)));
+            assert_eq!(
+                store.read_message(DLQ, *id).unwrap(),
+                Some(message(*id, mixed))
+            );
+        }
+        if mixed {
+            for id in &source {
+                assert_eq!(
+                    store.read_message(SOURCE, *id).unwrap(),
+                    Some(message(*id, mixed)),
+                    "round {round}: message {id}"
+                );
+            }
+            // The sweep at open left exactly the bodies of the large messages
+            // recovered, one file each.
+            let files = std::fs::read_dir(dir.path().join(LARGE_DIR))
+                .unwrap()
+                .count();
+            let large = source
+                .iter()
+                .chain(&dlq)
+                .filter(|id| is_large(**id))
+                .count();
+            assert_eq!(files, large, "round {round}: orphaned body files");
+            assert!(large > 0, "round {round}: no large message was committed");
         }
         // What the child did unacknowledged counts from here on.
         in_source = source;

@@ -8,3 +8,6 @@
 mod support;
 
 mod cli;
+mod client;
+mod core;
+mod redelivery;

@@ -52,14 +52,22 @@ impl Broker {
     }
 
     async fn launch(toml: Option<&str>) -> Broker {
-        let dir = tempfile::Builder::new().prefix("rebound-test-").tempdir().expect("create a tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("rebound-test-")
+            .tempdir()
+            .expect("create a tempdir");
         let config = toml.map(|toml| {
             let path = dir.path().join("rebound.toml");
             fs::write(&path, toml).expect("write the config file");
             path
         });
         let (child, addr) = spawn(dir.path(), config.as_deref()).await;
-        Broker { dir, config, child: Some(child), addr }
+        Broker {
+            dir,
+            config,
+            child: Some(child),
+            addr,
+        }
     }
 
     /// `host:port` the broker listens on.
@@ -138,7 +146,10 @@ impl Broker {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("the broker did not exit within {STARTUP:?} of SIGTERM; log:\n{}", self.log());
+                panic!(
+                    "the broker did not exit within {STARTUP:?} of SIGTERM; log:\n{}",
+                    self.log()
+                );
             }
         }
     }
@@ -163,7 +174,11 @@ impl Drop for Broker {
             let _ = child.wait();
         }
         if std::thread::panicking() {
-            eprintln!("--- broker log ({}) ---\n{}--- end of broker log ---", self.dir.path().display(), self.log());
+            eprintln!(
+                "--- broker log ({}) ---\n{}--- end of broker log ---",
+                self.dir.path().display(),
+                self.log()
+            );
         }
     }
 }
@@ -171,7 +186,11 @@ impl Drop for Broker {
 /// Spawns `rebound serve` in `dir` and waits for its listening line.
 async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
     let log_path = dir.join("broker.log");
-    let log = OpenOptions::new().create(true).append(true).open(&log_path).expect("open broker.log");
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .expect("open broker.log");
     let mut command = Command::new(REBOUND);
     command
         .arg("serve")
@@ -215,10 +234,15 @@ async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
         Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the broker did not print {LISTENING:?} within {STARTUP:?}; log:\n{}", log());
+            panic!(
+                "the broker did not print {LISTENING:?} within {STARTUP:?}; log:\n{}",
+                log()
+            );
         }
     };
-    let addr = addr.parse().unwrap_or_else(|_| panic!("bad listening address {addr:?}"));
+    let addr = addr
+        .parse()
+        .unwrap_or_else(|_| panic!("bad listening address {addr:?}"));
     (child, addr)
 }
 
@@ -237,7 +261,13 @@ impl CliOutput {
     /// Asserts exit code 0, showing both streams if not.
     #[track_caller]
     pub fn success(&self) -> &Self {
-        assert!(self.status.success(), "rebound failed ({}):\nstdout:\n{}\nstderr:\n{}", self.status, self.stdout, self.stderr);
+        assert!(
+            self.status.success(),
+            "rebound failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
         self
     }
 
@@ -293,7 +323,9 @@ pub fn json_keys(line: &str) -> Vec<String> {
         }
     }
 
-    serde_json::from_str::<Keys>(line).unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}")).0
+    serde_json::from_str::<Keys>(line)
+        .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"))
+        .0
 }
 
 /// Runs `rebound ARGS` (no broker involved), bounded in time.
@@ -303,7 +335,12 @@ where
     S: AsRef<std::ffi::OsStr>,
 {
     let mut command = tokio::process::Command::new(REBOUND);
-    command.args(args).env_remove("REBOUND_SERVER").env_remove("RUST_LOG").stdin(Stdio::null()).kill_on_drop(true);
+    command
+        .args(args)
+        .env_remove("REBOUND_SERVER")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     let output: Output = tokio::time::timeout(CLI_TIMEOUT, command.output())
         .await
         .unwrap_or_else(|_| panic!("rebound did not finish within {CLI_TIMEOUT:?}"))
@@ -348,10 +385,18 @@ mod self_test {
         broker.wait_for_log("INFO").await;
 
         let client = broker.client().await;
-        client.create_queue("kept", "kept", rebound_client::RoutingType::Anycast, true).await.unwrap();
+        client
+            .create_queue("kept", "kept", rebound_client::RoutingType::Anycast, true)
+            .await
+            .unwrap();
         broker.kill9();
         broker.restart().await;
-        let info = broker.client().await.queue("kept").await.expect("a durable queue survives SIGKILL");
+        let info = broker
+            .client()
+            .await
+            .queue("kept")
+            .await
+            .expect("a durable queue survives SIGKILL");
         assert_eq!(info.name, "kept");
 
         let status = broker.terminate().await;

@@ -33,8 +33,16 @@ pub enum AddressCommand {
 /// Runs a `rebound address` subcommand.
 pub async fn run(command: AddressCommand) -> anyhow::Result<()> {
     match command {
-        AddressCommand::Create { server, name, routing_type: routing } => {
-            server.connect().await?.create_address(&name, routing_type(routing)).await?;
+        AddressCommand::Create {
+            server,
+            name,
+            routing_type: routing,
+        } => {
+            server
+                .connect()
+                .await?
+                .create_address(&name, routing_type(routing))
+                .await?;
             outln!("created address {name}")?;
         }
         AddressCommand::Delete { server, name, force } => {

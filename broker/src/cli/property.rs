@@ -48,7 +48,11 @@ fn typed(ty: &str, text: &str) -> Result<PropertyValue, String> {
         "double" => PropertyValue::Double(text.parse().map_err(|_| invalid("a number"))?),
         "bool" => PropertyValue::Bool(text.parse().map_err(|_| invalid("true or false"))?),
         "bytes" => PropertyValue::Bytes(BASE64.decode(text).map_err(|_| invalid("base64"))?.into()),
-        _ => return Err(format!("unknown property type '{ty}' (string, int, double, bool, bytes)")),
+        _ => {
+            return Err(format!(
+                "unknown property type '{ty}' (string, int, double, bool, bytes)"
+            ));
+        }
     })
 }
 
@@ -87,7 +91,10 @@ mod tests {
             ("=1", "property name missing in '=1'"),
             ("k:int=x", "'x' is not a 64-bit integer"),
             ("k:bytes=!!", "'!!' is not base64"),
-            ("k:float=1", "unknown property type 'float' (string, int, double, bool, bytes)"),
+            (
+                "k:float=1",
+                "unknown property type 'float' (string, int, double, bool, bytes)",
+            ),
         ] {
             assert_eq!(parse(arg).unwrap_err(), expected);
         }

@@ -104,7 +104,10 @@ fn list_table(queues: &[QueueInfo]) -> String {
         .iter()
         .map(|queue| {
             let fields = queue_fields(queue).into_iter();
-            fields.filter(|(key, _)| LIST_COLUMNS.contains(key)).map(|(_, value)| plain(&value)).collect()
+            fields
+                .filter(|(key, _)| LIST_COLUMNS.contains(key))
+                .map(|(_, value)| plain(&value))
+                .collect()
         })
         .collect();
     table::render(&headers, &rows)
@@ -113,12 +116,24 @@ fn list_table(queues: &[QueueInfo]) -> String {
 /// Runs a `rebound queue` subcommand.
 pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
     match command {
-        QueueCommand::Create { server, address, queue, routing_type: routing, non_durable } => {
+        QueueCommand::Create {
+            server,
+            address,
+            queue,
+            routing_type: routing,
+            non_durable,
+        } => {
             let client = server.connect().await?;
-            let info = client.create_queue(&address, &queue, routing_type(routing), !non_durable).await?;
+            let info = client
+                .create_queue(&address, &queue, routing_type(routing), !non_durable)
+                .await?;
             let durability = if info.durable { "durable" } else { "non-durable" };
             let routing = routing_name(info.routing_type());
-            outln!("created queue {} ({routing}, {durability}) on address {}", info.name, info.address)?;
+            outln!(
+                "created queue {} ({routing}, {durability}) on address {}",
+                info.name,
+                info.address
+            )?;
         }
         QueueCommand::Delete { server, queue } => {
             server.connect().await?.delete_queue(&queue).await?;
@@ -144,7 +159,12 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        QueueCommand::Browse { server, queue, limit, json } => {
+        QueueCommand::Browse {
+            server,
+            queue,
+            limit,
+            json,
+        } => {
             let messages = server.connect().await?.browse(&queue, limit.unwrap_or(0)).await?;
             for browsed in &messages {
                 if json {

@@ -39,7 +39,7 @@ pub struct ReceiveArgs {
 pub async fn run(args: ReceiveArgs) -> anyhow::Result<()> {
     let client = args.server.connect().await?;
     let mut granted = args.count.min(MAX_CREDIT);
-    let mut consumer = client.consume(&args.queue, granted as u32).await?;
+    let mut consumer = client.consume_manual_credit(&args.queue, granted as u32).await?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let mut received = 0;
     while received < args.count {
@@ -52,7 +52,9 @@ pub async fn run(args: ReceiveArgs) -> anyhow::Result<()> {
             outln!("{}", delivery_line(&delivery))?;
         }
         if args.nack {
-            consumer.nack(&[delivery.id], "rejected by rebound receive --nack").await?;
+            consumer
+                .nack(&[delivery.id], "rejected by rebound receive --nack")
+                .await?;
         } else {
             consumer.ack(&[delivery.id]).await?;
         }

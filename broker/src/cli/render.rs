@@ -42,7 +42,11 @@ impl<'a> MessageJson<'a> {
             queue,
             body,
             body_base64,
-            properties: message.properties.iter().map(|(k, v)| (k.as_str(), PropertyJson::new(v))).collect(),
+            properties: message
+                .properties
+                .iter()
+                .map(|(k, v)| (k.as_str(), PropertyJson::new(v)))
+                .collect(),
             delivery_count,
             redelivered,
             durable: message.durable,
@@ -54,7 +58,12 @@ impl<'a> MessageJson<'a> {
 
     /// The JSON of a delivery.
     pub fn delivery(delivery: &'a Delivery) -> Self {
-        MessageJson::new(&delivery.message, &delivery.queue, delivery.delivery_count, delivery.redelivered)
+        MessageJson::new(
+            &delivery.message,
+            &delivery.queue,
+            delivery.delivery_count,
+            delivery.redelivered,
+        )
     }
 }
 
@@ -99,7 +108,9 @@ impl PropertyJson {
             Value::Int(i) => PropertyJson::Int(*i),
             Value::Double(d) => PropertyJson::Double(*d),
             Value::Bool(b) => PropertyJson::Bool(*b),
-            Value::Bytes(b) => PropertyJson::Bytes { base64: BASE64.encode(b) },
+            Value::Bytes(b) => PropertyJson::Bytes {
+                base64: BASE64.encode(b),
+            },
         })
     }
 }
@@ -123,7 +134,12 @@ fn body_for_humans(body: &[u8]) -> String {
 /// `rebound receive`'s line for a delivery.
 pub fn delivery_line(delivery: &Delivery) -> String {
     let message = &delivery.message;
-    format!("#{} (delivery {}): {}", message.message_id, delivery.delivery_count, body_for_humans(&message.body))
+    format!(
+        "#{} (delivery {}): {}",
+        message.message_id,
+        delivery.delivery_count,
+        body_for_humans(&message.body)
+    )
 }
 
 /// `rebound queue browse`'s line for a message.
@@ -133,7 +149,11 @@ pub fn browsed_line(browsed: &BrowsedMessage) -> String {
         MessageState::Scheduled => format!("scheduled until {} ms", browsed.scheduled_at_ms),
         other => state_name(other).to_owned(),
     };
-    let (id, count, body) = (message.message_id, browsed.delivery_count, body_for_humans(&message.body));
+    let (id, count, body) = (
+        message.message_id,
+        browsed.delivery_count,
+        body_for_humans(&message.body),
+    );
     format!("#{id} {state}, {count} deliveries so far: {body}")
 }
 

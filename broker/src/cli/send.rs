@@ -44,7 +44,9 @@ pub struct SendArgs {
 /// Runs `rebound send`.
 pub async fn run(args: SendArgs) -> anyhow::Result<()> {
     let body = match &args.body_file {
-        Some(path) => std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?.into(),
+        Some(path) => std::fs::read(path)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .into(),
         None => Bytes::from(args.body.unwrap_or_default()),
     };
     let mut message = OutgoingMessage::new(args.address.clone(), body);
@@ -69,7 +71,10 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
     let plural = if sent == 1 { "" } else { "s" };
     outln!("sent {sent} message{plural} to {}", args.address)?;
     if unrouted > 0 {
-        eprintln!("warning: {unrouted} of them were dropped: address '{}' has no queue", args.address);
+        eprintln!(
+            "warning: {unrouted} of them were dropped: address '{}' has no queue",
+            args.address
+        );
     }
     Ok(())
 }

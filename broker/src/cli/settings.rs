@@ -22,6 +22,10 @@ pub async fn run(args: SettingsArgs) -> anyhow::Result<()> {
     let settings = args.server.connect().await?.settings(&args.address).await?;
     let rows: Vec<Vec<String>> = settings.into_iter().map(|s| vec![s.key, s.value, s.source]).collect();
     outln!("address-settings for {:?}", args.address)?;
-    write!(std::io::stdout(), "{}", table::render(&["KEY", "VALUE", "SOURCE"], &rows))?;
+    write!(
+        std::io::stdout(),
+        "{}",
+        table::render(&["KEY", "VALUE", "SOURCE"], &rows)
+    )?;
     Ok(())
 }

@@ -29,7 +29,13 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     #[test]
     fn aligns_columns() {
-        let rows = vec![vec!["orders".to_owned(), "1".to_owned()], vec!["q".to_owned(), "12345".to_owned()]];
-        assert_eq!(super::render(&["NAME", "N"], &rows), "NAME    N\norders  1\nq       12345\n");
+        let rows = vec![
+            vec!["orders".to_owned(), "1".to_owned()],
+            vec!["q".to_owned(), "12345".to_owned()],
+        ];
+        assert_eq!(
+            super::render(&["NAME", "N"], &rows),
+            "NAME    N\norders  1\nq       12345\n"
+        );
     }
 }

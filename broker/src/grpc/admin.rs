@@ -5,7 +5,7 @@ use rebound_config::RoutingType;
 use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, Selection};
 use crate::message::to_wire;
 use crate::queue::{BrowseState, Queue};
 
@@ -57,6 +57,11 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
         expired: snap.counters.expired,
         bytes: snap.bytes,
     }
+}
+
+fn selection(selection: Option<pb::MessageSelection>) -> Result<Selection, Status> {
+    let s = selection.ok_or_else(|| Status::invalid_argument("a selection (queue, filter, message id) is required"))?;
+    Ok(Selection { queue: s.queue, filter: s.filter, message_id: s.message_id })
 }
 
 /// Resident and peak resident set size of this process, from /proc (Linux).
@@ -143,7 +148,7 @@ impl pb::admin_server::Admin for AdminService {
         let limit = if r.limit == 0 { DEFAULT_BROWSE_LIMIT } else { r.limit as usize };
         let messages = self
             .broker
-            .browse(&r.queue, limit)?
+            .browse_filtered(&r.queue, &r.filter, limit)?
             .into_iter()
             .map(|b| {
                 let (state, scheduled_at_ms) = match b.state {
@@ -168,6 +173,58 @@ impl pb::admin_server::Admin for AdminService {
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
         let removed = self.broker.purge(&request.into_inner().queue).await?;
         Ok(Response::new(pb::PurgeQueueResponse { removed }))
+    }
+
+    async fn count_messages(
+        &self,
+        request: Request<pb::CountMessagesRequest>,
+    ) -> Result<Response<pb::CountMessagesResponse>, Status> {
+        let selection = selection(request.into_inner().selection)?;
+        let count = self.broker.count_messages(&selection)?;
+        Ok(Response::new(pb::CountMessagesResponse { count }))
+    }
+
+    async fn remove_messages(
+        &self,
+        request: Request<pb::RemoveMessagesRequest>,
+    ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
+        let selection = selection(request.into_inner().selection)?;
+        let removed = self.broker.remove_messages(&selection).await?;
+        Ok(Response::new(pb::RemoveMessagesResponse { removed }))
+    }
+
+    async fn move_messages(
+        &self,
+        request: Request<pb::MoveMessagesRequest>,
+    ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
+        let r = request.into_inner();
+        let selection = selection(r.selection)?;
+        let moved = self.broker.move_messages(&selection, &r.to_address).await?;
+        Ok(Response::new(pb::MoveMessagesResponse { moved }))
+    }
+
+    async fn retry_messages(
+        &self,
+        request: Request<pb::RetryMessagesRequest>,
+    ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
+        let r = request.into_inner();
+        let selection = selection(r.selection)?;
+        let outcomes = self
+            .broker
+            .retry_messages(&selection, r.dry_run, r.rate_per_second)
+            .await?;
+        let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count() as u64;
+        let moved = if r.dry_run { 0 } else { outcomes.len() as u64 - skipped };
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| pb::RetryOutcome {
+                message_id: o.message_id,
+                to_address: o.to_address,
+                to_queue: o.to_queue,
+                skipped: o.skipped.unwrap_or_default(),
+            })
+            .collect();
+        Ok(Response::new(pb::RetryMessagesResponse { moved, skipped, outcomes }))
     }
 
     async fn get_settings(

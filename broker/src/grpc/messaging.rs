@@ -55,10 +55,11 @@ impl pb::messaging_server::Messaging for MessagingService {
                 ));
             }
         };
+        let filter = crate::broker::parse_filter(&subscribe.filter)?.map(Arc::new);
         let queue = self.broker.queue_for_consumer(&subscribe.queue).await?;
         let consumer = self.broker.next_consumer_id();
         let deliveries = queue
-            .attach(consumer, subscribe.initial_credit)
+            .attach(consumer, subscribe.initial_credit, filter)
             .ok_or_else(|| Status::not_found(format!("queue '{}' was deleted", queue.name)))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(Ok(pb::ConsumeResponse {

@@ -1,0 +1,65 @@
+//! Live configuration: re-reading the config file on SIGHUP and whenever it changes.
+//!
+//! As Artemis's `configuration-file-refresh-period`, the file is checked every
+//! `config-reload-period` ms (default 5000) and re-read when its modification time
+//! changes; SIGHUP re-reads it at once. A new file applies its address-settings to
+//! every queue without a restart and without dropping consumers, and creates the
+//! addresses and queues it declares. A file that does not load is rejected with an
+//! error naming file, line and key, and the settings in force stay.
+//!
+//! `listen` and `data-dir` are read only at start-up.
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use rebound_config::Config;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{error, info};
+
+use crate::broker::Broker;
+
+/// Checks the file every this many ms when the config does not say.
+pub const DEFAULT_RELOAD_PERIOD_MS: u64 = 5000;
+
+/// Watches `path` until the broker shuts down.
+pub async fn watch(path: PathBuf, broker: Arc<Broker>, period_ms: Option<u64>) {
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(err) => {
+            error!(%err, "cannot listen for SIGHUP; config reload on SIGHUP is off");
+            return;
+        }
+    };
+    let mut period = Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS));
+    let mut seen = modified(&path);
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => info!(path = %path.display(), "SIGHUP: reloading the config"),
+            _ = tokio::time::sleep(period) => {
+                let now = modified(&path);
+                if now == seen {
+                    continue;
+                }
+                info!(path = %path.display(), "config file changed: reloading");
+            }
+            _ = broker.shutdown.cancelled() => return,
+        }
+        seen = modified(&path);
+        match Config::load(&path) {
+            Ok(config) => match broker.reload(&config).await {
+                Ok(()) => {
+                    period = Duration::from_millis(
+                        config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
+                    );
+                    info!(path = %path.display(), "config reloaded");
+                }
+                Err(err) => error!(%err, "applying the reloaded config failed"),
+            },
+            Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+        }
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
