@@ -259,6 +259,15 @@ impl Broker {
     /// Accepts a batch of messages: validated, routed, written in one commit, and
     /// visible to consumers once durable. Returns the ids and how many found no queue.
     pub async fn send(self: &Arc<Self>, batch: Vec<pb::OutgoingMessage>) -> Result<(Vec<u64>, u32)> {
+        let records = self.prepare(batch)?;
+        let ids = records.iter().map(|r| r.message_id).collect();
+        let unrouted = self.route_new(records, Vec::new()).await?;
+        Ok((ids, unrouted))
+    }
+
+    /// Validates messages a producer sent and gives them their ids, timestamps and
+    /// expirations (`expiry-delay`).
+    pub fn prepare(&self, batch: Vec<pb::OutgoingMessage>) -> Result<Vec<MessageRecord>> {
         if batch.is_empty() {
             return Err(BrokerError::InvalidArgument("a send needs at least one message".into()));
         }
@@ -282,32 +291,32 @@ impl Broker {
             }
             record.timestamp_ms = now;
             record.message_id = self.store.generate_id()?;
-            records.push((record, settings));
+            records.push(record);
         }
-        let mut addresses: Vec<&str> = records.iter().map(|(r, _)| r.address.as_str()).collect();
+        Ok(records)
+    }
+
+    /// Routes prepared messages and commits them together with `ops` (a
+    /// transaction's acks), then makes them visible. Returns how many found no queue.
+    async fn route_new(self: &Arc<Self>, records: Vec<MessageRecord>, mut ops: Vec<Op>) -> Result<u32> {
+        let mut addresses: Vec<&str> = records.iter().map(|r| r.address.as_str()).collect();
         addresses.sort_unstable();
         addresses.dedup();
         for address in addresses {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
-        let ids = records.iter().map(|(r, _)| r.message_id).collect();
         let mut unrouted = 0;
-        let mut ops = Vec::new();
         let mut arrivals = Vec::new();
         let commit = {
             let reg = self.read();
-            for (record, settings) in records {
+            for record in records {
                 let targets = reg.route(&record);
                 if targets.is_empty() {
                     unrouted += 1;
                     continue;
                 }
-                if let Some(limit) = settings.max_size_bytes {
-                    let held: u64 = reg
-                        .addresses
-                        .get(&record.address)
-                        .map(|a| a.queues.iter().map(|q| q.bytes()).sum())
-                        .unwrap_or(0);
+                if let Some(limit) = self.settings_for(&record.address).max_size_bytes {
+                    let held: u64 = targets.iter().map(|q| q.bytes()).sum();
                     if held + record.encoded_len() as u64 > limit {
                         return Err(BrokerError::AddressFull { address: record.address, held, limit });
                     }
@@ -317,8 +326,8 @@ impl Broker {
             self.submit(ops)
         };
         self.commit(commit).await?;
-        deliver_arrivals(arrivals, now);
-        Ok((ids, unrouted))
+        deliver_arrivals(arrivals, now_ms());
+        Ok(unrouted)
     }
 
     // ----- addresses and queues -----
@@ -597,15 +606,21 @@ impl Broker {
         }
     }
 
-    /// A consumer went away: what it held counts as failed deliveries. When the broker
-    /// itself is stopping they simply stay where storage has them.
+    /// A consumer went away: what it held counts as failed deliveries, unless it had
+    /// announced a graceful close (then it is released). When the broker itself is
+    /// stopping they simply stay where storage has them.
     pub async fn consumer_gone(self: &Arc<Self>, queue: &Arc<Queue>, consumer: ConsumerId) {
-        let entries = queue.detach(consumer);
+        let (entries, closing) = queue.detach(consumer);
         if entries.is_empty() || self.shutdown.is_cancelled() {
             return;
         }
-        if let Err(err) = self.fail(queue, entries, "consumer went away", None).await {
-            warn!(queue = %queue.name, %err, "could not record failed deliveries");
+        let result = if closing {
+            self.settle(queue, entries, Settlement::Release).await
+        } else {
+            self.fail(queue, entries, "consumer went away", None).await
+        };
+        if let Err(err) = result {
+            warn!(queue = %queue.name, %err, "could not return the consumer's messages");
         }
     }
 

@@ -84,6 +84,9 @@ struct Consumer {
     next_delivery_id: u64,
     /// Only messages this selector matches are delivered to the consumer.
     filter: Option<Arc<rebound_selector::Selector>>,
+    /// The consumer said it is stopping: what it still holds at detach was not
+    /// processed and does not count as an attempt.
+    closing: bool,
     tx: mpsc::UnboundedSender<Vec<Dispatched>>,
 }
 
@@ -234,6 +237,7 @@ impl Queue {
             outstanding: HashMap::new(),
             next_delivery_id: 1,
             filter,
+            closing: false,
             tx,
         });
         drop(st);
@@ -251,16 +255,26 @@ impl Queue {
         self.wake.notify_one();
     }
 
-    /// Detaches a consumer and hands back the messages it had not settled.
-    pub fn detach(&self, consumer: ConsumerId) -> Vec<Entry> {
+    /// Stops deliveries to a consumer that is closing gracefully.
+    pub fn stop(&self, consumer: ConsumerId) {
+        let mut st = self.lock();
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
+            c.credit = 0;
+            c.closing = true;
+        }
+    }
+
+    /// Detaches a consumer and hands back the messages it had not settled, and
+    /// whether it had announced its close (see [`Queue::stop`]).
+    pub fn detach(&self, consumer: ConsumerId) -> (Vec<Entry>, bool) {
         let mut st = self.lock();
         let Some(pos) = st.consumers.iter().position(|c| c.id == consumer) else {
-            return Vec::new();
+            return (Vec::new(), false);
         };
         let gone = st.consumers.remove(pos);
         let mut ids: Vec<MessageId> = gone.outstanding.into_values().collect();
         ids.sort_unstable();
-        ids.into_iter().filter_map(|id| st.take(id)).collect()
+        (ids.into_iter().filter_map(|id| st.take(id)).collect(), gone.closing)
     }
 
     /// Takes settled deliveries of a consumer out of the queue. Returns the entries
@@ -608,7 +622,8 @@ mod tests {
         let picks = q.pick(100, &|_, _| true).0;
         let by = |c| picks.iter().filter(|p| p.consumer == c).count();
         assert_eq!((by(1), by(2)), (2, 2));
-        let back = q.detach(1);
+        let (back, closing) = q.detach(1);
+        assert!(!closing);
         assert_eq!(back.len(), 2);
         assert!(back.iter().all(|e| e.delivery_count == 1));
         assert_eq!(q.snapshot().delivering, 2);

@@ -230,6 +230,7 @@ impl Consumer {
             outcome: outcome.into(),
             reason: reason.to_owned(),
             retry_after_ms,
+            transaction_id: None,
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;

@@ -276,6 +276,34 @@ mod tests {
         );
     }
 
+    fn staged_value(body_len: usize) -> Value {
+        let message = MessageRecord {
+            message_id: 1,
+            body: vec![3; body_len].into(),
+            ..Default::default()
+        };
+        let mut staged = stage(vec![Op::PutMessage { queue: 1, message }]).unwrap();
+        assert_eq!(
+            staged.bytes,
+            13 + 2 + 1 + prost::encoding::encoded_len_varint(body_len as u64) + body_len
+        );
+        match staged.writes.pop() {
+            Some(Write::Put(_, value)) => value,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn bodies_above_the_threshold_are_split_off() {
+        let inline = staged_value(LARGE_BODY_THRESHOLD);
+        assert!(inline.large.is_none());
+        assert!(inline.inline.len() > LARGE_BODY_THRESHOLD);
+        let large = staged_value(LARGE_BODY_THRESHOLD + 1);
+        assert_eq!(large.large.map(|b| b.len()), Some(LARGE_BODY_THRESHOLD + 1));
+        // Only the id is left inline; the committer appends the marker.
+        assert_eq!(large.inline, vec![0x08, 0x01]);
+    }
+
     #[test]
     fn oversized_record_refuses_the_whole_commit() {
         let big = MessageRecord {

@@ -9,5 +9,5 @@ mod support;
 
 mod cli;
 mod client;
-mod core;
+mod messaging;
 mod redelivery;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rebound_client::{Client, Consumer, Delivery, OutgoingMessage, proto};
 
-use crate::core::{body, receive, send_bodies};
+use crate::messaging::{body, receive, send_bodies};
 use crate::support::Broker;
 
 const IDLE: Duration = Duration::from_secs(5);

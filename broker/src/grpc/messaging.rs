@@ -122,6 +122,10 @@ impl Session {
                 Ok(())
             }
             Some(consume_request::Kind::Settle(s)) => self.settle(s),
+            Some(consume_request::Kind::Close(_)) => {
+                self.queue.stop(self.consumer);
+                Ok(())
+            }
             Some(consume_request::Kind::Subscribe(_)) => {
                 Err(Status::invalid_argument("this stream is already subscribed"))
             }
