@@ -32,6 +32,7 @@ use crate::postoffice::{Address, Registry};
 use crate::queue::{BrowseState, ConsumerId, Entry, Queue};
 use crate::redelivery::{self, Decision};
 use crate::time::now_ms;
+use crate::transaction::Transactions;
 
 /// How a consumer settled its deliveries.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +84,7 @@ pub struct Broker {
     pub shutdown: CancellationToken,
     /// The queues' dispatcher tasks, awaited on shutdown.
     tasks: TaskTracker,
+    transactions: Transactions,
     started: Instant,
 }
 
@@ -182,6 +184,7 @@ impl Broker {
             next_consumer_id: AtomicU64::new(1),
             shutdown,
             tasks: TaskTracker::new(),
+            transactions: Transactions::default(),
             started,
         });
         for queue in broker.read().queues.values() {
@@ -238,6 +241,10 @@ impl Broker {
         self.started.elapsed()
     }
 
+    pub fn transactions(&self) -> &Transactions {
+        &self.transactions
+    }
+
     pub fn next_consumer_id(&self) -> ConsumerId {
         self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -261,7 +268,7 @@ impl Broker {
     pub async fn send(self: &Arc<Self>, batch: Vec<pb::OutgoingMessage>) -> Result<(Vec<u64>, u32)> {
         let records = self.prepare(batch)?;
         let ids = records.iter().map(|r| r.message_id).collect();
-        let unrouted = self.route_new(records, Vec::new()).await?;
+        let unrouted = self.route_sends(records, Vec::new()).await?;
         Ok((ids, unrouted))
     }
 
@@ -298,7 +305,7 @@ impl Broker {
 
     /// Routes prepared messages and commits them together with `ops` (a
     /// transaction's acks), then makes them visible. Returns how many found no queue.
-    async fn route_new(self: &Arc<Self>, records: Vec<MessageRecord>, mut ops: Vec<Op>) -> Result<u32> {
+    pub(crate) async fn route_sends(self: &Arc<Self>, records: Vec<MessageRecord>, mut ops: Vec<Op>) -> Result<u32> {
         let mut addresses: Vec<&str> = records.iter().map(|r| r.address.as_str()).collect();
         addresses.sort_unstable();
         addresses.dedup();
@@ -622,6 +629,11 @@ impl Broker {
         if let Err(err) = result {
             warn!(queue = %queue.name, %err, "could not return the consumer's messages");
         }
+    }
+
+    /// Failed deliveries taken from `queue` (a rollback), through the redelivery policy.
+    pub(crate) async fn fail_deliveries(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>, reason: &str) -> Result<()> {
+        self.fail(queue, entries, reason, None).await
     }
 
     /// Applies the redelivery policy to failed deliveries.

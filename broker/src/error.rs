@@ -12,6 +12,8 @@ pub enum BrokerError {
     QueueNotFound(String),
     #[error("address '{0}' not found")]
     AddressNotFound(String),
+    #[error("transaction {0} not found")]
+    TransactionNotFound(u64),
     #[error("queue '{0}' already exists")]
     QueueExists(String),
     #[error("{0}")]
@@ -37,7 +39,9 @@ pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 impl From<BrokerError> for Status {
     fn from(err: BrokerError) -> Status {
         let code = match &err {
-            BrokerError::QueueNotFound(_) | BrokerError::AddressNotFound(_) => Code::NotFound,
+            BrokerError::QueueNotFound(_)
+            | BrokerError::AddressNotFound(_)
+            | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists(_) => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => {
                 Code::InvalidArgument

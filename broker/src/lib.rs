@@ -9,6 +9,7 @@
 //! - [`dispatch`]: the per-queue task that hands messages to consumers.
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
+//! - [`transaction`]: local transactions (sends and acks committed together).
 //! - [`message`]: validation and wire ⇄ storage conversion.
 //! - [`grpc`]: the `rebound.v1` services; [`error`]: errors and their gRPC codes.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`cli`]: the
@@ -30,3 +31,4 @@ pub mod redelivery;
 pub mod reload;
 pub mod scheduled;
 pub mod time;
+pub mod transaction;

@@ -6,7 +6,7 @@
 //! bigger than [`MAX_INLINE_RECORD_BYTES`](crate::MAX_INLINE_RECORD_BYTES),
 //! or any body above [`LARGE_BODY_THRESHOLD`](crate::LARGE_BODY_THRESHOLD),
 //! is written to a file of its own by the committer, `sync_data`ed, and the
-//! sled record keeps everything else plus a [`LargeBody`] marker (tag 100 of
+//! sled record keeps everything else plus a `LargeBody` marker (tag 100 of
 //! the stored message, see [`records`](crate::records)).
 //!
 //! # File names
@@ -35,7 +35,7 @@
 //!    unlinked, then the waiters answered.
 //!
 //! A crash can therefore leave a file no record references (between 1 and 2,
-//! or between 2 and 3), never a record without its file. [`LargeDir::sweep`]
+//! or between 2 and 3), never a record without its file. The sweep
 //! deletes such orphans when the store is opened.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! `rebound.v1.Messaging`: send, and the consumer stream.
+//! `rebound.v1.Messaging`: send, the consumer stream, and transacted sessions.
 //!
 //! A Consume stream is one consumer attached to one queue. A session task per stream
 //! forwards the queue's deliveries to the client and applies the client's credit and
@@ -7,12 +7,15 @@
 //! so a consumer that acks every message is not held to one fsync per ack. When the
 //! stream ends — the client closed it, the connection dropped, or the broker is
 //! stopping — the session detaches the consumer and what it held goes back to the
-//! queue at once.
+//! queue at once (uncounted if it had sent `close` first).
+//!
+//! A Transact stream is a session: its requests are answered one at a time, in
+//! order, and the transactions it began are rolled back when it ends.
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
-use rebound_protocol::v1::{self as pb, consume_request, consume_response};
+use rebound_protocol::v1::{self as pb, consume_request, consume_response, transact_request, transact_response};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -38,6 +41,17 @@ impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
         let (message_ids, unrouted) = self.broker.send(request.into_inner().messages).await?;
         Ok(Response::new(pb::SendResponse { message_ids, unrouted }))
+    }
+
+    type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
+
+    async fn transact(
+        &self,
+        request: Request<Streaming<pb::TransactRequest>>,
+    ) -> Result<Response<Self::TransactStream>, Status> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(transact(self.broker.clone(), request.into_inner(), tx));
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
 
     type ConsumeStream = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
@@ -72,6 +86,73 @@ impl pb::messaging_server::Messaging for MessagingService {
         tokio::spawn(session.run(inbound, deliveries));
         Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
+}
+
+/// A transacted session: requests answered in order, one at a time.
+async fn transact(
+    broker: Arc<Broker>,
+    mut inbound: Streaming<pb::TransactRequest>,
+    tx: mpsc::UnboundedSender<Result<pb::TransactResponse, Status>>,
+) {
+    let session = broker.next_consumer_id();
+    loop {
+        let request = tokio::select! {
+            request = inbound.message() => match request {
+                Ok(Some(request)) => request,
+                Ok(None) | Err(_) => break,
+            },
+            _ = broker.shutdown.cancelled() => {
+                let _ = tx.send(Err(Status::unavailable("the broker is shutting down")));
+                break;
+            }
+        };
+        let kind = match transact_one(&broker, session, request.kind).await {
+            Ok(kind) => kind,
+            Err(err) => {
+                let status = Status::from(err);
+                transact_response::Kind::Error(pb::TransactError {
+                    code: status.code() as i32,
+                    message: status.message().to_owned(),
+                })
+            }
+        };
+        let response = pb::TransactResponse { request_id: request.request_id, kind: Some(kind) };
+        if tx.send(Ok(response)).is_err() {
+            break;
+        }
+    }
+    broker.session_gone(session).await;
+}
+
+async fn transact_one(
+    broker: &Arc<Broker>,
+    session: u64,
+    kind: Option<transact_request::Kind>,
+) -> crate::error::Result<transact_response::Kind> {
+    use transact_request::Kind as Rq;
+    use transact_response::Kind as Rs;
+    Ok(match kind {
+        Some(Rq::Begin(_)) => Rs::Begun(pb::Begun { transaction_id: broker.transactions().begin(session) }),
+        Some(Rq::Send(send)) => {
+            let records = broker.prepare(send.messages)?;
+            let message_ids = records.iter().map(|r| r.message_id).collect();
+            broker.transactions().add_sends(send.transaction_id, session, records)?;
+            Rs::Sent(pb::SendResponse { message_ids, unrouted: 0 })
+        }
+        Some(Rq::Commit(c)) => {
+            let done = broker.commit_transaction(c.transaction_id, session).await?;
+            Rs::Committed(pb::Committed { transaction_id: c.transaction_id, sent: done.sends, acked: done.acks })
+        }
+        Some(Rq::Rollback(r)) => {
+            let done = broker.rollback_transaction(r.transaction_id, session).await?;
+            Rs::RolledBack(pb::RolledBack {
+                transaction_id: r.transaction_id,
+                discarded: done.sends,
+                returned: done.acks,
+            })
+        }
+        None => return Err(crate::error::BrokerError::InvalidArgument("empty TransactRequest".into())),
+    })
 }
 
 struct Session {
@@ -149,6 +230,15 @@ impl Session {
                 )));
             }
         };
+        if let Some(transaction) = settle.transaction_id {
+            if how != Settlement::Ack {
+                return Err(Status::invalid_argument("only an ACK can be part of a transaction"));
+            }
+            if let Err(err) = self.broker.transactions().check(transaction) {
+                self.answer(Vec::new(), Vec::new(), err.to_string());
+                return Ok(());
+            }
+        }
         let (entries, unknown) = self.queue.take_delivered(self.consumer, &settle.delivery_ids);
         let settled: Vec<u64> = settle
             .delivery_ids
@@ -157,18 +247,32 @@ impl Session {
             .collect();
         let (broker, queue, tx) = (self.broker.clone(), self.queue.clone(), self.tx.clone());
         tokio::spawn(async move {
-            let answer = match broker.settle(&queue, entries, how).await {
-                Ok(()) => Ok(pb::ConsumeResponse {
-                    kind: Some(consume_response::Kind::Settled(pb::Settled {
-                        delivery_ids: settled,
-                        unknown_delivery_ids: unknown,
-                    })),
-                }),
-                Err(err) => Err(Status::from(err)),
+            let result = match settle.transaction_id {
+                Some(transaction) => match broker.transactions().add_acks(transaction, &queue, entries) {
+                    Ok(()) => Ok(()),
+                    // Rolled back meanwhile: the acks count as failed deliveries.
+                    Err(entries) => broker.fail_deliveries(&queue, entries, "transaction ended").await,
+                },
+                None => broker.settle(&queue, entries, how).await,
             };
-            let _ = tx.send(answer);
+            let answer = result.map(|()| settled_response(settled, unknown, String::new()));
+            let _ = tx.send(answer.map_err(Status::from));
         });
         Ok(())
+    }
+
+    fn answer(&self, settled: Vec<u64>, unknown: Vec<u64>, error: String) {
+        let _ = self.tx.send(Ok(settled_response(settled, unknown, error)));
+    }
+}
+
+fn settled_response(delivery_ids: Vec<u64>, unknown_delivery_ids: Vec<u64>, error: String) -> pb::ConsumeResponse {
+    pb::ConsumeResponse {
+        kind: Some(consume_response::Kind::Settled(pb::Settled {
+            delivery_ids,
+            unknown_delivery_ids,
+            error,
+        })),
     }
 }
 
