@@ -123,6 +123,7 @@ impl Broker {
         shutdown: CancellationToken,
     ) -> Result<Arc<Broker>> {
         let started = Instant::now();
+        check_limits(&config.address_settings)?;
         let recovered = store.recover()?;
         let mut registry = Registry::default();
         for record in recovered.addresses {
@@ -287,7 +288,7 @@ impl Broker {
             let mut record = message::from_outgoing(outgoing)?;
             let settings = self.settings_for(&record.address);
             let size = record.encoded_len() as u64;
-            let limit = settings.max_message_size.min(MAX_RECORD_BYTES as u64 - 1024);
+            let limit = settings.max_message_size;
             if size > limit {
                 return Err(BrokerError::MessageTooLarge { address: record.address, size, limit });
             }
@@ -974,6 +975,7 @@ impl Broker {
     /// Applies a new config: its address-settings take effect for every queue at
     /// once (consumers stay attached), and its addresses and queues are created if new.
     pub async fn reload(self: &Arc<Self>, config: &Config) -> Result<()> {
+        check_limits(&config.address_settings)?;
         *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config.address_settings.clone());
         self.settings_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.persist_count_before_delivery
@@ -1006,6 +1008,28 @@ impl Broker {
         self.tasks.wait().await;
         Ok(self.store.close()?)
     }
+}
+
+/// Room kept between `max-message-size` and the largest record the store takes, for
+/// what the broker adds to a message (a dead letter's `_AMQ_ORIG_*` and failures).
+const BROKER_PROPERTY_ROOM: u64 = 64 * 1024;
+
+/// The largest `max-message-size` the store can honour.
+pub const MAX_MESSAGE_SIZE_LIMIT: u64 = MAX_RECORD_BYTES as u64 - BROKER_PROPERTY_ROOM;
+
+/// Refuses settings that promise more than the store can keep.
+fn check_limits(settings: &SettingsRepository) -> Result<()> {
+    for (pattern, entry) in settings.iter() {
+        if let Some(size) = entry.max_message_size
+            && size > MAX_MESSAGE_SIZE_LIMIT
+        {
+            return Err(BrokerError::InvalidArgument(format!(
+                "address-settings match \"{pattern}\": max-message-size {size} is larger than the \
+                 largest message the store keeps ({MAX_MESSAGE_SIZE_LIMIT} bytes)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Routes a record to `targets`: one stored record per durable queue (when the

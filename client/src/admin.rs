@@ -1,11 +1,15 @@
-//! Management calls: addresses, queues and their counters, browsing, settings.
+//! Management calls: addresses, queues and their counters, browsing, settings, and
+//! operations on selected messages (count, remove, move, retry dead letters).
 //!
 //! These are plain request/response calls on the Admin service. The broker answers
 //! NOT_FOUND for an unknown address or queue, ALREADY_EXISTS, INVALID_ARGUMENT for a
 //! bad name and FAILED_PRECONDITION for a conflicting state; all arrive as
 //! [`Error::Status`].
 
-use crate::{Client, Error, Message, MessageState, QueueInfo, Result, RoutingType, ServerInfo, SettingValue, proto};
+use crate::{
+    Client, Error, Message, MessageState, QueueInfo, Result, RetryMessagesResponse, RoutingType, ServerInfo,
+    SettingValue, proto,
+};
 
 /// A message seen by [`Client::browse`], which consumes nothing.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +34,59 @@ impl TryFrom<proto::BrowsedMessage> for BrowsedMessage {
             delivery_count: b.delivery_count,
             scheduled_at_ms: b.scheduled_at_ms,
         })
+    }
+}
+
+/// Which messages of a queue a management call ([`Client::count_messages`],
+/// [`Client::remove_messages`], [`Client::move_messages`], [`Client::retry_messages`])
+/// applies to. Messages being delivered to a consumer are never touched.
+///
+/// ```
+/// use rebound_client::Selection;
+/// let reds = Selection::new("orders").filter("color = 'red'");
+/// let one = Selection::new("DLQ").message_id(42);
+/// # let _ = (reds, one);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The queue.
+    pub queue: String,
+    /// Only the messages this selector matches; `None`: every message.
+    pub filter: Option<String>,
+    /// Only this message, by its id on the queue.
+    pub message_id: Option<u64>,
+}
+
+impl Selection {
+    /// Every message of `queue`.
+    pub fn new(queue: impl Into<String>) -> Self {
+        Selection {
+            queue: queue.into(),
+            filter: None,
+            message_id: None,
+        }
+    }
+
+    /// Narrows the selection to the messages `selector` matches (JMS syntax).
+    pub fn filter(mut self, selector: impl Into<String>) -> Self {
+        self.filter = Some(selector.into());
+        self
+    }
+
+    /// Narrows the selection to one message.
+    pub fn message_id(mut self, id: u64) -> Self {
+        self.message_id = Some(id);
+        self
+    }
+}
+
+impl From<&Selection> for proto::MessageSelection {
+    fn from(s: &Selection) -> Self {
+        proto::MessageSelection {
+            queue: s.queue.clone(),
+            filter: s.filter.clone().unwrap_or_default(),
+            message_id: s.message_id,
+        }
     }
 }
 
@@ -108,13 +165,66 @@ impl Client {
     /// Up to `limit` messages of a queue (0: the broker's default of 200) in queue
     /// order, without consuming them or touching their delivery counts.
     pub async fn browse(&self, queue: &str, limit: u32) -> Result<Vec<BrowsedMessage>> {
+        self.browse_filtered(queue, "", limit).await
+    }
+
+    /// Like [`browse`](Self::browse), but only the messages `filter` matches (a
+    /// selector; empty: every message). A malformed selector is refused with
+    /// [`Code::InvalidArgument`](crate::Code::InvalidArgument), naming the column.
+    pub async fn browse_filtered(&self, queue: &str, filter: &str, limit: u32) -> Result<Vec<BrowsedMessage>> {
         let request = proto::BrowseQueueRequest {
             queue: queue.to_owned(),
             limit,
-            ..Default::default()
+            filter: filter.to_owned(),
         };
         let response = self.admin.clone().browse_queue(request).await?.into_inner();
         response.messages.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// How many messages of the selection the queue holds (not counting those
+    /// being delivered).
+    pub async fn count_messages(&self, selection: &Selection) -> Result<u64> {
+        let request = proto::CountMessagesRequest {
+            selection: Some(selection.into()),
+        };
+        Ok(self.admin.clone().count_messages(request).await?.into_inner().count)
+    }
+
+    /// Removes the selected messages (counted as dropped); returns how many.
+    pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
+        let request = proto::RemoveMessagesRequest {
+            selection: Some(selection.into()),
+        };
+        Ok(self.admin.clone().remove_messages(request).await?.into_inner().removed)
+    }
+
+    /// Moves the selected messages to `to_address`, routed like a send there, one
+    /// atomic move per message; returns how many moved.
+    pub async fn move_messages(&self, selection: &Selection, to_address: &str) -> Result<u64> {
+        let request = proto::MoveMessagesRequest {
+            selection: Some(selection.into()),
+            to_address: to_address.to_owned(),
+        };
+        Ok(self.admin.clone().move_messages(request).await?.into_inner().moved)
+    }
+
+    /// Sends the selected dead letters back to exactly the queue each failed on
+    /// (`_AMQ_ORIG_QUEUE`), with a fresh delivery count and `_REBOUND_REDRIVE_COUNT`
+    /// incremented. With `dry_run` nothing moves and the outcomes say where each
+    /// would go; `rate_per_second` (0: unlimited) paces the moves. Messages that
+    /// cannot go back stay, with the reason in their outcome's `skipped`.
+    pub async fn retry_messages(
+        &self,
+        selection: &Selection,
+        dry_run: bool,
+        rate_per_second: u32,
+    ) -> Result<RetryMessagesResponse> {
+        let request = proto::RetryMessagesRequest {
+            selection: Some(selection.into()),
+            dry_run,
+            rate_per_second,
+        };
+        Ok(self.admin.clone().retry_messages(request).await?.into_inner())
     }
 
     /// Removes a queue's messages, except those being delivered; returns how many.

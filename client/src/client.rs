@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 
-use crate::consumer::Consumer;
+use crate::consumer::{Consumer, ConsumerBuilder};
 use crate::proto::admin_client::AdminClient;
 use crate::proto::messaging_client::MessagingClient;
 use crate::{Error, OutgoingMessage, Result, SendResponse, proto};
@@ -81,18 +81,22 @@ impl Client {
         Ok(self.messaging.clone().send(request).await?.into_inner())
     }
 
-    /// Starts consuming `queue` with a steady window of `window` unsettled
-    /// deliveries: the consumer grants one more credit for every delivery it
-    /// settles. Returns once the broker has confirmed the subscription.
-    pub async fn consume(&self, queue: &str, window: u32) -> Result<Consumer> {
-        Consumer::subscribe(self.messaging.clone(), queue, window, true).await
+    /// A consumer of `queue`, to configure (window or manual credit, selector) and
+    /// [`open`](ConsumerBuilder::open).
+    pub fn consumer(&self, queue: &str) -> ConsumerBuilder {
+        ConsumerBuilder::new(self.messaging.clone(), queue)
     }
 
-    /// Starts consuming `queue` with `initial_credit` and no automatic credit:
-    /// the broker delivers no more than what is granted here and by
-    /// [`Consumer::grant`]. For taking an exact number of messages.
+    /// Shorthand for `consumer(queue).window(window).open()`: a steady window of
+    /// `window` unsettled deliveries.
+    pub async fn consume(&self, queue: &str, window: u32) -> Result<Consumer> {
+        self.consumer(queue).window(window).open().await
+    }
+
+    /// Shorthand for `consumer(queue).manual_credit(initial_credit).open()`: no
+    /// more deliveries than granted, for taking an exact number of messages.
     pub async fn consume_manual_credit(&self, queue: &str, initial_credit: u32) -> Result<Consumer> {
-        Consumer::subscribe(self.messaging.clone(), queue, initial_credit, false).await
+        self.consumer(queue).manual_credit(initial_credit).open().await
     }
 }
 

@@ -23,6 +23,9 @@ use crate::{Error, Message, Result, proto};
 /// Requests queued for the stream before `ack` and friends wait for room.
 const REQUEST_BUFFER: usize = 64;
 
+/// The window of a [`ConsumerBuilder`] that was given none.
+const DEFAULT_WINDOW: u32 = 10;
+
 /// One delivery of a message to a [`Consumer`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
@@ -52,52 +55,73 @@ impl TryFrom<proto::Delivery> for Delivery {
     }
 }
 
-/// A subscription to a queue, made by [`Client::consume`](crate::Client::consume)
-/// or [`Client::consume_manual_credit`](crate::Client::consume_manual_credit).
+/// Options of a new [`Consumer`], from [`Client::consumer`](crate::Client::consumer);
+/// [`open`](Self::open) subscribes.
 ///
-/// Every delivery uses one credit, and the broker never has more deliveries
-/// outstanding than it was granted: the initial credit, every
-/// [`grant`](Self::grant), and (for [`Client::consume`](crate::Client::consume))
-/// one credit per settled delivery. Each delivery must be settled: [`ack`](Self::ack),
-/// [`nack`](Self::nack), [`release`](Self::release) or
-/// [`dead_letter`](Self::dead_letter). Settles are pipelined;
-/// [`flush`](Self::flush) waits until the broker has made them durable. Deliveries
-/// still unsettled when the consumer goes away return to the queue with their
-/// delivery count incremented.
-#[derive(Debug)]
-pub struct Consumer {
-    requests: Option<mpsc::Sender<proto::ConsumeRequest>>,
-    responses: Streaming<proto::ConsumeResponse>,
+/// ```no_run
+/// # async fn demo(client: rebound_client::Client) -> rebound_client::Result<()> {
+/// let mut reds = client.consumer("orders").window(10).filter("color = 'red'").open().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a consumer builder does nothing until `open`"]
+pub struct ConsumerBuilder {
+    messaging: MessagingClient<Channel>,
     queue: String,
-    address: String,
-    /// Deliveries received but not yet returned by `next`.
-    buffered: VecDeque<Delivery>,
-    /// Settles sent and not yet answered by a `Settled`.
-    unconfirmed: usize,
-    /// `Settled.unknown_delivery_ids` gathered since the last `flush`.
-    unknown: Vec<u64>,
-    /// Grant a credit per settled delivery (a steady window).
+    credit: u32,
     replenish: bool,
+    filter: String,
 }
 
-impl Consumer {
-    /// Opens the stream and waits for `Subscribed`.
-    pub(crate) async fn subscribe(
-        mut messaging: MessagingClient<Channel>,
-        queue: &str,
-        credit: u32,
-        replenish: bool,
-    ) -> Result<Consumer> {
+impl ConsumerBuilder {
+    pub(crate) fn new(messaging: MessagingClient<Channel>, queue: &str) -> Self {
+        ConsumerBuilder {
+            messaging,
+            queue: queue.to_owned(),
+            credit: DEFAULT_WINDOW,
+            replenish: true,
+            filter: String::new(),
+        }
+    }
+
+    /// A steady window of `window` unsettled deliveries: the consumer grants one
+    /// more credit for every delivery it settles. The default, with a window of 10.
+    pub fn window(mut self, window: u32) -> Self {
+        (self.credit, self.replenish) = (window, true);
+        self
+    }
+
+    /// `initial_credit` and no automatic credit: the broker delivers no more than
+    /// what is granted here and by [`Consumer::grant`]. For taking an exact number
+    /// of messages.
+    pub fn manual_credit(mut self, initial_credit: u32) -> Self {
+        (self.credit, self.replenish) = (initial_credit, false);
+        self
+    }
+
+    /// Only the messages this selector matches (JMS syntax, e.g.
+    /// `color = 'red' AND weight > 2`; empty: every message); the others stay on the
+    /// queue for other consumers. A malformed selector makes [`open`](Self::open) fail with
+    /// [`Code::InvalidArgument`](crate::Code::InvalidArgument), naming the column.
+    pub fn filter(mut self, selector: impl Into<String>) -> Self {
+        self.filter = selector.into();
+        self
+    }
+
+    /// Opens the Consume stream; returns once the broker has confirmed the
+    /// subscription.
+    pub async fn open(mut self) -> Result<Consumer> {
         let (requests, rx) = mpsc::channel(REQUEST_BUFFER);
         let subscribe = proto::Subscribe {
-            queue: queue.to_owned(),
-            initial_credit: credit,
-            ..Default::default()
+            queue: self.queue,
+            initial_credit: self.credit,
+            filter: self.filter,
         };
         requests
             .try_send(request(RequestKind::Subscribe(subscribe)))
             .expect("a new channel has room");
-        let mut responses = messaging.consume(ReceiverStream::new(rx)).await?.into_inner();
+        let mut responses = self.messaging.consume(ReceiverStream::new(rx)).await?.into_inner();
         let subscribed = match responses.message().await? {
             Some(proto::ConsumeResponse {
                 kind: Some(ResponseKind::Subscribed(s)),
@@ -115,10 +139,46 @@ impl Consumer {
             buffered: VecDeque::new(),
             unconfirmed: 0,
             unknown: Vec::new(),
-            replenish,
+            rejected: Vec::new(),
+            replenish: self.replenish,
         })
     }
+}
 
+/// A subscription to a queue, opened with [`Client::consumer`](crate::Client::consumer)
+/// (or its shorthands [`Client::consume`](crate::Client::consume) and
+/// [`Client::consume_manual_credit`](crate::Client::consume_manual_credit)).
+///
+/// Every delivery uses one credit, and the broker never has more deliveries
+/// outstanding than it was granted: the initial credit, every
+/// [`grant`](Self::grant), and (with a [`window`](ConsumerBuilder::window)) one
+/// credit per settled delivery. Each delivery must be settled: [`ack`](Self::ack),
+/// [`nack`](Self::nack), [`release`](Self::release) or
+/// [`dead_letter`](Self::dead_letter). Settles are pipelined;
+/// [`flush`](Self::flush) waits until the broker has made them durable.
+///
+/// End it with [`close`](Self::close): what it still holds goes back to the queue
+/// without counting as a delivery attempt. A consumer that is dropped instead (or
+/// whose connection breaks) counts as a failed delivery of everything it held.
+#[derive(Debug)]
+pub struct Consumer {
+    requests: Option<mpsc::Sender<proto::ConsumeRequest>>,
+    responses: Streaming<proto::ConsumeResponse>,
+    queue: String,
+    address: String,
+    /// Deliveries received but not yet returned by `next`.
+    buffered: VecDeque<Delivery>,
+    /// Settles sent and not yet answered by a `Settled`.
+    unconfirmed: usize,
+    /// `Settled.unknown_delivery_ids` gathered since the last `flush`.
+    unknown: Vec<u64>,
+    /// `Settled.error`s (settles the broker could not apply) since the last `flush`.
+    rejected: Vec<String>,
+    /// Grant a credit per settled delivery (a steady window).
+    replenish: bool,
+}
+
+impl Consumer {
     /// The queue consumed from, as the broker named it.
     pub fn queue(&self) -> &str {
         &self.queue
@@ -188,29 +248,34 @@ impl Consumer {
     /// the broker reported as unknown (already settled, or never delivered on this
     /// stream) since the previous flush. Deliveries arriving meanwhile are kept for
     /// [`next`](Self::next).
+    ///
+    /// Fails with [`Error::SettleRejected`] if the broker could not apply one of
+    /// those settles (e.g. an ack in an unknown transaction): its deliveries are
+    /// still outstanding and can be settled again. The unknown ids are then kept
+    /// for the next flush.
     pub async fn flush(&mut self) -> Result<Vec<u64>> {
         while self.unconfirmed > 0 {
             if !self.read().await? {
                 return Err(Error::StreamClosed);
             }
         }
+        if !self.rejected.is_empty() {
+            return Err(Error::SettleRejected(std::mem::take(&mut self.rejected).join("; ")));
+        }
         Ok(std::mem::take(&mut self.unknown))
     }
 
-    /// Ends the subscription cleanly: releases the deliveries that arrived but were
-    /// never returned by [`next`](Self::next), flushes, ends the request stream and
-    /// waits for the broker to end its side. Returns what [`flush`](Self::flush)
-    /// returns.
+    /// Ends the subscription gracefully: tells the broker to stop deliveries,
+    /// flushes, ends the request stream and waits for the broker to end its side.
+    /// Returns what [`flush`](Self::flush) returns.
     ///
-    /// Deliveries the broker sends after the request stream ended (possible while
-    /// credit is left) return to the queue with their delivery count incremented.
+    /// Every delivery still unsettled then, whether returned by [`next`](Self::next)
+    /// or not, goes back to the queue at once and does not count as a delivery
+    /// attempt: a graceful close never raises a message's delivery count.
     pub async fn close(mut self) -> Result<Vec<u64>> {
-        self.replenish = false;
-        let unseen: Vec<u64> = self.buffered.drain(..).map(|d| d.id).collect();
-        self.release(&unseen).await?;
+        self.request(RequestKind::Close(proto::Close {})).await?;
         let unknown = self.flush().await?;
         self.requests = None;
-        // Whatever still arrives goes back to the queue when the stream ends.
         while self.responses.message().await?.is_some() {}
         Ok(unknown)
     }
@@ -264,6 +329,9 @@ impl Consumer {
                     .checked_sub(1)
                     .ok_or_else(|| Error::Protocol("Settled without a settle".into()))?;
                 self.unknown.extend(settled.unknown_delivery_ids);
+                if !settled.error.is_empty() {
+                    self.rejected.push(settled.error);
+                }
             }
             Some(ResponseKind::Subscribed(_)) => return Err(Error::Protocol("a second Subscribed".into())),
             None => return Err(Error::missing("ConsumeResponse.kind")),

@@ -39,6 +39,10 @@ pub enum Error {
     /// The broker answered something the protocol does not allow.
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The broker could not apply a settle (for example an ack in an unknown or
+    /// finished transaction); its deliveries are still outstanding.
+    #[error("the broker could not apply a settle: {0}")]
+    SettleRejected(String),
     /// The consume stream ended while the consumer still expected answers.
     #[error("the consume stream was closed by the broker")]
     StreamClosed,

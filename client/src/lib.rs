@@ -3,7 +3,7 @@
 //! rebound speaks gRPC (package `rebound.v1`, see the `.proto` files in the
 //! `rebound-protocol` crate). This crate wraps the generated stubs in the shape a
 //! program actually wants: connect once, [`Client::send`] messages built with
-//! [`OutgoingMessage`], [`Client::consume`] a queue through a [`Consumer`] that
+//! [`OutgoingMessage`], consume a queue ([`Client::consumer`]) through a [`Consumer`] that
 //! hides the bidirectional stream's bookkeeping (credit, settles, their
 //! confirmations), and manage addresses and queues with the admin methods.
 //!
@@ -36,9 +36,9 @@ mod consumer;
 mod error;
 mod message;
 
-pub use admin::BrowsedMessage;
+pub use admin::{BrowsedMessage, Selection};
 pub use client::{Client, DEFAULT_URL};
-pub use consumer::{Consumer, Delivery};
+pub use consumer::{Consumer, ConsumerBuilder, Delivery};
 pub use error::{Error, Result};
 pub use message::{OutgoingMessage, PropertyValue};
 
@@ -49,5 +49,6 @@ pub use rebound_protocol::v1 as proto;
 pub use tonic::Code;
 
 pub use proto::{
-    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RoutingType, SendResponse, SettingValue,
+    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse, RetryOutcome,
+    RoutingType, SendResponse, SettingValue,
 };

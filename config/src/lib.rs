@@ -20,7 +20,7 @@
 //! listen = "127.0.0.1:61616"      # "host:port"
 //! data-dir = "./data"
 //! persist-delivery-count-before-delivery = false
-//! config-reload-period = 5000     # ms; omit to never reload
+//! config-reload-period = 5000     # ms between checks of the file (default 5000)
 //!
 //! [[address-settings]]
 //! match = "#"                     # every address

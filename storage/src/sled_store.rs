@@ -244,7 +244,9 @@ impl Store for SledStore {
     }
 
     fn generate_id(&self) -> Result<MessageId, StorageError> {
-        Ok(self.db.generate_id()?)
+        // sled counts from 0; ids start at 1 so that 0 can never pass for a real id
+        // (it is what an unset protobuf field reads as).
+        Ok(self.db.generate_id()? + 1)
     }
 
     fn read_message(

@@ -21,6 +21,10 @@ pub struct ReceiveArgs {
     /// The queue to consume from.
     #[arg(long)]
     queue: String,
+    /// Only messages this selector matches, e.g. "color = 'red'"; the others stay
+    /// on the queue.
+    #[arg(long, value_name = "SELECTOR")]
+    filter: Option<String>,
     /// Stop after this many messages.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     count: u64,
@@ -39,7 +43,12 @@ pub struct ReceiveArgs {
 pub async fn run(args: ReceiveArgs) -> anyhow::Result<()> {
     let client = args.server.connect().await?;
     let mut granted = args.count.min(MAX_CREDIT);
-    let mut consumer = client.consume_manual_credit(&args.queue, granted as u32).await?;
+    let mut consumer = client
+        .consumer(&args.queue)
+        .manual_credit(granted as u32)
+        .filter(args.filter.unwrap_or_default())
+        .open()
+        .await?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let mut received = 0;
     while received < args.count {

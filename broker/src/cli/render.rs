@@ -15,6 +15,9 @@ use rebound_client::{BrowsedMessage, Delivery, Message, MessageState, QueueInfo,
 use serde::Serialize;
 use serde::ser::Serializer;
 
+use super::table;
+use crate::dead_letter;
+
 /// A received message: `rebound receive --json`.
 #[derive(Serialize)]
 pub struct MessageJson<'a> {
@@ -142,19 +145,54 @@ pub fn delivery_line(delivery: &Delivery) -> String {
     )
 }
 
-/// `rebound queue browse`'s line for a message.
-pub fn browsed_line(browsed: &BrowsedMessage) -> String {
-    let message = &browsed.message;
-    let state = match browsed.state {
-        MessageState::Scheduled => format!("scheduled until {} ms", browsed.scheduled_at_ms),
-        other => state_name(other).to_owned(),
-    };
-    let (id, count, body) = (
-        message.message_id,
-        browsed.delivery_count,
-        body_for_humans(&message.body),
-    );
-    format!("#{id} {state}, {count} deliveries so far: {body}")
+/// `rebound queue browse`'s table: one row per message, with the dead-letter
+/// reason (if it is a dead letter) in a column of its own.
+pub fn browsed_table(messages: &[BrowsedMessage]) -> String {
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|browsed| {
+            let message = &browsed.message;
+            let state = match browsed.state {
+                MessageState::Scheduled => format!("scheduled until {} ms", browsed.scheduled_at_ms),
+                other => state_name(other).to_owned(),
+            };
+            let reason = message
+                .properties
+                .get(dead_letter::REASON)
+                .map_or_else(|| "-".to_owned(), property_text);
+            vec![
+                message.message_id.to_string(),
+                state,
+                browsed.delivery_count.to_string(),
+                reason,
+                properties_text(message),
+                body_for_humans(&message.body),
+            ]
+        })
+        .collect();
+    table::render(&["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"], &rows)
+}
+
+/// Every property as `key=value`, sorted by key, comma-separated; `-` for none.
+fn properties_text(message: &Message) -> String {
+    if message.properties.is_empty() {
+        return "-".to_owned();
+    }
+    let sorted: BTreeMap<&str, &PropertyValue> = message.properties.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let pairs: Vec<String> = sorted
+        .into_iter()
+        .map(|(key, value)| format!("{key}={}", property_text(value)))
+        .collect();
+    pairs.join(", ")
+}
+
+/// A property value as its JSON rendering, strings without their quotes.
+fn property_text(value: &PropertyValue) -> String {
+    match PropertyJson::new(value) {
+        Some(PropertyJson::String(s)) => s,
+        Some(other) => serde_json::to_string(&other).unwrap_or_default(),
+        None => "null".to_owned(),
+    }
 }
 
 fn state_name(state: MessageState) -> &'static str {

@@ -1,0 +1,199 @@
+//! The workloads of `rebound perf`, defined once: [`WORKLOADS`] is the table
+//! BENCHMARKS.md describes, and the command line may only override its numbers.
+
+use anyhow::bail;
+use rebound_client::{Client, SettingValue};
+
+/// The config file the `poison` workload needs, relative to the repository root.
+pub const PERF_CONFIG: &str = "bench/perf.toml";
+
+/// One named load: what is sent, by how many, and how it is consumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// The `--workload` name, also the middle word of its queue name.
+    pub name: &'static str,
+    /// Messages sent in total.
+    pub messages: u64,
+    /// Body size in bytes (at least [`super::load::HEADER`]).
+    pub size: usize,
+    /// Producer tasks, each on its own connection, sharing the messages.
+    pub producers: u32,
+    /// Consumer tasks, each on its own connection.
+    pub consumers: u32,
+    /// Messages each producer may have sent and not yet acknowledged (a
+    /// publisher-confirms window).
+    pub in_flight: usize,
+    /// Messages per `Send` call, so a window is `in_flight / batch` concurrent calls.
+    pub batch: usize,
+    /// Each consumer's credit window.
+    pub credit: u32,
+    /// Every n-th message is nacked on every delivery until it is dead-lettered.
+    pub poison_every: Option<u64>,
+    /// Send everything first and only then consume (no consumer while filling).
+    pub backlog: bool,
+}
+
+/// Every workload. Keep BENCHMARKS.md's table in step with this one.
+pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "durable",
+        messages: 50_000,
+        size: 1024,
+        producers: 1,
+        consumers: 1,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: None,
+        backlog: false,
+    },
+    Workload {
+        name: "fan",
+        messages: 50_000,
+        size: 1024,
+        producers: 4,
+        consumers: 4,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: None,
+        backlog: false,
+    },
+    Workload {
+        name: "poison",
+        messages: 10_000,
+        size: 1024,
+        producers: 1,
+        consumers: 1,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: Some(10),
+        backlog: false,
+    },
+    Workload {
+        name: "backlog",
+        messages: 500_000,
+        size: 100,
+        producers: 1,
+        consumers: 1,
+        in_flight: 2000,
+        batch: 500,
+        credit: 1000,
+        poison_every: None,
+        backlog: true,
+    },
+];
+
+/// The workload called `name`.
+pub fn named(name: &str) -> Option<&'static Workload> {
+    WORKLOADS.iter().find(|w| w.name == name)
+}
+
+/// What `poison` needs from the address-settings of its address, as
+/// `GetSettings` renders each value; `None` = any value but "none".
+const POISON_SETTINGS: &[(&str, Option<&str>)] = &[
+    ("max-delivery-attempts", Some("5")),
+    ("redelivery-delay", Some("10")),
+    ("redelivery-delay-multiplier", Some("2.0")),
+    ("dead-letter-address", None),
+    ("auto-create-dead-letter-resources", Some("true")),
+];
+
+impl Workload {
+    /// How many of the messages are poison.
+    pub fn poison_count(&self) -> u64 {
+        self.poison_every.map_or(0, |every| self.messages / every)
+    }
+
+    /// Whether message number `seq` (0-based) is poison: the 10th, 20th, ...
+    pub fn is_poison(&self, seq: u64) -> bool {
+        self.poison_every.is_some_and(|every| seq % every == every - 1)
+    }
+
+    /// Refuses to run against a broker whose settings for `address` differ
+    /// from what the workload is defined with. Settings come from the
+    /// broker's config, so the tool can only check them, not set them.
+    pub async fn check_settings(&self, client: &Client, address: &str) -> anyhow::Result<()> {
+        if self.poison_every.is_none() {
+            return Ok(());
+        }
+        let settings = client.settings(address).await?;
+        let problems = mismatches(&settings);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "workload {} needs the broker's address-settings for {address} to be: {}; but {}.\n\
+             Start the broker with the config shipped for it: rebound serve --config {PERF_CONFIG}",
+            self.name,
+            POISON_SETTINGS
+                .iter()
+                .map(|(key, want)| format!("{key} = {}", want.unwrap_or("<set>")))
+                .collect::<Vec<_>>()
+                .join(", "),
+            problems.join(", ")
+        )
+    }
+}
+
+/// The required settings `settings` does not have, described.
+fn mismatches(settings: &[SettingValue]) -> Vec<String> {
+    POISON_SETTINGS
+        .iter()
+        .filter_map(|&(key, want)| {
+            let Some(have) = settings.iter().find(|s| s.key == key) else {
+                return Some(format!("the broker does not report {key}"));
+            };
+            let ok = match want {
+                Some(want) => have.value == want,
+                None => have.value != "none",
+            };
+            (!ok).then(|| format!("{key} is {} ({})", have.value, have.source))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting(key: &str, value: &str) -> SettingValue {
+        SettingValue {
+            key: key.into(),
+            value: value.into(),
+            source: "default".into(),
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_poison_is_every_tenth() {
+        for (i, w) in WORKLOADS.iter().enumerate() {
+            assert_eq!(named(w.name), Some(w), "{} defined twice", w.name);
+            assert!(w.batch <= w.in_flight, "{}", w.name);
+            assert!(WORKLOADS[..i].iter().all(|o| o.name != w.name));
+        }
+        let poison = named("poison").unwrap();
+        assert_eq!(poison.poison_count(), 1000);
+        assert_eq!((0..100).filter(|&s| poison.is_poison(s)).count(), 10);
+        assert!(!named("durable").unwrap().is_poison(9));
+    }
+
+    #[test]
+    fn poison_settings_are_checked_key_by_key() {
+        let mut settings = vec![
+            setting("max-delivery-attempts", "5"),
+            setting("redelivery-delay", "10"),
+            setting("redelivery-delay-multiplier", "2.0"),
+            setting("dead-letter-address", "\"DLA\""),
+            setting("auto-create-dead-letter-resources", "true"),
+        ];
+        assert!(mismatches(&settings).is_empty());
+        settings[0] = setting("max-delivery-attempts", "10");
+        settings[3] = setting("dead-letter-address", "none");
+        assert_eq!(
+            mismatches(&settings),
+            ["max-delivery-attempts is 10 (default)", "dead-letter-address is none (default)"]
+        );
+    }
+}
