@@ -13,7 +13,7 @@
 //! - [`message`]: validation and wire ⇄ storage conversion.
 //! - [`grpc`]: the `rebound.v1` services; [`error`]: errors and their gRPC codes.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`cli`]: the
-//!   client subcommands.
+//!   client subcommands; [`perf`]: `rebound perf`, the load generator.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
@@ -25,6 +25,7 @@ pub mod dispatch;
 pub mod error;
 pub mod grpc;
 pub mod message;
+pub mod perf;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;

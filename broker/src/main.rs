@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rebound_broker::cli::{address, config, queue, receive, send, settings};
-use rebound_broker::daemon;
+use rebound_broker::{daemon, perf};
 use tracing_subscriber::EnvFilter;
 
 /// rebound: a message broker modelled on Apache ActiveMQ Artemis, spoken to over gRPC.
@@ -40,6 +40,8 @@ enum Command {
     Config(config::ConfigCommand),
     /// Show a running broker's effective address-settings for an address.
     Settings(settings::SettingsArgs),
+    /// Measure a running broker: rates, latency, fsyncs and memory for a named workload.
+    Perf(perf::PerfArgs),
 }
 
 #[tokio::main]
@@ -62,6 +64,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Address(command) => address::run(command).await,
         Command::Config(command) => config::run(command),
         Command::Settings(args) => settings::run(args).await,
+        Command::Perf(args) => perf::run(args).await,
     }
 }
 

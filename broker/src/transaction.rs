@@ -179,7 +179,12 @@ impl Broker {
         }
     }
 
+    /// Returns rolled-back acks to their queues as failed deliveries. When the broker
+    /// is stopping they stay where storage has them, as a consumer's do.
     async fn return_acks(self: &Arc<Self>, acks: Vec<(Arc<Queue>, Entry)>, reason: &str) {
+        if self.shutdown.is_cancelled() {
+            return;
+        }
         let mut by_queue: Vec<(Arc<Queue>, Vec<Entry>)> = Vec::new();
         for (queue, entry) in acks {
             match by_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &queue)) {

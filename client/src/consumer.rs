@@ -18,7 +18,7 @@ use tonic::transport::Channel;
 use crate::proto::consume_request::Kind as RequestKind;
 use crate::proto::consume_response::Kind as ResponseKind;
 use crate::proto::messaging_client::MessagingClient;
-use crate::{Error, Message, Result, proto};
+use crate::{Error, Message, Result, Transaction, proto};
 
 /// Requests queued for the stream before `ack` and friends wait for room.
 const REQUEST_BUFFER: usize = 64;
@@ -216,32 +216,44 @@ impl Consumer {
 
     /// Acknowledges deliveries: processed, remove the messages from the queue.
     pub async fn ack(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Ack, "", None).await
+        self.settle(delivery_ids, proto::Outcome::Ack, "", None, None).await
     }
 
     /// Rejects deliveries as failed: counts as an attempt, redelivered per the
     /// address settings or dead-lettered after `max-delivery-attempts`.
     pub async fn nack(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, None).await
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, None, None).await
     }
 
     /// Like [`nack`](Self::nack), but redeliver after `retry_after` instead of the
     /// configured delay (clamped by the broker to `max-redelivery-delay`).
     pub async fn nack_after(&mut self, delivery_ids: &[u64], reason: &str, retry_after: Duration) -> Result<()> {
         let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms))
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms), None)
             .await
     }
 
     /// Hands deliveries back unprocessed: requeued at once, not counted as an attempt.
     pub async fn release(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Release, "", None).await
+        self.settle(delivery_ids, proto::Outcome::Release, "", None, None).await
     }
 
     /// Fails deliveries permanently: straight to the dead-letter address.
     pub async fn dead_letter(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None)
+        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None, None)
             .await
+    }
+
+    /// Acknowledges deliveries inside `transaction`: the messages stay out of the
+    /// queue and are removed when it commits; a rollback returns them with their
+    /// delivery count incremented. Waits, as [`flush`](Self::flush) does, until the
+    /// broker has taken them into the transaction, so that a commit that follows
+    /// includes them; returns what `flush` returns ([`Error::SettleRejected`] if the
+    /// transaction is unknown or finished).
+    pub async fn ack_in(&mut self, transaction: &Transaction, delivery_ids: &[u64]) -> Result<Vec<u64>> {
+        self.settle(delivery_ids, proto::Outcome::Ack, "", None, Some(transaction.id()))
+            .await?;
+        self.flush().await
     }
 
     /// Waits until every settle sent so far is durable, and returns the delivery ids
@@ -286,6 +298,7 @@ impl Consumer {
         outcome: proto::Outcome,
         reason: &str,
         retry_after_ms: Option<u64>,
+        transaction_id: Option<u64>,
     ) -> Result<()> {
         if delivery_ids.is_empty() {
             return Ok(());
@@ -295,7 +308,7 @@ impl Consumer {
             outcome: outcome.into(),
             reason: reason.to_owned(),
             retry_after_ms,
-            transaction_id: None,
+            transaction_id,
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;

@@ -43,8 +43,8 @@ pub enum Error {
     /// finished transaction); its deliveries are still outstanding.
     #[error("the broker could not apply a settle: {0}")]
     SettleRejected(String),
-    /// The consume stream ended while the consumer still expected answers.
-    #[error("the consume stream was closed by the broker")]
+    /// The consume or transact stream ended while answers were still expected.
+    #[error("the stream was closed by the broker")]
     StreamClosed,
 }
 

@@ -34,13 +34,17 @@ mod admin;
 mod client;
 mod consumer;
 mod error;
+mod listener;
 mod message;
+mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
 pub use client::{Client, DEFAULT_URL};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
 pub use error::{Error, Result};
 pub use message::{OutgoingMessage, PropertyValue};
+pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};
+pub use transaction::{Session, Transaction};
 
 /// The generated gRPC types and stubs of package `rebound.v1`.
 pub use rebound_protocol::v1 as proto;
@@ -52,3 +56,5 @@ pub use proto::{
     GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse, RetryOutcome,
     RoutingType, SendResponse, SettingValue,
 };
+
+pub use proto::{Committed, RolledBack};

@@ -9,5 +9,10 @@ mod support;
 
 mod cli;
 mod client;
+mod listener;
+mod crash;
 mod messaging;
+mod operations;
 mod redelivery;
+mod tooling;
+mod transactions;

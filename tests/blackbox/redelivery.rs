@@ -16,21 +16,21 @@ fn prop<'a>(d: &'a Delivery, key: &str) -> Option<&'a proto::property_value::Val
     d.message.properties.get(key).and_then(|p| p.value.as_ref())
 }
 
-fn text(d: &Delivery, key: &str) -> String {
+pub fn text(d: &Delivery, key: &str) -> String {
     match prop(d, key) {
         Some(proto::property_value::Value::String(s)) => s.clone(),
         other => panic!("{key}: expected a string, got {other:?}"),
     }
 }
 
-fn int(d: &Delivery, key: &str) -> i64 {
+pub fn int(d: &Delivery, key: &str) -> i64 {
     match prop(d, key) {
         Some(proto::property_value::Value::Int(i)) => *i,
         other => panic!("{key}: expected an int, got {other:?}"),
     }
 }
 
-async fn next(c: &mut Consumer) -> Delivery {
+pub async fn next(c: &mut Consumer) -> Delivery {
     c.next_timeout(IDLE).await.expect("consume").expect("a delivery in time")
 }
 

@@ -61,7 +61,9 @@ impl Broker {
             fs::write(&path, toml).expect("write the config file");
             path
         });
-        let (child, addr) = spawn(dir.path(), config.as_deref()).await;
+        let (child, addr) = spawn(dir.path(), config.as_deref(), ANY_PORT)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         Broker {
             dir,
             config,
@@ -124,14 +126,24 @@ impl Broker {
         child.wait().expect("reap the broker");
     }
 
+    /// Sends SIGHUP: the broker re-reads its config file.
+    pub fn hup(&self) {
+        signal(self.child.as_ref().expect("the broker is running"), "HUP");
+    }
+
+    /// Replaces the config file (the one given to [`start_with_config`](Self::start_with_config))
+    /// atomically, so that a broker polling it never reads half a file.
+    pub fn rewrite_config(&self, toml: &str) {
+        let path = self.config.as_ref().expect("the broker was started with a config file");
+        let staged = path.with_extension("toml.new");
+        fs::write(&staged, toml).expect("write the new config file");
+        fs::rename(&staged, path).expect("move the new config file into place");
+    }
+
     /// Stops the broker with SIGTERM and waits (bounded) for it to exit.
     pub async fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("the broker is running");
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .expect("run kill -TERM");
-        assert!(status.success(), "kill -TERM failed");
+        signal(&child, "TERM");
         let exited = tokio::time::timeout(STARTUP, async {
             loop {
                 if let Some(status) = child.try_wait().expect("poll the broker") {
@@ -161,7 +173,31 @@ impl Broker {
         if self.child.is_some() {
             self.terminate().await;
         }
-        let (child, addr) = spawn(self.dir.path(), self.config.as_deref()).await;
+        let (child, addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.child = Some(child);
+        self.addr = addr;
+    }
+
+    /// Like [`restart`](Self::restart), but on the port it had, as a broker with a
+    /// configured address comes back: clients keep their URL and reconnect by
+    /// themselves. The daemon binds with `SO_REUSEADDR`, so connections left in
+    /// TIME_WAIT do not block it; should another process grab the free port
+    /// meanwhile, the bind is retried a few times before the test fails.
+    pub async fn restart_on_same_port(&mut self) {
+        if self.child.is_some() {
+            self.terminate().await;
+        }
+        let mut attempts = 0;
+        let (child, addr) = loop {
+            match spawn(self.dir.path(), self.config.as_deref(), &self.addr.to_string()).await {
+                Ok(spawned) => break spawned,
+                Err(e) if attempts == 10 => panic!("{e}"),
+                Err(_) => attempts += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
         self.child = Some(child);
         self.addr = addr;
     }
@@ -183,8 +219,21 @@ impl Drop for Broker {
     }
 }
 
-/// Spawns `rebound serve` in `dir` and waits for its listening line.
-async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
+/// Sends signal `name` (e.g. `TERM`) to `child` with kill(1).
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("run kill -{name}: {e}"));
+    assert!(status.success(), "kill -{name} failed");
+}
+
+/// `--listen` for a free port.
+const ANY_PORT: &str = "127.0.0.1:0";
+
+/// Spawns `rebound serve` on `listen` in `dir` and waits for its listening line;
+/// the error says why it did not listen, with the log.
+async fn spawn(dir: &Path, config: Option<&Path>, listen: &str) -> Result<(Child, SocketAddr), String> {
     let log_path = dir.join("broker.log");
     let log = OpenOptions::new()
         .create(true)
@@ -194,7 +243,7 @@ async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
     let mut command = Command::new(REBOUND);
     command
         .arg("serve")
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", listen])
         .arg("--data-dir")
         .arg(dir.join("data"));
     if let Some(config) = config {
@@ -229,21 +278,21 @@ async fn spawn(dir: &Path, config: Option<&Path>) -> (Child, SocketAddr) {
         Ok(Ok(addr)) => addr,
         Ok(Err(_)) => {
             let status = child.wait().expect("reap the broker");
-            panic!("the broker exited ({status}) before listening; log:\n{}", log());
+            return Err(format!("the broker exited ({status}) before listening; log:\n{}", log()));
         }
         Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            panic!(
+            return Err(format!(
                 "the broker did not print {LISTENING:?} within {STARTUP:?}; log:\n{}",
                 log()
-            );
+            ));
         }
     };
     let addr = addr
         .parse()
         .unwrap_or_else(|_| panic!("bad listening address {addr:?}"));
-    (child, addr)
+    Ok((child, addr))
 }
 
 /// The outcome of one CLI run, with stdout and stderr as text.

@@ -1,10 +1,11 @@
-//! `rebound queue`: create, delete, inspect, browse and purge queues.
+//! `rebound queue`: create, delete, inspect, browse and purge queues, and count,
+//! remove, move or retry (dead letters) selected messages.
 
 use std::io::Write as _;
 
-use rebound_client::QueueInfo;
+use rebound_client::{QueueInfo, RetryMessagesResponse, Selection};
 
-use super::render::{BrowsedJson, QueueJson, browsed_line, plain, queue_fields, routing_name};
+use super::render::{BrowsedJson, QueueJson, browsed_table, plain, queue_fields, routing_name};
 use super::{RoutingArg, ServerArgs, routing_type, table};
 
 /// `rebound queue` subcommands.
@@ -61,10 +62,54 @@ pub enum QueueCommand {
         /// The queue name.
         #[arg(long)]
         queue: String,
+        /// Only messages this selector matches, e.g. "color = 'red'".
+        #[arg(long, value_name = "SELECTOR")]
+        filter: Option<String>,
         /// At most this many messages (default: the broker's, 200).
         #[arg(long)]
         limit: Option<u32>,
         /// One JSON object per message.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count the selected messages (those being delivered are not counted).
+    Count {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Remove the selected messages (counted as dropped).
+    Remove {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Move the selected messages to another address, routed like a send there.
+    Move {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        selection: SelectionArgs,
+        /// The address to move them to.
+        #[arg(long)]
+        to_address: String,
+    },
+    /// Send dead letters back to exactly the queue each failed on, with a fresh
+    /// delivery count.
+    Retry {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        selection: SelectionArgs,
+        /// Show where each message would go; move nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// At most this many messages per second (default: as fast as possible).
+        #[arg(long, value_name = "PER_SECOND")]
+        rate: Option<u32>,
+        /// One JSON object: moved, skipped and the outcome of each message.
         #[arg(long)]
         json: bool,
     },
@@ -76,6 +121,30 @@ pub enum QueueCommand {
         #[arg(long)]
         queue: String,
     },
+}
+
+/// Which messages of a queue a command applies to.
+#[derive(Debug, clap::Args)]
+pub struct SelectionArgs {
+    /// The queue.
+    #[arg(long)]
+    queue: String,
+    /// Only messages this selector matches, e.g. "color = 'red'".
+    #[arg(long, value_name = "SELECTOR", conflicts_with = "message_id")]
+    filter: Option<String>,
+    /// Only this message, by its id on the queue.
+    #[arg(long, value_name = "ID")]
+    message_id: Option<u64>,
+}
+
+impl From<SelectionArgs> for Selection {
+    fn from(args: SelectionArgs) -> Self {
+        Selection {
+            queue: args.queue,
+            filter: args.filter,
+            message_id: args.message_id,
+        }
+    }
 }
 
 /// Columns of `queue list`: the counters that matter at a glance, in
@@ -111,6 +180,48 @@ fn list_table(queues: &[QueueInfo]) -> String {
         })
         .collect();
     table::render(&headers, &rows)
+}
+
+/// `queue retry --json`: the response as one object.
+fn retry_json(response: &RetryMessagesResponse) -> serde_json::Value {
+    let outcomes: Vec<serde_json::Value> = response
+        .outcomes
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "message_id": o.message_id,
+                "to_address": o.to_address,
+                "to_queue": o.to_queue,
+                "skipped": (!o.skipped.is_empty()).then_some(&o.skipped),
+            })
+        })
+        .collect();
+    serde_json::json!({ "moved": response.moved, "skipped": response.skipped, "outcomes": outcomes })
+}
+
+/// `queue retry`'s text: a summary line, then a line per skipped message (with
+/// `--dry-run`: a line per message, saying where it would go).
+fn retry_report(response: &RetryMessagesResponse, queue: &str, dry_run: bool) -> String {
+    let mut out = if dry_run {
+        let movable = response.outcomes.len() as u64 - response.skipped;
+        format!(
+            "dry run: would move {movable} messages from {queue}, skip {}\n",
+            response.skipped
+        )
+    } else {
+        format!(
+            "moved {} messages from {queue}, skipped {}\n",
+            response.moved, response.skipped
+        )
+    };
+    for o in &response.outcomes {
+        if !o.skipped.is_empty() {
+            out.push_str(&format!("#{} skipped: {}\n", o.message_id, o.skipped));
+        } else if dry_run {
+            out.push_str(&format!("#{} → {}/{}\n", o.message_id, o.to_address, o.to_queue));
+        }
+    }
+    out
 }
 
 /// Runs a `rebound queue` subcommand.
@@ -162,16 +273,56 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
         QueueCommand::Browse {
             server,
             queue,
+            filter,
             limit,
             json,
         } => {
-            let messages = server.connect().await?.browse(&queue, limit.unwrap_or(0)).await?;
-            for browsed in &messages {
-                if json {
+            let client = server.connect().await?;
+            let messages = client
+                .browse_filtered(&queue, filter.as_deref().unwrap_or_default(), limit.unwrap_or(0))
+                .await?;
+            if json {
+                for browsed in &messages {
                     outln!("{}", serde_json::to_string(&BrowsedJson::new(browsed, &queue))?)?;
-                } else {
-                    outln!("{}", browsed_line(browsed))?;
                 }
+            } else {
+                write!(std::io::stdout(), "{}", browsed_table(&messages))?;
+            }
+        }
+        QueueCommand::Count { server, selection } => {
+            let count = server.connect().await?.count_messages(&selection.into()).await?;
+            outln!("{count}")?;
+        }
+        QueueCommand::Remove { server, selection } => {
+            let selection = Selection::from(selection);
+            let removed = server.connect().await?.remove_messages(&selection).await?;
+            outln!("removed {removed} messages from {}", selection.queue)?;
+        }
+        QueueCommand::Move {
+            server,
+            selection,
+            to_address,
+        } => {
+            let selection = Selection::from(selection);
+            let moved = server.connect().await?.move_messages(&selection, &to_address).await?;
+            outln!("moved {moved} messages from {} to {to_address}", selection.queue)?;
+        }
+        QueueCommand::Retry {
+            server,
+            selection,
+            dry_run,
+            rate,
+            json,
+        } => {
+            let selection = Selection::from(selection);
+            let client = server.connect().await?;
+            let response = client
+                .retry_messages(&selection, dry_run, rate.unwrap_or(0))
+                .await?;
+            if json {
+                outln!("{}", retry_json(&response))?;
+            } else {
+                write!(std::io::stdout(), "{}", retry_report(&response, &selection.queue, dry_run))?;
             }
         }
         QueueCommand::Purge { server, queue } => {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs `rebound perf` workloads against a fresh broker each (a new data dir per
+# run, started with bench/perf.toml), printing one JSON line per run; this is
+# how the figures in BENCHMARKS.md are made.
+#
+#   bench/run-perf.sh RUNS WORKLOAD...      e.g. bench/run-perf.sh 3 durable fan poison backlog
+#   bench/run-perf.sh restart MESSAGES      restart time with MESSAGES durable 100 B messages queued
+#
+# Uses target/release/rebound (cargo build --release -p rebound-broker) on port 61999.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rebound=target/release/rebound
+port=61999
+server="127.0.0.1:$port"
+scratch=$(mktemp -d /tmp/rebound-bench.XXXXXX)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+
+# Starts a broker on $scratch/data; sets started_ms: from exec to its listening line.
+start() {
+  local t0 line
+  t0=$(date +%s%N)
+  coproc BROKER { exec "$rebound" serve --config bench/perf.toml --listen "$server" --data-dir "$scratch/data" 2>>"$scratch/broker.log"; }
+  pid=$BROKER_PID
+  read -r line <&"${BROKER[0]}"
+  [[ $line == "rebound listening on "* ]] || { echo "broker did not start: $line" >&2; exit 1; }
+  started_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+
+stop() { kill "$pid"; wait "$pid" || true; pid=; }
+
+if [[ $1 == restart ]]; then
+  messages=$2
+  rm -rf "$scratch/data"
+  start
+  "$rebound" queue create --server "$server" --address backlog --queue backlog >/dev/null
+  "$rebound" send --server "$server" --address backlog --body "$(head -c 100 /dev/zero | tr '\0' x)" --count "$messages" >/dev/null
+  stop
+  start
+  queued=$("$rebound" queue stat --server "$server" --queue backlog --json | sed 's/.*"messages":\([0-9]*\).*/\1/')
+  echo "{\"system\":\"rebound\",\"restart_messages\":$queued,\"restart_ms\":$started_ms}"
+  stop
+  exit 0
+fi
+
+runs=$1; shift
+for workload in "$@"; do
+  for _ in $(seq "$runs"); do
+    rm -rf "$scratch/data"
+    start
+    "$rebound" perf --server "$server" --workload "$workload" --json 2>>"$scratch/perf.log"
+    stop
+  done
+done

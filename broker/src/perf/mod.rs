@@ -1,0 +1,289 @@
+//! `rebound perf`: the load generator, like `artemis perf client`.
+//!
+//! It runs one of the named [`workload::WORKLOADS`] against a live broker and
+//! reports send and end-to-end rates, latency percentiles and what the broker
+//! spent on it (fsyncs, memory), for people or as one JSON object (schema in
+//! BENCHMARKS.md) for scripts. It exists so that "how fast is durable?" has one
+//! reproducible answer instead of ad-hoc scripts, and so that a peer broker can
+//! be measured the same way.
+//!
+//! Each run uses a fresh queue `perf.<workload>.<random>` so runs never see each
+//! other's messages, and deletes it afterwards. Producers and consumers each get
+//! their own connection, and sends go in batches inside an in-flight window, so
+//! that the tool is not what limits the rate; its own CPU time is reported to
+//! show that. A progress line goes to stderr once a second, and a run that makes
+//! no progress for [`STALL`] fails instead of hanging.
+
+mod load;
+mod report;
+mod workload;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::builder::PossibleValuesParser;
+use hdrhistogram::Histogram;
+use rebound_client::{Client, RoutingType, ServerInfo};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServerArgs;
+use load::{HEADER, Run, histogram};
+use report::{Extra, Latency, Report};
+use workload::{PERF_CONFIG, WORKLOADS, Workload};
+
+/// A run that neither sends nor acks anything for this long has stalled.
+const STALL: Duration = Duration::from_secs(30);
+
+/// How often completion (all acked, all dead-lettered) is checked.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Arguments of `rebound perf`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = format!(
+    "Workloads: durable (1→1, 50,000 × 1 KiB), fan (4→4 on one queue), poison (10,000, every \
+     10th always nacked), backlog (500,000 × 100 B sent before any is consumed); see \
+     BENCHMARKS.md.\npoison needs the broker started with: rebound serve --config {PERF_CONFIG}"
+))]
+pub struct PerfArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The workload to run.
+    #[arg(long, value_parser = PossibleValuesParser::new(WORKLOADS.iter().map(|w| w.name)))]
+    workload: String,
+    /// Messages to send (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    messages: Option<u64>,
+    /// Body size in bytes, at least 16 (default: the workload's).
+    #[arg(long, value_name = "BYTES")]
+    size: Option<usize>,
+    /// Producers, each on its own connection (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    producers: Option<u32>,
+    /// Consumers, each on its own connection (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    consumers: Option<u32>,
+    /// Unacknowledged sends per producer (default: the workload's).
+    #[arg(long, value_name = "MESSAGES")]
+    in_flight: Option<usize>,
+    /// Messages per Send call (default: the workload's).
+    #[arg(long, value_name = "MESSAGES")]
+    batch: Option<usize>,
+    /// Print the result as one JSON object (schema in BENCHMARKS.md).
+    #[arg(long)]
+    json: bool,
+}
+
+impl PerfArgs {
+    /// The workload with the overrides applied.
+    fn spec(&self) -> anyhow::Result<Workload> {
+        let base = workload::named(&self.workload).ok_or_else(|| anyhow!("unknown workload {}", self.workload))?;
+        let spec = Workload {
+            messages: self.messages.unwrap_or(base.messages),
+            size: self.size.unwrap_or(base.size),
+            producers: self.producers.unwrap_or(base.producers),
+            consumers: self.consumers.unwrap_or(base.consumers),
+            in_flight: self.in_flight.unwrap_or(base.in_flight),
+            batch: self.batch.unwrap_or(base.batch),
+            ..base.clone()
+        };
+        if spec.size < HEADER {
+            bail!("--size must be at least {HEADER}: the body carries the send time and a sequence number");
+        }
+        if spec.batch == 0 || spec.batch > spec.in_flight {
+            bail!("--batch must be between 1 and --in-flight ({})", spec.in_flight);
+        }
+        Ok(spec)
+    }
+}
+
+/// Runs `rebound perf`.
+pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
+    let spec = args.spec()?;
+    let client = args.server.connect().await?;
+    let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
+    spec.check_settings(&client, &queue).await?;
+    client.create_queue(&queue, &queue, RoutingType::Anycast, true).await?;
+    eprintln!("perf: workload {} on queue {queue}", spec.name);
+    let result = measure(&args.server.server, &client, spec, queue.clone()).await;
+    // The queue and, for poison, its auto-created dead-letter queue (whose name
+    // embeds the queue's) go, so repeated runs leave nothing behind.
+    for q in client.list_queues().await.unwrap_or_default() {
+        if q.name.contains(&queue)
+            && let Err(err) = client.delete_queue(&q.name).await
+        {
+            eprintln!("warning: cannot delete queue {}: {err}", q.name);
+        }
+    }
+    Ok(result?.print(args.json)?)
+}
+
+/// Runs the load and gathers the report; `client` is for admin calls only.
+async fn measure(url: &str, client: &Client, spec: Workload, queue: String) -> anyhow::Result<Report> {
+    let producer_clients = connect(url, spec.producers).await?;
+    let consumer_clients = connect(url, spec.consumers).await?;
+    let before = client.server_info().await?;
+    let run = Arc::new(Run::new(spec, queue));
+    let work = drive(client, &run, producer_clients, consumer_clients, &before);
+    tokio::select! {
+        report = work => report,
+        err = watch(&run) => Err(err),
+    }
+}
+
+async fn connect(url: &str, n: u32) -> anyhow::Result<Vec<Client>> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(Client::connect(url).await?);
+    }
+    Ok(clients)
+}
+
+async fn drive(
+    client: &Client,
+    run: &Arc<Run>,
+    producers: Vec<Client>,
+    consumers: Vec<Client>,
+    before: &ServerInfo,
+) -> anyhow::Result<Report> {
+    let spec = &run.spec;
+    let seconds = |ns: u64| ns as f64 / 1e9;
+    let now_s = || run.epoch.elapsed().as_secs_f64();
+    let producers: Vec<_> = (0..spec.producers)
+        .zip(producers)
+        .map(|(i, c)| {
+            let seqs = load::share(spec.messages, spec.producers, i);
+            tokio::spawn(load::produce(c, run.clone(), seqs))
+        })
+        .collect();
+    let stop = CancellationToken::new();
+    let spawn_consumers = |clients: Vec<Client>| -> Vec<_> {
+        clients
+            .into_iter()
+            .map(|c| tokio::spawn(load::consume(c, run.clone(), stop.clone())))
+            .collect()
+    };
+
+    let (consumers, send_latency, filled) = if spec.backlog {
+        let send_latency = join(producers).await.context("producer")?;
+        let filled = client.server_info().await?;
+        (spawn_consumers(consumers), send_latency, Some((filled, now_s())))
+    } else {
+        let consumers = spawn_consumers(consumers);
+        let send_latency = join(producers).await.context("producer")?;
+        (consumers, send_latency, None)
+    };
+    let send_done_s = seconds(run.last_sent_ns.load(Ordering::Relaxed));
+
+    let good = run.good_messages();
+    let wait_consumers = async {
+        while run.acked.load(Ordering::Relaxed) < good {
+            if consumers.iter().any(JoinHandle::is_finished) {
+                return Err(anyhow!("a consumer stopped early"));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    };
+    if let Err(err) = wait_consumers.await {
+        stop.cancel();
+        return Err(join(consumers).await.err().unwrap_or(err).context("consumer"));
+    }
+    let good_done_s = seconds(run.last_ack_ns.load(Ordering::Relaxed));
+    let poison = spec.poison_count();
+    if poison > 0 {
+        while client.queue(&run.queue).await?.dead_lettered < poison {
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    let end_s = now_s();
+    stop.cancel();
+    let latency = join(consumers).await.context("consumer")?;
+    let after = client.server_info().await?;
+
+    let syncs = after.store_syncs.saturating_sub(before.store_syncs);
+    let extra = match filled {
+        _ if poison > 0 => Extra::Poison {
+            poison_messages: poison,
+            good_done_s,
+            poison_dlq_s: end_s,
+        },
+        Some((filled, drain_from_s)) => {
+            let growth = filled.rss_bytes as i64 - before.rss_bytes as i64;
+            Extra::Backlog {
+                drain_rate: good as f64 / (good_done_s - drain_from_s),
+                rss_growth_bytes: growth,
+                bytes_per_message: growth as f64 / spec.messages as f64,
+            }
+        }
+        None => Extra::None {},
+    };
+    Ok(Report {
+        system: "rebound",
+        workload: spec.name,
+        queue: run.queue.clone(),
+        messages: spec.messages,
+        size: spec.size,
+        producers: spec.producers,
+        consumers: spec.consumers,
+        in_flight: spec.in_flight,
+        batch: spec.batch,
+        duration_s: end_s,
+        send_rate: spec.messages as f64 / send_done_s,
+        e2e_rate: good as f64 / good_done_s,
+        latency_ms: Latency::of(&latency),
+        send_latency_ms: Latency::of(&send_latency),
+        store_commits: after.store_commits.saturating_sub(before.store_commits),
+        store_syncs: syncs,
+        syncs_per_message: syncs as f64 / spec.messages as f64,
+        rss_bytes: after.rss_bytes,
+        peak_rss_bytes: after.peak_rss_bytes,
+        client_cpu_s: report::process_cpu_s(),
+        extra,
+    })
+}
+
+/// Waits for every task and merges their latency histograms.
+async fn join(tasks: Vec<JoinHandle<anyhow::Result<Histogram<u64>>>>) -> anyhow::Result<Histogram<u64>> {
+    let mut total = histogram();
+    for task in tasks {
+        let h = task.await??;
+        total.add(&h).map_err(|e| anyhow!("merging latencies: {e:?}"))?;
+    }
+    Ok(total)
+}
+
+/// Prints a progress line to stderr every second; returns (an error) only if
+/// the run stalls.
+async fn watch(run: &Run) -> anyhow::Error {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    let (mut last, mut still) = ((0, 0), Duration::ZERO);
+    loop {
+        tick.tick().await;
+        let now = (run.sent.load(Ordering::Relaxed), run.acked.load(Ordering::Relaxed));
+        eprintln!(
+            "perf {} {:>4}s  sent {:>8} ({:>6}/s)  acked {:>8} ({:>6}/s)  queued {:>8}",
+            run.spec.name,
+            run.epoch.elapsed().as_secs(),
+            now.0,
+            now.0 - last.0,
+            now.1,
+            now.1 - last.1,
+            now.0.saturating_sub(now.1),
+        );
+        still = if now == last { still + Duration::from_secs(1) } else { Duration::ZERO };
+        if still >= STALL {
+            return anyhow!(
+                "no progress for {STALL:?}: {} of {} sends acknowledged, {} of {} good messages acked",
+                now.0,
+                run.spec.messages,
+                now.1,
+                run.good_messages()
+            );
+        }
+        last = now;
+    }
+}

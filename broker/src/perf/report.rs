@@ -1,0 +1,179 @@
+//! The result of a `rebound perf` run: one [`Report`], printed for people or as
+//! the one-line JSON object whose schema BENCHMARKS.md documents. Field order
+//! is the schema's order; add fields, never rename them, so scripts (and the
+//! peer-broker comparison, which emits the same schema) keep working.
+
+use std::io::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Everything a run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Always `"rebound"`; a peer broker's script puts its own name here.
+    pub system: &'static str,
+    pub workload: &'static str,
+    pub queue: String,
+    pub messages: u64,
+    /// Body bytes per message.
+    pub size: usize,
+    pub producers: u32,
+    pub consumers: u32,
+    /// Unacknowledged sends per producer, and messages per `Send` call.
+    pub in_flight: usize,
+    pub batch: usize,
+    /// From the first send to the end of the run (every good message acked
+    /// and, for `poison`, every poison message dead-lettered).
+    pub duration_s: f64,
+    /// Messages / (first send → last send acknowledged).
+    pub send_rate: f64,
+    /// Good messages acked / (first send → last ack).
+    pub e2e_rate: f64,
+    /// End to end, send call → received by a consumer, good messages only.
+    pub latency_ms: Latency,
+    /// Send call → its acknowledgement (the message is on disk).
+    pub send_latency_ms: Latency,
+    /// Broker `GetServerInfo` deltas over the run.
+    pub store_commits: u64,
+    pub store_syncs: u64,
+    pub syncs_per_message: f64,
+    /// Broker resident set size at the end, and its peak (VmHWM) so far.
+    pub rss_bytes: u64,
+    pub peak_rss_bytes: u64,
+    /// CPU time (user + system) this perf process used: if it nears
+    /// `duration_s × cores`, the tool is the bottleneck.
+    pub client_cpu_s: f64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Percentiles in milliseconds.
+#[derive(Debug, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// From a histogram in microseconds.
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        Latency {
+            p50: ms(h.value_at_quantile(0.5)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// Workload-specific fields, flattened into the report.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Extra {
+    None {},
+    Poison {
+        poison_messages: u64,
+        /// First send → last good message acked.
+        good_done_s: f64,
+        /// First send → the last poison message moved to the dead-letter address.
+        poison_dlq_s: f64,
+    },
+    Backlog {
+        /// Messages / (first delivery requested → last ack), with the queue full.
+        drain_rate: f64,
+        /// Broker RSS after filling minus before, and that per queued message.
+        rss_growth_bytes: i64,
+        bytes_per_message: f64,
+    },
+}
+
+impl Report {
+    /// Prints the report: a JSON line, or a few aligned lines for people.
+    pub fn print(&self, json: bool) -> std::io::Result<()> {
+        if json {
+            let line = serde_json::to_string(self).map_err(std::io::Error::other)?;
+            return writeln!(std::io::stdout(), "{line}");
+        }
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let latency = |l: &Latency| {
+            format!("p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms", l.p50, l.p99, l.p999, l.max)
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "workload {}: {} × {} B, {} producer(s) (in flight {}, batch {}), {} consumer(s), queue {}",
+            self.workload,
+            self.messages,
+            self.size,
+            self.producers,
+            self.in_flight,
+            self.batch,
+            self.consumers,
+            self.queue
+        )?;
+        writeln!(out, "send rate      {:.0} msg/s", self.send_rate)?;
+        writeln!(out, "e2e rate       {:.0} msg/s", self.e2e_rate)?;
+        writeln!(out, "e2e latency    {}", latency(&self.latency_ms))?;
+        writeln!(out, "send latency   {}", latency(&self.send_latency_ms))?;
+        writeln!(
+            out,
+            "store          {} syncs ({:.4} per message), {} commits",
+            self.store_syncs, self.syncs_per_message, self.store_commits
+        )?;
+        writeln!(
+            out,
+            "broker memory  rss {:.1} MiB, peak {:.1} MiB",
+            mib(self.rss_bytes),
+            mib(self.peak_rss_bytes)
+        )?;
+        match &self.extra {
+            Extra::None {} => {}
+            Extra::Poison {
+                poison_messages,
+                good_done_s,
+                poison_dlq_s,
+            } => writeln!(
+                out,
+                "poison         {poison_messages} poison; good done after {good_done_s:.2} s, \
+                 all poison dead-lettered after {poison_dlq_s:.2} s"
+            )?,
+            Extra::Backlog {
+                drain_rate,
+                rss_growth_bytes,
+                bytes_per_message,
+            } => writeln!(
+                out,
+                "backlog        drain {drain_rate:.0} msg/s; rss grew {rss_growth_bytes} B filling, \
+                 {bytes_per_message:.0} B per queued message"
+            )?,
+        }
+        writeln!(
+            out,
+            "duration       {:.2} s (perf itself used {:.2} s of CPU)",
+            self.duration_s, self.client_cpu_s
+        )
+    }
+}
+
+/// CPU time (user + system) of this process so far, in seconds, from
+/// `/proc/self/stat` (Linux; its clock ticks are USER_HZ = 100); 0 elsewhere.
+pub fn process_cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
