@@ -3,8 +3,6 @@
 //!
 //! The two are kept apart on purpose: the gRPC contract and the on-disk format evolve
 //! separately, and this file is the only place that knows both.
-use std::sync::Arc;
-
 use rebound_protocol::v1 as pb;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
@@ -146,9 +144,6 @@ impl rebound_selector::Properties for Selectable<'_> {
         })
     }
 }
-
-/// Shared, immutable message data as consumers receive it.
-pub type SharedRecord = Arc<MessageRecord>;
 
 #[cfg(test)]
 mod tests {

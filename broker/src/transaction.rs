@@ -42,10 +42,20 @@ struct State {
 }
 
 /// The open transactions of the broker.
-#[derive(Default)]
 pub struct Transactions {
     state: Mutex<State>,
     next_id: AtomicU64,
+}
+
+impl Default for Transactions {
+    /// Ids start from the clock (ms × 2^20), so an id from before a restart cannot
+    /// name a transaction of this run.
+    fn default() -> Transactions {
+        Transactions {
+            state: Mutex::default(),
+            next_id: AtomicU64::new(crate::time::now_ms() << 20),
+        }
+    }
 }
 
 /// What a commit or rollback did.

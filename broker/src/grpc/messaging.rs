@@ -235,7 +235,7 @@ impl Session {
                 return Err(Status::invalid_argument("only an ACK can be part of a transaction"));
             }
             if let Err(err) = self.broker.transactions().check(transaction) {
-                self.answer(Vec::new(), Vec::new(), err.to_string());
+                let _ = self.tx.send(Ok(settled_response(Vec::new(), Vec::new(), Some(Status::from(err)))));
                 return Ok(());
             }
         }
@@ -255,23 +255,28 @@ impl Session {
                 },
                 None => broker.settle(&queue, entries, how).await,
             };
-            let answer = result.map(|()| settled_response(settled, unknown, String::new()));
+            let answer = result.map(|()| settled_response(settled, unknown, None));
             let _ = tx.send(answer.map_err(Status::from));
         });
         Ok(())
     }
-
-    fn answer(&self, settled: Vec<u64>, unknown: Vec<u64>, error: String) {
-        let _ = self.tx.send(Ok(settled_response(settled, unknown, error)));
-    }
 }
 
-fn settled_response(delivery_ids: Vec<u64>, unknown_delivery_ids: Vec<u64>, error: String) -> pb::ConsumeResponse {
+fn settled_response(
+    delivery_ids: Vec<u64>,
+    unknown_delivery_ids: Vec<u64>,
+    error: Option<Status>,
+) -> pb::ConsumeResponse {
+    let (error, error_code) = match error {
+        Some(status) => (status.message().to_owned(), status.code() as i32),
+        None => (String::new(), 0),
+    };
     pb::ConsumeResponse {
         kind: Some(consume_response::Kind::Settled(pb::Settled {
             delivery_ids,
             unknown_delivery_ids,
             error,
+            error_code,
         })),
     }
 }

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# bench/compare.sh — rebound side by side with RabbitMQ and NATS JetStream.
+#
+# A tool for people, never a CI dependency. It installs nothing: it checks for
+# rabbitmq-server and nats-server and tells you the apt-get line if one is missing.
+# Then, for each workload of `rebound perf` (durable, fan, poison, backlog) and each
+# system, it starts a fresh broker on 127.0.0.1 only (non-default ports, a temporary
+# data dir), runs the workload with an equivalent client, stops the broker, and at the
+# end prints one Markdown table. All traffic stays on loopback. Every client run is
+# bounded by a timeout; brokers and temp dirs are cleaned up on exit and on Ctrl-C.
+#
+# Durability of each system as run here (see BENCHMARKS.md, "Comparison"):
+#   rebound   bench/perf.toml; a send is acknowledged once the store has synced it.
+#   rabbitmq  quorum queue (single node), persistent messages, publisher confirms: a
+#             confirm is sent after the Raft WAL is fdatasync'd (batched over messages).
+#   nats      JetStream file store. nats-server 2.9 (Debian 12) has no `sync_interval`
+#             setting (it came in 2.10, default 2 min, `always` to fsync every write):
+#             a publish ack means "written to the page cache", not "on disk".
+#
+# Usage: bench/compare.sh [--quick] [--systems "rebound rabbitmq nats"]
+#                         [--workloads "durable fan poison backlog"] [--out DIR]
+#   --quick   a tenth of each workload's messages (a smoke test, not a result)
+#   --out     keep the JSON reports and logs in DIR (default: a temp dir, removed)
+# Environment: REBOUND_BIN (skip building rebound), CLIENT_TIMEOUT (s, default 600).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SYSTEMS="rebound rabbitmq nats"
+WORKLOADS="durable fan poison backlog"
+QUICK=0
+OUT=""
+CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-600}
+REBOUND_PORT=61716
+AMQP_PORT=5673
+NATS_PORT=4223
+EPMD_PORT=4370
+DIST_PORT=25673
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --systems) SYSTEMS="$2"; shift ;;
+    --workloads) WORKLOADS="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# --- prerequisites (nothing is installed here) -------------------------------------
+RABBIT_SERVER=""
+RABBITMQCTL=""
+for d in /usr/lib/rabbitmq/bin /usr/sbin /usr/local/sbin; do
+  if [ -z "$RABBIT_SERVER" ] && [ -x "$d/rabbitmq-server" ]; then
+    RABBIT_SERVER="$d/rabbitmq-server"; RABBITMQCTL="$d/rabbitmqctl"
+  fi
+done
+[ -z "$RABBIT_SERVER" ] && command -v rabbitmq-server >/dev/null 2>&1 && {
+  RABBIT_SERVER=$(command -v rabbitmq-server); RABBITMQCTL=$(command -v rabbitmqctl); }
+NATS_SERVER=$(command -v nats-server || true)
+missing=()
+case " $SYSTEMS " in *" rabbitmq "*) [ -n "$RABBIT_SERVER" ] || missing+=(rabbitmq-server) ;; esac
+case " $SYSTEMS " in *" nats "*) [ -n "$NATS_SERVER" ] || missing+=(nats-server) ;; esac
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "compare.sh: missing ${missing[*]}. On Debian/Ubuntu install with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  echo "or leave them out with --systems." >&2
+  exit 1
+fi
+for tool in cargo timeout; do
+  command -v "$tool" >/dev/null || { echo "compare.sh: $tool is required" >&2; exit 1; }
+done
+
+# --- temp dir, processes, cleanup --------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rebound-compare.XXXXXX")
+RESULTS=${OUT:-$WORK/results}
+mkdir -p "$RESULTS"
+SERVER_PIDS=()   # what this script started, stopped by pid only
+
+stop_pid() {  # pid: TERM, wait up to 10 s, then KILL
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop_servers() {
+  local pid
+  if [ -n "${RABBIT_NODE:-}" ] && [ -n "${RABBIT_ENV_SET:-}" ]; then
+    timeout 30 env "${RABBIT_ENV[@]}" "$RABBITMQCTL" -n "$RABBIT_NODE" stop >/dev/null 2>&1 || true
+  fi
+  for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid"; done
+  SERVER_PIDS=()
+  RABBIT_ENV_SET=""
+}
+
+cleanup() {
+  trap - EXIT INT TERM
+  stop_servers
+  rm -rf "$WORK"   # results live here only without --out
+}
+trap cleanup EXIT
+trap 'echo "compare.sh: interrupted" >&2; exit 130' INT TERM
+
+wait_port() {  # port seconds
+  local i
+  for i in $(seq 1 $(($2 * 10))); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# --- builds ------------------------------------------------------------------------
+log() { echo "compare.sh: $*" >&2; }
+case " $SYSTEMS " in *" rebound "*)
+  if [ -z "${REBOUND_BIN:-}" ]; then
+    log "building rebound (release)…"
+    (cd "$ROOT" && cargo build --release --quiet -p rebound-broker --bin rebound)
+    REBOUND_BIN="$ROOT/target/release/rebound"
+  fi ;;
+esac
+PEERS_BIN="$ROOT/bench/peers/target/release/peers"
+TABLE_BIN="$ROOT/bench/peers/target/release/table"
+log "building bench/peers (release)…"
+cargo build --release --quiet --manifest-path "$ROOT/bench/peers/Cargo.toml"
+
+# --- one broker per (system, workload), fresh data each time -----------------------
+start_rebound() {
+  local data="$WORK/data-rebound"; rm -rf "$data"; mkdir -p "$data"
+  "$REBOUND_BIN" serve --config "$ROOT/bench/perf.toml" --listen "127.0.0.1:$REBOUND_PORT" \
+    --data-dir "$data" >"$RESULTS/rebound.server.log" 2>&1 &
+  SERVER_PIDS+=($!); SERVER_PID=$!
+  wait_port "$REBOUND_PORT" 30 || { log "rebound did not start"; tail "$RESULTS/rebound.server.log" >&2; return 1; }
+}
+
+start_rabbitmq() {
+  local base="$WORK/data-rabbitmq"; rm -rf "$base"; mkdir -p "$base/log"
+  cat >"$base/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$AMQP_PORT
+loopback_users = none
+disk_free_limit.absolute = 100MB
+log.console = false
+log.file.level = warning
+EOF
+  echo "[]." >"$base/enabled_plugins"
+  RABBIT_NODE="rebound-bench@localhost"
+  RABBIT_ENV=(HOME="$base" RABBITMQ_NODENAME="$RABBIT_NODE" RABBITMQ_CONFIG_FILE="$base/rabbitmq"
+    RABBITMQ_ENABLED_PLUGINS_FILE="$base/enabled_plugins" RABBITMQ_MNESIA_BASE="$base/mnesia"
+    RABBITMQ_LOG_BASE="$base/log" RABBITMQ_DIST_PORT="$DIST_PORT" ERL_EPMD_ADDRESS=127.0.0.1
+    ERL_EPMD_PORT="$EPMD_PORT"
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}")
+  RABBIT_ENV_SET=1
+  # Our own epmd, on loopback and a non-default port, so that it is ours to stop.
+  env "${RABBIT_ENV[@]}" epmd -address 127.0.0.1 -port "$EPMD_PORT" >/dev/null 2>&1 &
+  SERVER_PIDS+=($!)
+  env "${RABBIT_ENV[@]}" "$RABBIT_SERVER" >"$RESULTS/rabbitmq.server.log" 2>&1 &
+  SERVER_PIDS+=($!)
+  local i
+  for i in $(seq 1 60); do
+    timeout 20 env "${RABBIT_ENV[@]}" "$RABBITMQCTL" -n "$RABBIT_NODE" await_startup --timeout 15 \
+      >/dev/null 2>&1 && break
+    sleep 1
+  done
+  wait_port "$AMQP_PORT" 5 || { log "rabbitmq did not start"; tail "$RESULTS/rabbitmq.server.log" >&2; return 1; }
+  SERVER_PID=$(cat "$base/mnesia/$RABBIT_NODE.pid")   # beam.smp, for RSS
+  SERVER_PIDS+=("$SERVER_PID")
+}
+
+start_nats() {
+  local data="$WORK/data-nats"; rm -rf "$data"; mkdir -p "$data"
+  cat >"$data/nats.conf" <<EOF
+listen: 127.0.0.1:$NATS_PORT
+jetstream { store_dir: "$data/js" }
+EOF
+  "$NATS_SERVER" -c "$data/nats.conf" >"$RESULTS/nats.server.log" 2>&1 &
+  SERVER_PIDS+=($!); SERVER_PID=$!
+  wait_port "$NATS_PORT" 30 || { log "nats-server did not start"; tail "$RESULTS/nats.server.log" >&2; return 1; }
+}
+
+overrides() {  # workload -> --messages for --quick
+  [ "$QUICK" = 1 ] || return 0
+  case "$1" in backlog) echo "--messages 50000" ;; poison) echo "--messages 1000" ;; *) echo "--messages 5000" ;; esac
+}
+
+run_one() {  # system workload
+  local sys=$1 w=$2 out="$RESULTS/$1.$2.json" err="$RESULTS/$1.$2.log" rc=0
+  "start_$sys" || return 1
+  log "$sys $w…"
+  case "$sys" in
+    rebound)
+      timeout "$CLIENT_TIMEOUT" "$REBOUND_BIN" perf --server "http://127.0.0.1:$REBOUND_PORT" \
+        --workload "$w" $(overrides "$w") --json >"$out" 2>"$err" || rc=$? ;;
+    rabbitmq)
+      timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" rabbitmq --url "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
+        --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
+        --json >"$out" 2>"$err" || rc=$? ;;
+    nats)
+      timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" nats --url "nats://127.0.0.1:$NATS_PORT" \
+        --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
+        --json >"$out" 2>"$err" || rc=$? ;;
+  esac
+  stop_servers
+  if [ "$rc" != 0 ] || [ ! -s "$out" ]; then
+    log "$sys $w failed (exit $rc):"; tail -5 "$err" >&2; rm -f "$out"
+  fi
+}
+
+log "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+for w in $WORKLOADS; do
+  for sys in $SYSTEMS; do
+    run_one "$sys" "$w" || log "$sys $w: broker failed to start"
+  done
+done
+log "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo
+echo "Versions: rebound $("${REBOUND_BIN:-true}" --version 2>/dev/null | awk '{print $2}')," \
+  "RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')" \
+  "(Erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo '?')), nats-server $("$NATS_SERVER" --version 2>/dev/null | awk '{print $2}')"
+[ "$QUICK" = 1 ] && echo "(--quick: a tenth of the messages — a smoke test, not a result)"
+echo
+shopt -s nullglob
+files=("$RESULTS"/*.json)
+if [ ${#files[@]} -eq 0 ]; then log "no results"; exit 1; fi
+"$TABLE_BIN" "${files[@]}"
+[ -n "$OUT" ] && log "JSON reports and logs kept in $OUT"
+exit 0
