@@ -65,8 +65,6 @@ enum Forward {
     DeadLetter(Reason),
     Expire,
     Move(rebound_config::MoveTarget),
-    /// An operator's move to an address.
-    To(String),
     Delete,
 }
 
@@ -771,10 +769,6 @@ impl Broker {
                 });
                 (address, Reason::Expired, own)
             }
-            Forward::To(address) => {
-                self.ensure_address(&address, None, Create::OnSend).await?;
-                return Ok(Some((address, Reason::Moved)));
-            }
             Forward::Move(target) => {
                 let address = target.address_for(&queue.address);
                 let routing = match target.kind {
@@ -882,17 +876,37 @@ impl Broker {
         Ok(removed)
     }
 
-    /// Moves the selected messages to an address, one atomic move each.
+    /// Moves the selected messages to an address, one atomic move each. A message
+    /// that no queue of the address takes stays where it is (and is not counted).
     pub async fn move_messages(self: &Arc<Self>, selection: &Selection, to_address: &str) -> Result<u64> {
         message::check_name("address", to_address)?;
+        self.ensure_address(to_address, None, Create::OnSend).await?;
         let (queue, selected) = self.selected(selection)?;
-        let items: Vec<(Entry, Forward)> = selected
-            .iter()
-            .filter_map(|(e, _)| queue.take_idle(e.id))
-            .map(|e| (e, Forward::To(to_address.to_owned())))
-            .collect();
-        let moved = items.len() as u64;
-        self.forward(&queue, items).await?;
+        let now = now_ms();
+        let mut moved = 0;
+        for (entry, record) in selected {
+            let Some(taken) = queue.take_idle(entry.id) else { continue };
+            let copy = dead_letter::copy_for(
+                &record,
+                &taken,
+                &queue.name,
+                queue.routing_type,
+                to_address,
+                &Reason::Moved,
+                now,
+            );
+            let ops = removal_ops(&queue, std::slice::from_ref(&taken));
+            match self.relocate(copy, ops, |reg, copy| reg.route(copy)).await {
+                Ok(true) => moved += 1,
+                Ok(false) => {
+                    queue.requeue([(taken, 0)], now);
+                }
+                Err(err) => {
+                    queue.requeue([(taken, 0)], now);
+                    return Err(err);
+                }
+            }
+        }
         Ok(moved)
     }
 

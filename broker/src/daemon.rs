@@ -86,7 +86,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
-        tokio::spawn(crate::reload::watch(path, broker.clone(), config.config_reload_period_ms));
+        // Armed before the ready line, so a SIGHUP right after it reloads rather than
+        // kills, and a change right after it is noticed.
+        let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms)?;
+        tokio::spawn(watcher.run(broker.clone()));
     }
     info!(%local, data_dir = %data_dir.display(), "serving");
     println!("rebound listening on {local}");

@@ -87,6 +87,8 @@ struct Consumer {
     /// The consumer said it is stopping: what it still holds at detach was not
     /// processed and does not count as an attempt.
     closing: bool,
+    /// Credit taken back (see [`Queue::revoke`]) that later grants pay off first.
+    debt: u32,
     tx: mpsc::UnboundedSender<Vec<Dispatched>>,
 }
 
@@ -238,6 +240,7 @@ impl Queue {
             next_delivery_id: 1,
             filter,
             closing: false,
+            debt: 0,
             tx,
         });
         drop(st);
@@ -245,14 +248,28 @@ impl Queue {
         Some(rx)
     }
 
-    /// Grants a consumer more credit.
+    /// Grants a consumer more credit (none once it is closing).
     pub fn grant(&self, consumer: ConsumerId, credit: u32) {
         let mut st = self.lock();
-        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
-            c.credit = c.credit.saturating_add(credit);
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer && !c.closing) {
+            let paid = credit.min(c.debt);
+            c.debt -= paid;
+            c.credit = c.credit.saturating_add(credit - paid);
         }
         drop(st);
         self.wake.notify_one();
+    }
+
+    /// Takes back credit a consumer granted itself for a settle that was refused (a
+    /// window client grants one credit per settle it sends), so that its window does
+    /// not grow; what it has not got yet is owed by its next grants.
+    pub fn revoke(&self, consumer: ConsumerId, credit: u32) {
+        let mut st = self.lock();
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
+            let taken = credit.min(c.credit);
+            c.credit -= taken;
+            c.debt = c.debt.saturating_add(credit - taken);
+        }
     }
 
     /// Stops deliveries to a consumer that is closing gracefully.
@@ -577,6 +594,22 @@ mod tests {
         assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![3]);
         q.grant(7, 10);
         assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![4, 5]);
+    }
+
+    #[test]
+    fn revoked_credit_is_paid_back_by_later_grants_and_closing_stops_grants() {
+        let q = queue();
+        q.enqueue((1..=5).map(|id| (entry(id, 4), 0)), 100);
+        let _rx = q.attach(1, 1, None).unwrap();
+        q.revoke(1, 2);
+        assert!(q.pick(100, &|_, _| true).0.is_empty());
+        q.grant(1, 1);
+        assert!(q.pick(100, &|_, _| true).0.is_empty(), "the grant paid the debt");
+        q.grant(1, 1);
+        assert_eq!(q.pick(100, &|_, _| true).0.len(), 1);
+        q.stop(1);
+        q.grant(1, 5);
+        assert!(q.pick(100, &|_, _| true).0.is_empty(), "no credit after close");
     }
 
     #[test]

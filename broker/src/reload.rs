@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rebound_config::Config;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing::{error, info};
 
 use crate::broker::Broker;
@@ -21,41 +21,51 @@ use crate::broker::Broker;
 /// Checks the file every this many ms when the config does not say.
 pub const DEFAULT_RELOAD_PERIOD_MS: u64 = 5000;
 
-/// Watches `path` until the broker shuts down.
-pub async fn watch(path: PathBuf, broker: Arc<Broker>, period_ms: Option<u64>) {
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(err) => {
-            error!(%err, "cannot listen for SIGHUP; config reload on SIGHUP is off");
-            return;
-        }
-    };
-    let mut period = Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS));
-    let mut seen = modified(&path);
-    loop {
-        tokio::select! {
-            _ = hangup.recv() => info!(path = %path.display(), "SIGHUP: reloading the config"),
-            _ = tokio::time::sleep(period) => {
-                let now = modified(&path);
-                if now == seen {
-                    continue;
+/// Watches a config file; armed at start-up, run until the broker shuts down.
+pub struct Watcher {
+    path: PathBuf,
+    period: Duration,
+    seen: Option<SystemTime>,
+    hangup: Signal,
+}
+
+impl Watcher {
+    /// Installs the SIGHUP handler and notes the file's modification time.
+    pub fn arm(path: PathBuf, period_ms: Option<u64>) -> std::io::Result<Watcher> {
+        Ok(Watcher {
+            seen: modified(&path),
+            period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
+            hangup: signal(SignalKind::hangup())?,
+            path,
+        })
+    }
+
+    pub async fn run(mut self, broker: Arc<Broker>) {
+        let path = self.path.clone();
+        loop {
+            tokio::select! {
+                _ = self.hangup.recv() => info!(path = %path.display(), "SIGHUP: reloading the config"),
+                _ = tokio::time::sleep(self.period) => {
+                    if modified(&path) == self.seen {
+                        continue;
+                    }
+                    info!(path = %path.display(), "config file changed: reloading");
                 }
-                info!(path = %path.display(), "config file changed: reloading");
+                _ = broker.shutdown.cancelled() => return,
             }
-            _ = broker.shutdown.cancelled() => return,
-        }
-        seen = modified(&path);
-        match Config::load(&path) {
-            Ok(config) => match broker.reload(&config).await {
-                Ok(()) => {
-                    period = Duration::from_millis(
-                        config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
-                    );
-                    info!(path = %path.display(), "config reloaded");
-                }
-                Err(err) => error!(%err, "applying the reloaded config failed"),
-            },
-            Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+            self.seen = modified(&path);
+            match Config::load(&path) {
+                Ok(config) => match broker.reload(&config).await {
+                    Ok(()) => {
+                        self.period = Duration::from_millis(
+                            config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
+                        );
+                        info!(path = %path.display(), "config reloaded");
+                    }
+                    Err(err) => error!(%err, "applying the reloaded config failed"),
+                },
+                Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+            }
         }
     }
 }

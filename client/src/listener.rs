@@ -378,6 +378,8 @@ impl Run {
                     // `Finished` catches the handler's panic, so only an abort could fail here.
                     let Ok(finished) = joined else { continue };
                     if let Err(err) = self.settle(&mut consumer, finished).await {
+                        // Its delivery went back with the stream, like the running ones.
+                        Counters::add(&self.counters.abandoned, 1);
                         break Ended::Broken(err);
                     }
                 }
@@ -396,6 +398,7 @@ impl Run {
                 while let Some(joined) = running.join_next().await {
                     let Ok(finished) = joined else { continue };
                     if let Err(err) = self.settle(&mut consumer, finished).await {
+                        Counters::add(&self.counters.abandoned, 1);
                         return self.abandon(running, err);
                     }
                 }

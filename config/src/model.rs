@@ -29,7 +29,7 @@ pub struct Config {
     /// cannot make a delivered message look undelivered (costs a write per
     /// delivery).
     pub persist_delivery_count_before_delivery: bool,
-    /// How often to check the file for changes, in ms; `None` = never.
+    /// How often to check the file for changes, in ms; `None` = the broker's default (5000).
     pub config_reload_period_ms: Option<u64>,
     /// The `[[address-settings]]` entries.
     pub address_settings: SettingsRepository,

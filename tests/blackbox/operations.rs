@@ -503,3 +503,32 @@ async fn a_changed_config_file_is_picked_up_within_the_reload_period() {
     }
     broker.wait_for_log("config file changed: reloading").await;
 }
+
+/// Engine bug (reported to the lead): a move to an address without queues drops the
+/// messages (counted as `dropped`) yet reports them as moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_move_to_an_address_without_queues_moves_nothing_and_loses_nothing() {
+    let broker = Broker::start_with_config(
+        r##"
+[[addresses]]
+name = "colors"
+[[addresses.queues]]
+name = "colors"
+
+[[addresses]]
+name = "nowhere"
+routing-type = "multicast"
+"##,
+    )
+    .await;
+    let client = broker.client().await;
+    let batch = (0..2).map(|i| OutgoingMessage::new("colors", format!("c{i}"))).collect();
+    client.send_batch(batch).await.unwrap();
+    let moved = client.move_messages(&Selection::new("colors"), "nowhere").await;
+    let info = client.queue("colors").await.unwrap();
+    assert_eq!(
+        (moved.as_ref().ok(), info.messages, info.dropped),
+        (Some(&0), 2, 0),
+        "moved {moved:?}; the messages must stay where they were"
+    );
+}

@@ -104,16 +104,35 @@ async fn consume(conn: Connection, run: Arc<Run>, tag: String) -> Result<()> {
     let mut deliveries = ch
         .basic_consume(s(QUEUE), s(&tag), BasicConsumeOptions::default(), FieldTable::default())
         .await?;
-    while let Some(d) = deliveries.next().await {
-        let d = d?;
-        let Some((sent_ns, seq)) = body_fields(&d.data) else { bail!("foreign message") };
-        if run.spec.is_poison(seq) {
-            run.poison_deliveries.fetch_add(1, Ordering::Relaxed);
-            d.acker.nack(BasicNackOptions { requeue: true, multiple: false }).await?;
-        } else {
-            run.received(sent_ns, d.redelivered);
-            d.acker.ack(BasicAckOptions::default()).await?;
-            run.acked_one();
+    // Every delivery gets its own basic.ack / basic.nack. AMQP acks have no reply, so
+    // they are pipelined (as other AMQP clients write them without waiting): lapin's
+    // ack future only reports that the frame was handed to its I/O thread, and awaiting
+    // each one in turn would measure lapin's thread hand-off, not the broker.
+    let mut settling = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            Some(done) = settling.next(), if !settling.is_empty() => {
+                let (good, r): (bool, lapin::Result<bool>) = done;
+                r?;
+                if good {
+                    run.acked_one();
+                }
+            }
+            d = deliveries.next(), if settling.len() < 4096 => {
+                let Some(d) = d else { break };
+                let d = d?;
+                let Some((sent_ns, seq)) = body_fields(&d.data) else { bail!("foreign message") };
+                let acker = d.acker.clone();
+                if run.spec.is_poison(seq) {
+                    run.poison_deliveries.fetch_add(1, Ordering::Relaxed);
+                    settling.push(Box::pin(async move {
+                        (false, acker.nack(BasicNackOptions { requeue: true, multiple: false }).await)
+                    }) as std::pin::Pin<Box<dyn std::future::Future<Output = (bool, lapin::Result<bool>)> + Send>>);
+                } else {
+                    run.received(sent_ns, d.redelivered);
+                    settling.push(Box::pin(async move { (true, acker.ack(BasicAckOptions::default()).await) }));
+                }
+            }
         }
     }
     bail!("the broker ended the consumer")

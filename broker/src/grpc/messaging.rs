@@ -235,6 +235,8 @@ impl Session {
                 return Err(Status::invalid_argument("only an ACK can be part of a transaction"));
             }
             if let Err(err) = self.broker.transactions().check(transaction) {
+                let refused = u32::try_from(settle.delivery_ids.len()).unwrap_or(u32::MAX);
+                self.queue.revoke(self.consumer, refused);
                 let _ = self.tx.send(Ok(settled_response(Vec::new(), Vec::new(), Some(Status::from(err)))));
                 return Ok(());
             }
