@@ -18,7 +18,7 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::SledStore;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -72,6 +72,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
+    // No Nagle: a delivery or a send acknowledgement is small and must not wait for
+    // the peer's delayed ACK (that cost a ~40 ms tail on every workload).
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(Duration::from_secs(60)));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -112,7 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(reflection)
         .add_service(messaging)
         .add_service(admin)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+        .serve_with_incoming_shutdown(incoming, stop)
         .await?;
     broker.close().await?;
     info!("stopped");

@@ -73,26 +73,34 @@ async fn produce(conn: Connection, run: Arc<Run>, index: u32) -> Result<()> {
     let ch = conn.create_channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let props = BasicProperties::default().with_delivery_mode(2); // persistent
+    // Up to in_flight publishes without their confirm. Each publish is its own future
+    // (lapin hands every frame to its I/O thread and would otherwise make the producer
+    // wait for that hand-off before writing the next one).
     let mut inflight = FuturesUnordered::new();
-    for seq in run.spec.share(index) {
-        let (body, sent_ns) = run.body(seq);
-        let confirm = ch
-            .basic_publish(s(""), s(QUEUE), BasicPublishOptions::default(), &body, props.clone())
-            .await?;
-        inflight.push(async move { (sent_ns, confirm.await) });
-        while inflight.len() >= run.spec.in_flight {
-            let (sent_ns, c) = inflight.next().await.unwrap();
-            if !c?.is_ack() {
-                bail!("publish nacked by the broker");
-            }
-            run.confirmed(sent_ns);
-        }
-    }
-    while let Some((sent_ns, c)) = inflight.next().await {
-        if !c?.is_ack() {
+    let settle = |r: Result<(u64, bool)>| -> Result<()> {
+        let (sent_ns, acked) = r?;
+        if !acked {
             bail!("publish nacked by the broker");
         }
         run.confirmed(sent_ns);
+        Ok(())
+    };
+    for seq in run.spec.share(index) {
+        let (body, sent_ns) = run.body(seq);
+        let ch = ch.clone();
+        let props = props.clone();
+        inflight.push(async move {
+            let confirm = ch
+                .basic_publish(s(""), s(QUEUE), BasicPublishOptions::default(), &body, props)
+                .await?;
+            Ok::<_, anyhow::Error>((sent_ns, confirm.await?.is_ack()))
+        });
+        while inflight.len() >= run.spec.in_flight {
+            settle(inflight.next().await.unwrap())?;
+        }
+    }
+    while let Some(r) = inflight.next().await {
+        settle(r)?;
     }
     Ok(())
 }
