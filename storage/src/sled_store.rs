@@ -83,12 +83,12 @@ pub struct SledOptions {
 }
 
 impl Default for SledOptions {
-    /// 64 MiB: bodies are read once, at delivery, so a large cache mostly holds pages
+    /// 32 MiB: bodies are read once, at delivery, so a large cache mostly holds pages
     /// of a backlog that is not being read; the OS page cache serves re-reads. (256
     /// MiB cost ~700 B of RSS per queued 100 B message in the `backlog` workload.)
     fn default() -> SledOptions {
         SledOptions {
-            cache_capacity: 64 << 20,
+            cache_capacity: 32 << 20,
         }
     }
 }
