@@ -10,7 +10,7 @@
 //! Ready messages are ordered by priority, then by id (= send order), so a message
 //! that comes back without a delay returns to its original position, as in Artemis.
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rebound_config::RoutingType;
@@ -137,7 +137,9 @@ pub enum BrowseState {
 
 #[derive(Debug, Default)]
 struct State {
-    entries: HashMap<MessageId, Slot>,
+    /// Every message of the queue. A B-tree rather than a hash map: a deep backlog
+    /// costs its entries and not a doubling table (about 80 B less per message).
+    entries: BTreeMap<MessageId, Slot>,
     ready: BTreeSet<(Reverse<u8>, MessageId)>,
     scheduled: Timeline,
     expiring: Timeline,
@@ -464,13 +466,12 @@ impl Queue {
     pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
         let st = self.lock();
         let ready = st.ready.iter().map(|&(_, id)| id);
-        let mut delivering: Vec<MessageId> = st
+        let delivering: Vec<MessageId> = st
             .entries
             .iter()
             .filter(|(_, s)| matches!(s.place, Place::Delivering { .. }))
             .map(|(&id, _)| id)
             .collect();
-        delivering.sort_unstable();
         let mut scheduled: Vec<(u64, MessageId)> = st
             .entries
             .iter()
