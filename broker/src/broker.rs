@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use prost::Message as _;
-use rebound_config::{Config, EffectiveSettings, MoveKind, ResolvedSettings, RoutingType, SettingsRepository};
+use rebound_config::{
+    Config, EffectiveSettings, MoveKind, ResolvedSettings, RoutingType, SettingsRepository,
+};
 use rebound_protocol::v1 as pb;
 use rebound_selector::Selector;
-use rebound_storage::{
-    Commit, DeliveryState, MAX_RECORD_BYTES, MessageRecord, Op, QueueRecord, Store,
-};
+use rebound_storage::{Commit, DeliveryState, MAX_RECORD_BYTES, MessageRecord, Op, QueueRecord, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -39,11 +39,16 @@ use crate::transaction::Transactions;
 pub enum Settlement {
     Ack,
     /// Failed: counts as an attempt; redelivered or dead-lettered per the settings.
-    Nack { reason: String, retry_after_ms: Option<u64> },
+    Nack {
+        reason: String,
+        retry_after_ms: Option<u64>,
+    },
     /// Not processed: back at once, not counted.
     Release,
     /// Will never succeed: straight to the dead-letter address.
-    DeadLetter { reason: String },
+    DeadLetter {
+        reason: String,
+    },
 }
 
 /// Why an address is being created: that decides whether it may be, and whether an
@@ -85,6 +90,9 @@ pub struct Broker {
     transactions: Transactions,
     started: Instant,
 }
+
+/// A message a management operation picked: its entry and its record.
+type Selected = (Entry, Arc<MessageRecord>);
 
 /// Which messages of a queue a management operation applies to.
 #[derive(Debug, Clone, Default)]
@@ -225,7 +233,10 @@ impl Broker {
 
     /// The effective settings of an address with where each value came from.
     pub fn resolve_settings(&self, address: &str) -> ResolvedSettings {
-        self.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(address)
+        self.settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .resolve(address)
     }
 
     pub fn persist_count_before_delivery(&self) -> bool {
@@ -275,7 +286,9 @@ impl Broker {
     /// expirations (`expiry-delay`).
     pub fn prepare(&self, batch: Vec<pb::OutgoingMessage>) -> Result<Vec<MessageRecord>> {
         if batch.is_empty() {
-            return Err(BrokerError::InvalidArgument("a send needs at least one message".into()));
+            return Err(BrokerError::InvalidArgument(
+                "a send needs at least one message".into(),
+            ));
         }
         if self.shutdown.is_cancelled() {
             return Err(BrokerError::ShuttingDown);
@@ -288,7 +301,11 @@ impl Broker {
             let size = record.encoded_len() as u64;
             let limit = settings.max_message_size;
             if size > limit {
-                return Err(BrokerError::MessageTooLarge { address: record.address, size, limit });
+                return Err(BrokerError::MessageTooLarge {
+                    address: record.address,
+                    size,
+                    limit,
+                });
             }
             if record.expiration_ms == 0
                 && let Some(delay) = settings.expiry_delay_ms
@@ -304,7 +321,11 @@ impl Broker {
 
     /// Routes prepared messages and commits them together with `ops` (a
     /// transaction's acks), then makes them visible. Returns how many found no queue.
-    pub(crate) async fn route_sends(self: &Arc<Self>, records: Vec<MessageRecord>, mut ops: Vec<Op>) -> Result<u32> {
+    pub(crate) async fn route_sends(
+        self: &Arc<Self>,
+        records: Vec<MessageRecord>,
+        mut ops: Vec<Op>,
+    ) -> Result<u32> {
         let mut addresses: Vec<&str> = records.iter().map(|r| r.address.as_str()).collect();
         addresses.sort_unstable();
         addresses.dedup();
@@ -324,7 +345,11 @@ impl Broker {
                 if let Some(limit) = self.settings_for(&record.address).max_size_bytes {
                     let held: u64 = targets.iter().map(|q| q.bytes()).sum();
                     if held + record.encoded_len() as u64 > limit {
-                        return Err(BrokerError::AddressFull { address: record.address, held, limit });
+                        return Err(BrokerError::AddressFull {
+                            address: record.address,
+                            held,
+                            limit,
+                        });
                     }
                 }
                 place(record, targets, &mut ops, &mut arrivals);
@@ -393,7 +418,10 @@ impl Broker {
         auto_created: bool,
     ) -> Arc<Queue> {
         let id = self.next_queue_id.fetch_add(1, Ordering::Relaxed);
-        let addr = reg.addresses.get_mut(address).expect("address exists under the lock");
+        let addr = reg
+            .addresses
+            .get_mut(address)
+            .expect("address exists under the lock");
         if addr.allow(routing) {
             ops.push(Op::PutAddress(addr.record()));
         }
@@ -412,7 +440,11 @@ impl Broker {
                 name: name.to_owned(),
                 address: address.to_owned(),
                 routing_type: routing_to_store(routing),
-                filter: queue.filter.as_ref().map(|f| f.as_str().to_owned()).unwrap_or_default(),
+                filter: queue
+                    .filter
+                    .as_ref()
+                    .map(|f| f.as_str().to_owned())
+                    .unwrap_or_default(),
                 auto_created,
             }));
         }
@@ -478,7 +510,16 @@ impl Broker {
                 return Err(BrokerError::AddressNotFound(address.to_owned()));
             }
             let mut ops = Vec::new();
-            let q = self.new_queue(&mut reg, &mut ops, address, name, routing, durable, filter, auto_created);
+            let q = self.new_queue(
+                &mut reg,
+                &mut ops,
+                address,
+                name,
+                routing,
+                durable,
+                filter,
+                auto_created,
+            );
             (self.submit(ops), q)
         };
         self.commit(commit).await?;
@@ -490,8 +531,14 @@ impl Broker {
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         let (commit, queue) = {
             let mut reg = self.write();
-            let queue = reg.unbind(name).ok_or_else(|| BrokerError::QueueNotFound(name.to_owned()))?;
-            let ops = if queue.durable { vec![Op::DeleteQueue(queue.id)] } else { Vec::new() };
+            let queue = reg
+                .unbind(name)
+                .ok_or_else(|| BrokerError::QueueNotFound(name.to_owned()))?;
+            let ops = if queue.durable {
+                vec![Op::DeleteQueue(queue.id)]
+            } else {
+                Vec::new()
+            };
             (self.submit(ops), queue)
         };
         queue.close();
@@ -549,7 +596,11 @@ impl Broker {
         let mut out = Vec::new();
         for (entry, state) in queue.browse(limit) {
             if let Some(record) = self.load(&queue, &entry)? {
-                out.push(Browsed { record, delivery_count: entry.delivery_count, state });
+                out.push(Browsed {
+                    record,
+                    delivery_count: entry.delivery_count,
+                    state,
+                });
             }
         }
         Ok(out)
@@ -574,7 +625,12 @@ impl Broker {
     // ----- settling -----
 
     /// Carries out a consumer's settlement of deliveries already taken from the queue.
-    pub async fn settle(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>, how: Settlement) -> Result<()> {
+    pub async fn settle(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+        how: Settlement,
+    ) -> Result<()> {
         match how {
             Settlement::Ack => {
                 let n = entries.len() as u64;
@@ -599,9 +655,10 @@ impl Broker {
                 queue.requeue(back, now);
                 result
             }
-            Settlement::Nack { reason, retry_after_ms } => {
-                self.fail(queue, entries, &reason, retry_after_ms).await
-            }
+            Settlement::Nack {
+                reason,
+                retry_after_ms,
+            } => self.fail(queue, entries, &reason, retry_after_ms).await,
             Settlement::DeadLetter { reason } => {
                 let items = entries
                     .into_iter()
@@ -631,7 +688,12 @@ impl Broker {
     }
 
     /// Failed deliveries taken from `queue` (a rollback), through the redelivery policy.
-    pub(crate) async fn fail_deliveries(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>, reason: &str) -> Result<()> {
+    pub(crate) async fn fail_deliveries(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+        reason: &str,
+    ) -> Result<()> {
         self.fail(queue, entries, reason, None).await
     }
 
@@ -655,7 +717,11 @@ impl Broker {
                 entry.record_failure(now, reason.to_owned());
                 match redelivery::decide(&settings, entry.delivery_count, retry_after_ms, &mut rng) {
                     Decision::Redeliver { delay_ms } => {
-                        let due = if delay_ms > 0 { now.saturating_add(delay_ms) } else { 0 };
+                        let due = if delay_ms > 0 {
+                            now.saturating_add(delay_ms)
+                        } else {
+                            0
+                        };
                         if entry.stored {
                             ops.push(state_op(queue, &entry, due));
                         }
@@ -697,11 +763,19 @@ impl Broker {
             };
             let ops = removal_ops(queue, std::slice::from_ref(&entry));
             let Some((address, reason)) = target else {
-                self.drop_message(queue, &entry, ops, "no address to move it to").await?;
+                self.drop_message(queue, &entry, ops, "no address to move it to")
+                    .await?;
                 continue;
             };
-            let copy =
-                dead_letter::copy_for(&record, &entry, &queue.name, queue.routing_type, &address, &reason, now);
+            let copy = dead_letter::copy_for(
+                &record,
+                &entry,
+                &queue.name,
+                queue.routing_type,
+                &address,
+                &reason,
+                now,
+            );
             if !self.relocate(copy, ops, |reg, copy| reg.route(copy)).await? {
                 let ops = removal_ops(queue, std::slice::from_ref(&entry));
                 let why = format!("address '{address}' has no queue for it");
@@ -756,16 +830,26 @@ impl Broker {
         let (address, reason, own_queue) = match how {
             Forward::Delete => return Ok(None),
             Forward::DeadLetter(reason) => {
-                let Some(dla) = settings.dead_letter_address.clone() else { return Ok(None) };
+                let Some(dla) = settings.dead_letter_address.clone() else {
+                    return Ok(None);
+                };
                 let own = settings.auto_create_dead_letter_resources.then(|| {
-                    format!("{}{}{}", settings.dead_letter_queue_prefix, queue.address, settings.dead_letter_queue_suffix)
+                    format!(
+                        "{}{}{}",
+                        settings.dead_letter_queue_prefix, queue.address, settings.dead_letter_queue_suffix
+                    )
                 });
                 (dla, reason, own)
             }
             Forward::Expire => {
-                let Some(address) = settings.expiry_address.clone() else { return Ok(None) };
+                let Some(address) = settings.expiry_address.clone() else {
+                    return Ok(None);
+                };
                 let own = settings.auto_create_expiry_resources.then(|| {
-                    format!("{}{}{}", settings.expiry_queue_prefix, queue.address, settings.expiry_queue_suffix)
+                    format!(
+                        "{}{}{}",
+                        settings.expiry_queue_prefix, queue.address, settings.expiry_queue_suffix
+                    )
                 });
                 (address, Reason::Expired, own)
             }
@@ -776,7 +860,8 @@ impl Broker {
                     MoveKind::Topic => RoutingType::Multicast,
                     MoveKind::Same => queue.routing_type,
                 };
-                self.ensure_address(&address, Some(routing), Create::ForMove).await?;
+                self.ensure_address(&address, Some(routing), Create::ForMove)
+                    .await?;
                 return Ok(Some((address, Reason::Schedule)));
             }
         };
@@ -788,8 +873,15 @@ impl Broker {
         if !self.read().queues.contains_key(&own_queue) {
             // As in Artemis, the auto-created queue filters on the original address, so
             // it holds only that address's messages.
-            let filter = format!("{} = '{}'", dead_letter::ORIG_ADDRESS, queue.address.replace('\'', "''"));
-            match self.create_queue(&address, &own_queue, None, true, Some(&filter), true).await {
+            let filter = format!(
+                "{} = '{}'",
+                dead_letter::ORIG_ADDRESS,
+                queue.address.replace('\'', "''")
+            );
+            match self
+                .create_queue(&address, &own_queue, None, true, Some(&filter), true)
+                .await
+            {
                 Ok(_) | Err(BrokerError::QueueExists(_)) => {}
                 Err(err) => return Err(err),
             }
@@ -818,14 +910,17 @@ impl Broker {
     /// Stores the delivery counts of messages about to be delivered
     /// (`persist-delivery-count-before-delivery`).
     pub async fn persist_counts(&self, queue: &Queue, entries: impl Iterator<Item = &Entry>) -> Result<()> {
-        let ops = entries.filter(|e| e.stored).map(|e| state_op(queue, e, 0)).collect();
+        let ops = entries
+            .filter(|e| e.stored)
+            .map(|e| state_op(queue, e, 0))
+            .collect();
         self.commit(self.submit(ops)).await
     }
 
     // ----- management of queued messages -----
 
     /// The messages of a selection that are not being delivered, with their records.
-    fn selected(&self, selection: &Selection) -> Result<(Arc<Queue>, Vec<(Entry, Arc<MessageRecord>)>)> {
+    fn selected(&self, selection: &Selection) -> Result<(Arc<Queue>, Vec<Selected>)> {
         let queue = self.queue(&selection.queue)?;
         let filter = parse_filter(&selection.filter)?;
         let mut out = Vec::new();
@@ -833,7 +928,9 @@ impl Broker {
             if state == BrowseState::Delivering || selection.message_id.is_some_and(|id| id != entry.id) {
                 continue;
             }
-            let Some(record) = self.load(&queue, &entry)? else { continue };
+            let Some(record) = self.load(&queue, &entry)? else {
+                continue;
+            };
             if filter.as_ref().is_none_or(|f| f.matches(&Selectable(&record))) {
                 out.push((entry, record));
             }
@@ -856,7 +953,11 @@ impl Broker {
             if let Some(record) = self.load(&queue, &entry)?
                 && selector.matches(&Selectable(&record))
             {
-                out.push(Browsed { record, delivery_count: entry.delivery_count, state });
+                out.push(Browsed {
+                    record,
+                    delivery_count: entry.delivery_count,
+                    state,
+                });
             }
         }
         Ok(out)
@@ -869,7 +970,10 @@ impl Broker {
     /// Removes the selected messages; counted as dropped.
     pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
         let (queue, selected) = self.selected(selection)?;
-        let taken: Vec<Entry> = selected.iter().filter_map(|(e, _)| queue.take_idle(e.id)).collect();
+        let taken: Vec<Entry> = selected
+            .iter()
+            .filter_map(|(e, _)| queue.take_idle(e.id))
+            .collect();
         let removed = taken.len() as u64;
         queue.count(|c| c.dropped += removed);
         self.commit(self.submit(removal_ops(&queue, &taken))).await?;
@@ -885,7 +989,9 @@ impl Broker {
         let now = now_ms();
         let mut moved = 0;
         for (entry, record) in selected {
-            let Some(taken) = queue.take_idle(entry.id) else { continue };
+            let Some(taken) = queue.take_idle(entry.id) else {
+                continue;
+            };
             let copy = dead_letter::copy_for(
                 &record,
                 &taken,
@@ -948,7 +1054,9 @@ impl Broker {
             let target = outcome.to_queue.clone();
             let ops = removal_ops(&dlq, std::slice::from_ref(&taken));
             let moved = self
-                .relocate(copy, ops, |reg, _| reg.queues.get(&target).cloned().into_iter().collect())
+                .relocate(copy, ops, |reg, _| {
+                    reg.queues.get(&target).cloned().into_iter().collect()
+                })
                 .await;
             match moved {
                 Ok(true) => info!(from = %dlq.name, message = entry.id, to = %target, "retried message"),
@@ -974,7 +1082,11 @@ impl Broker {
         let Some((address, queue)) = dead_letter::origin(record) else {
             return Err("not a dead letter: it has no _AMQ_ORIG_ADDRESS/_AMQ_ORIG_QUEUE".into());
         };
-        let exists = self.read().queues.get(queue).is_some_and(|q| q.address == address);
+        let exists = self
+            .read()
+            .queues
+            .get(queue)
+            .is_some_and(|q| q.address == address);
         if !exists {
             return Err(format!("queue '{queue}' no longer exists on address '{address}'"));
         }
@@ -991,7 +1103,10 @@ impl Broker {
     pub async fn reload(self: &Arc<Self>, config: &Config) -> Result<()> {
         check_limits(&config.address_settings)?;
         *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config.address_settings.clone());
-        self.settings_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.settings_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.persist_count_before_delivery
             .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
         self.declare(config).await?;
@@ -1004,11 +1119,19 @@ impl Broker {
     /// Makes sure the addresses and queues a config declares exist.
     async fn declare(self: &Arc<Self>, config: &Config) -> Result<()> {
         for address in &config.addresses {
-            self.ensure_address(&address.name, Some(address.routing_type), Create::Explicit).await?;
+            self.ensure_address(&address.name, Some(address.routing_type), Create::Explicit)
+                .await?;
             for q in &address.queues {
                 if !self.read().queues.contains_key(&q.name) {
-                    self.create_queue(&address.name, &q.name, Some(q.routing_type), q.durable, q.filter.as_deref(), false)
-                        .await?;
+                    self.create_queue(
+                        &address.name,
+                        &q.name,
+                        Some(q.routing_type),
+                        q.durable,
+                        q.filter.as_deref(),
+                        false,
+                    )
+                    .await?;
                 }
             }
         }
@@ -1048,7 +1171,12 @@ fn check_limits(settings: &SettingsRepository) -> Result<()> {
 
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere.
-fn place(record: MessageRecord, targets: Vec<Arc<Queue>>, ops: &mut Vec<Op>, arrivals: &mut Vec<(Arc<Queue>, Entry)>) {
+fn place(
+    record: MessageRecord,
+    targets: Vec<Arc<Queue>>,
+    ops: &mut Vec<Op>,
+    arrivals: &mut Vec<(Arc<Queue>, Entry)>,
+) {
     let size = record.encoded_len() as u64;
     for queue in targets {
         let mut record = record.clone();
@@ -1065,7 +1193,10 @@ fn place(record: MessageRecord, targets: Vec<Arc<Queue>>, ops: &mut Vec<Op>, arr
             record: (!stored).then(|| Arc::new(record.clone())),
         };
         if stored {
-            ops.push(Op::PutMessage { queue: queue.id, message: record });
+            ops.push(Op::PutMessage {
+                queue: queue.id,
+                message: record,
+            });
         }
         arrivals.push((queue, entry));
     }
@@ -1081,7 +1212,10 @@ fn removal_ops(queue: &Queue, entries: &[Entry]) -> Vec<Op> {
     entries
         .iter()
         .filter(|e| e.stored)
-        .map(|e| Op::RemoveMessage { queue: queue.id, id: e.id })
+        .map(|e| Op::RemoveMessage {
+            queue: queue.id,
+            id: e.id,
+        })
         .collect()
 }
 

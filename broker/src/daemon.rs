@@ -18,8 +18,8 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::SledStore;
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 use crate::broker::Broker;
@@ -87,8 +87,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin = AdminServer::new(AdminService::new(broker.clone()))
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin =
+        AdminServer::new(AdminService::new(broker.clone())).max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
@@ -105,7 +105,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         async move {
             wait_for_signal().await;
             info!("shutting down");
-            health.set_not_serving::<MessagingServer<MessagingService>>().await;
+            health
+                .set_not_serving::<MessagingServer<MessagingService>>()
+                .await;
             health.set_not_serving::<AdminServer<AdminService>>().await;
             shutdown.cancel();
         }

@@ -95,7 +95,10 @@ pub fn copy_for(
     set(ORIG_ADDRESS, Value::String(original.address.clone()));
     set(ORIG_QUEUE, Value::String(queue.to_owned()));
     set(ORIG_MESSAGE_ID, Value::Int(original.message_id as i64));
-    set(ORIG_ROUTING_TYPE, Value::String(queue_routing.as_str().to_owned()));
+    set(
+        ORIG_ROUTING_TYPE,
+        Value::String(queue_routing.as_str().to_owned()),
+    );
     set(REASON, Value::String(reason.to_string()));
     set(DELIVERY_COUNT, Value::Int(entry.delivery_count as i64));
     if *reason == Reason::Expired {
@@ -107,19 +110,29 @@ pub fn copy_for(
             .iter()
             .map(|f| serde_json::json!({ "at_ms": f.at_ms, "reason": f.reason }))
             .collect();
-        set(FAILURES, Value::String(serde_json::Value::Array(failures).to_string()));
+        set(
+            FAILURES,
+            Value::String(serde_json::Value::Array(failures).to_string()),
+        );
     }
     copy
 }
 
 /// Where a dead letter came from: its original address and queue, if it says.
 pub fn origin(record: &MessageRecord) -> Option<(&str, &str)> {
-    Some((string_property(record, ORIG_ADDRESS)?, string_property(record, ORIG_QUEUE)?))
+    Some((
+        string_property(record, ORIG_ADDRESS)?,
+        string_property(record, ORIG_QUEUE)?,
+    ))
 }
 
 /// How many times the message was sent back from a dead-letter queue.
 pub fn redrive_count(record: &MessageRecord) -> u32 {
-    match record.properties.get(REDRIVE_COUNT).and_then(|p| p.value.as_ref()) {
+    match record
+        .properties
+        .get(REDRIVE_COUNT)
+        .and_then(|p| p.value.as_ref())
+    {
         Some(Value::Int(n)) => (*n).clamp(0, u32::MAX as i64) as u32,
         _ => 0,
     }
@@ -136,7 +149,9 @@ pub fn retry_copy(dead: &MessageRecord, address: &str) -> MessageRecord {
     let redrives = redrive_count(dead) as i64 + 1;
     copy.properties.insert(
         REDRIVE_COUNT.to_owned(),
-        PropertyValue { value: Some(Value::Int(redrives)) },
+        PropertyValue {
+            value: Some(Value::Int(redrives)),
+        },
     );
     copy
 }
@@ -166,7 +181,9 @@ mod tests {
         };
         original.properties.insert(
             "color".into(),
-            PropertyValue { value: Some(Value::String("red".into())) },
+            PropertyValue {
+                value: Some(Value::String("red".into())),
+            },
         );
         let entry = Entry {
             id: 42,
@@ -174,11 +191,22 @@ mod tests {
             expiration_ms: 99,
             size: 7,
             delivery_count: 3,
-            failures: vec![FailureRecord { at_ms: 5, reason: "db down".into() }],
+            failures: vec![FailureRecord {
+                at_ms: 5,
+                reason: "db down".into(),
+            }],
             stored: true,
             record: None,
         };
-        let copy = copy_for(&original, &entry, "orders.eu", RoutingType::Multicast, "DLQ", &Reason::MaxDeliveryAttempts, 1000);
+        let copy = copy_for(
+            &original,
+            &entry,
+            "orders.eu",
+            RoutingType::Multicast,
+            "DLQ",
+            &Reason::MaxDeliveryAttempts,
+            1000,
+        );
         let get = |k: &str| copy.properties.get(k).and_then(|p| p.value.clone());
         assert_eq!(copy.address, "DLQ");
         assert_eq!(copy.body, original.body);
@@ -190,13 +218,20 @@ mod tests {
         assert_eq!(get(ORIG_ROUTING_TYPE), Some(Value::String("multicast".into())));
         assert_eq!(get(REASON), Some(Value::String("max-delivery-attempts".into())));
         assert_eq!(get(DELIVERY_COUNT), Some(Value::Int(3)));
-        assert_eq!(get(FAILURES), Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into())));
+        assert_eq!(
+            get(FAILURES),
+            Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into()))
+        );
         assert_eq!(get(ACTUAL_EXPIRY), None);
     }
 
     #[test]
     fn a_retried_copy_sheds_its_death_and_counts_the_redrive() {
-        let original = MessageRecord { message_id: 1, address: "orders".into(), ..Default::default() };
+        let original = MessageRecord {
+            message_id: 1,
+            address: "orders".into(),
+            ..Default::default()
+        };
         let entry = Entry {
             id: 1,
             priority: 4,
@@ -207,7 +242,15 @@ mod tests {
             stored: true,
             record: None,
         };
-        let dead = copy_for(&original, &entry, "orders", RoutingType::Anycast, "DLQ", &Reason::MaxDeliveryAttempts, 5);
+        let dead = copy_for(
+            &original,
+            &entry,
+            "orders",
+            RoutingType::Anycast,
+            "DLQ",
+            &Reason::MaxDeliveryAttempts,
+            5,
+        );
         assert_eq!(origin(&dead), Some(("orders", "orders")));
         let retried = retry_copy(&dead, "orders");
         assert_eq!(retried.address, "orders");
@@ -219,7 +262,10 @@ mod tests {
 
     #[test]
     fn reasons_read_well() {
-        assert_eq!(Reason::Rejected("bad json".into()).to_string(), "rejected: bad json");
+        assert_eq!(
+            Reason::Rejected("bad json".into()).to_string(),
+            "rejected: bad json"
+        );
         assert_eq!(Reason::Rejected(String::new()).to_string(), "rejected");
         assert_eq!(Reason::Expired.to_string(), "expired");
     }

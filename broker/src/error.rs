@@ -18,13 +18,9 @@ pub enum BrokerError {
     QueueExists(String),
     #[error("{0}")]
     InvalidArgument(String),
-    #[error(
-        "message of {size} bytes is larger than max-message-size {limit} bytes of address '{address}'"
-    )]
+    #[error("message of {size} bytes is larger than max-message-size {limit} bytes of address '{address}'")]
     MessageTooLarge { address: String, size: u64, limit: u64 },
-    #[error(
-        "address '{address}' is full: it holds {held} bytes and max-size-bytes is {limit}"
-    )]
+    #[error("address '{address}' is full: it holds {held} bytes and max-size-bytes is {limit}")]
     AddressFull { address: String, held: u64, limit: u64 },
     #[error("{0}")]
     FailedPrecondition(String),
@@ -43,9 +39,7 @@ impl From<BrokerError> for Status {
             | BrokerError::AddressNotFound(_)
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists(_) => Code::AlreadyExists,
-            BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => {
-                Code::InvalidArgument
-            }
+            BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
             BrokerError::ShuttingDown => Code::Unavailable,

@@ -27,7 +27,9 @@ pub fn check_name(kind: &str, name: &str) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(BrokerError::InvalidArgument(format!("{kind} name {name:?} {problem}")))
+    Err(BrokerError::InvalidArgument(format!(
+        "{kind} name {name:?} {problem}"
+    )))
 }
 
 /// Checks a message a producer sent and turns it into a record (id and timestamp
@@ -59,7 +61,14 @@ pub fn from_outgoing(msg: pb::OutgoingMessage) -> Result<MessageRecord> {
     let properties = msg
         .properties
         .into_iter()
-        .map(|(k, v)| (k, PropertyValue { value: v.value.map(value_from_wire) }))
+        .map(|(k, v)| {
+            (
+                k,
+                PropertyValue {
+                    value: v.value.map(value_from_wire),
+                },
+            )
+        })
         .collect();
     Ok(MessageRecord {
         message_id: 0,
@@ -106,7 +115,12 @@ pub fn to_wire(record: &MessageRecord) -> pb::Message {
             .properties
             .iter()
             .map(|(k, v)| {
-                (k.clone(), pb::PropertyValue { value: v.value.as_ref().map(value_to_wire) })
+                (
+                    k.clone(),
+                    pb::PropertyValue {
+                        value: v.value.as_ref().map(value_to_wire),
+                    },
+                )
             })
             .collect(),
         durable: record.durable,
@@ -150,7 +164,10 @@ mod tests {
     use super::*;
 
     fn outgoing(address: &str) -> pb::OutgoingMessage {
-        pb::OutgoingMessage { address: address.into(), ..Default::default() }
+        pb::OutgoingMessage {
+            address: address.into(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -166,7 +183,8 @@ mod tests {
         let err = from_outgoing(outgoing("")).unwrap_err().to_string();
         assert!(err.contains("must not be empty"), "{err}");
         let mut m = outgoing("a");
-        m.properties.insert("_AMQ_ORIG_QUEUE".into(), pb::PropertyValue::default());
+        m.properties
+            .insert("_AMQ_ORIG_QUEUE".into(), pb::PropertyValue::default());
         assert!(from_outgoing(m).unwrap_err().to_string().contains("reserved"));
         let mut m = outgoing("a");
         m.properties.insert(String::new(), pb::PropertyValue::default());
@@ -181,7 +199,9 @@ mod tests {
         let mut m = outgoing("a");
         m.properties.insert(
             "n".into(),
-            pb::PropertyValue { value: Some(pb::property_value::Value::Int(5)) },
+            pb::PropertyValue {
+                value: Some(pb::property_value::Value::Int(5)),
+            },
         );
         let record = from_outgoing(m.clone()).unwrap();
         assert!(record.durable);

@@ -69,11 +69,7 @@ impl Address {
 
     /// The queues a message sent to this address goes to.
     pub fn route(&self, record: &MessageRecord) -> Vec<Arc<Queue>> {
-        let accepts = |q: &&Arc<Queue>| {
-            q.filter
-                .as_ref()
-                .is_none_or(|f| f.matches(&Selectable(record)))
-        };
+        let accepts = |q: &&Arc<Queue>| q.filter.as_ref().is_none_or(|f| f.matches(&Selectable(record)));
         let mut targets: Vec<Arc<Queue>> = self
             .queues
             .iter()
@@ -152,7 +148,10 @@ mod tests {
     }
 
     fn record() -> MessageRecord {
-        MessageRecord { address: "a".into(), ..Default::default() }
+        MessageRecord {
+            address: "a".into(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -181,7 +180,10 @@ mod tests {
     #[test]
     fn filters_select_what_a_queue_takes() {
         let mut reg = Registry::default();
-        reg.addresses.insert("a".into(), Address::new("a".into(), RoutingType::Multicast, false));
+        reg.addresses.insert(
+            "a".into(),
+            Address::new("a".into(), RoutingType::Multicast, false),
+        );
         reg.bind(queue("red", RoutingType::Multicast, Some("color = 'red'")));
         reg.bind(queue("all", RoutingType::Multicast, None));
         let mut m = record();
@@ -189,7 +191,9 @@ mod tests {
         m.properties.insert(
             "color".into(),
             rebound_storage::PropertyValue {
-                value: Some(rebound_storage::records::property_value::Value::String("red".into())),
+                value: Some(rebound_storage::records::property_value::Value::String(
+                    "red".into(),
+                )),
             },
         );
         assert_eq!(names(&reg.route(&m)), vec!["all", "red"]);

@@ -70,11 +70,7 @@ pub fn decide(
 }
 
 /// Artemis's redelivery delay after the `delivery_count`-th failed delivery.
-pub fn delay_after_failure(
-    settings: &EffectiveSettings,
-    delivery_count: u32,
-    rng: &mut impl Rng,
-) -> u64 {
+pub fn delay_after_failure(settings: &EffectiveSettings, delivery_count: u32, rng: &mut impl Rng) -> u64 {
     let base = settings.redelivery_delay_ms;
     if base == 0 {
         return 0;
@@ -143,9 +139,7 @@ mod tests {
         let mut s = settings(1000, 1.0, Some(15000));
         s.redelivery_collision_avoidance_factor = 0.5;
         let mut rng = StdRng::seed_from_u64(7);
-        let seen: Vec<u64> = (0..1000)
-            .map(|_| delay_after_failure(&s, 1, &mut rng))
-            .collect();
+        let seen: Vec<u64> = (0..1000).map(|_| delay_after_failure(&s, 1, &mut rng)).collect();
         assert!(seen.iter().all(|d| (500..=1500).contains(d)), "{seen:?}");
         assert!(seen.iter().any(|&d| d < 1000) && seen.iter().any(|&d| d > 1000));
         s.max_redelivery_delay_ms = 1100;
@@ -157,19 +151,34 @@ mod tests {
         let mut s = settings(100, 1.0, None);
         s.max_delivery_attempts = Some(3);
         let mut rng = StdRng::seed_from_u64(1);
-        assert_eq!(decide(&s, 1, None, &mut rng), Decision::Redeliver { delay_ms: 100 });
-        assert_eq!(decide(&s, 2, None, &mut rng), Decision::Redeliver { delay_ms: 100 });
+        assert_eq!(
+            decide(&s, 1, None, &mut rng),
+            Decision::Redeliver { delay_ms: 100 }
+        );
+        assert_eq!(
+            decide(&s, 2, None, &mut rng),
+            Decision::Redeliver { delay_ms: 100 }
+        );
         assert_eq!(decide(&s, 3, None, &mut rng), Decision::DeadLetter);
         s.max_delivery_attempts = None;
-        assert_eq!(decide(&s, 10_000, None, &mut rng), Decision::Redeliver { delay_ms: 100 });
+        assert_eq!(
+            decide(&s, 10_000, None, &mut rng),
+            Decision::Redeliver { delay_ms: 100 }
+        );
     }
 
     #[test]
     fn retry_after_overrides_and_is_clamped() {
         let s = settings(100, 2.0, Some(5000));
         let mut rng = StdRng::seed_from_u64(1);
-        assert_eq!(decide(&s, 1, Some(2500), &mut rng), Decision::Redeliver { delay_ms: 2500 });
-        assert_eq!(decide(&s, 1, Some(60_000), &mut rng), Decision::Redeliver { delay_ms: 5000 });
+        assert_eq!(
+            decide(&s, 1, Some(2500), &mut rng),
+            Decision::Redeliver { delay_ms: 2500 }
+        );
+        assert_eq!(
+            decide(&s, 1, Some(60_000), &mut rng),
+            Decision::Redeliver { delay_ms: 5000 }
+        );
     }
 
     #[test]
@@ -182,13 +191,25 @@ mod tests {
         // delivery_count failed deliveries → the next delivery is number count + 1.
         let expect = |count: u32| decide(&s, count, None, &mut StdRng::seed_from_u64(count as u64));
         for count in 1..=3 {
-            assert_eq!(expect(count), Decision::Redeliver { delay_ms: 0 }, "count {count}");
+            assert_eq!(
+                expect(count),
+                Decision::Redeliver { delay_ms: 0 },
+                "count {count}"
+            );
         }
         for count in 4..=8 {
-            assert_eq!(expect(count), Decision::Redeliver { delay_ms: 1000 }, "count {count}");
+            assert_eq!(
+                expect(count),
+                Decision::Redeliver { delay_ms: 1000 },
+                "count {count}"
+            );
         }
         for count in 9..=48 {
-            assert_eq!(expect(count), Decision::Redeliver { delay_ms: 5000 }, "count {count}");
+            assert_eq!(
+                expect(count),
+                Decision::Redeliver { delay_ms: 5000 },
+                "count {count}"
+            );
         }
         match decide(&s, 49, None, &mut rng) {
             Decision::Move(target) => assert_eq!(target.address_for("Queue1"), "dlqQueue1oops"),
@@ -202,7 +223,10 @@ mod tests {
         s.max_delivery_attempts = Some(3);
         s.redelivery_schedule = Some(RedeliverySchedule::parse("2:100; 4:delete").unwrap());
         let mut rng = StdRng::seed_from_u64(1);
-        assert_eq!(decide(&s, 1, None, &mut rng), Decision::Redeliver { delay_ms: 100 });
+        assert_eq!(
+            decide(&s, 1, None, &mut rng),
+            Decision::Redeliver { delay_ms: 100 }
+        );
         assert_eq!(decide(&s, 3, None, &mut rng), Decision::DeadLetter);
         s.max_delivery_attempts = Some(10);
         assert_eq!(decide(&s, 3, None, &mut rng), Decision::Delete);

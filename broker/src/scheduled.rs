@@ -46,6 +46,10 @@ impl Timeline {
         self.by_due.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_due.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.by_due.clear();
     }
@@ -68,7 +72,7 @@ mod tests {
         assert_eq!(t.pop_due(299), Vec::<u64>::new());
         t.remove(300, 1);
         assert_eq!(t.next_due(), None);
-        assert_eq!(t.len(), 0);
+        assert!(t.is_empty());
     }
 
     #[test]

@@ -72,9 +72,13 @@ impl Transactions {
 
     pub fn begin(&self, session: SessionId) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        self.lock()
-            .open
-            .insert(id, Transaction { session, ..Default::default() });
+        self.lock().open.insert(
+            id,
+            Transaction {
+                session,
+                ..Default::default()
+            },
+        );
         id
     }
 
@@ -117,7 +121,12 @@ impl Transactions {
     }
 
     /// Adds acked deliveries; if the transaction is gone meanwhile they are handed back.
-    pub fn add_acks(&self, id: u64, queue: &Arc<Queue>, entries: Vec<Entry>) -> std::result::Result<(), Vec<Entry>> {
+    pub fn add_acks(
+        &self,
+        id: u64,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+    ) -> std::result::Result<(), Vec<Entry>> {
         let mut st = self.lock();
         match st.open.get_mut(&id) {
             Some(tx) => {
@@ -151,12 +160,18 @@ impl Broker {
     /// and together. If storage fails, the transaction is rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions().finish(id, session, "committed")?;
-        let outcome = Outcome { sends: tx.sends.len() as u32, acks: tx.acks.len() as u32 };
+        let outcome = Outcome {
+            sends: tx.sends.len() as u32,
+            acks: tx.acks.len() as u32,
+        };
         let removals = tx
             .acks
             .iter()
             .filter(|(_, e)| e.stored)
-            .map(|(q, e)| rebound_storage::Op::RemoveMessage { queue: q.id, id: e.id })
+            .map(|(q, e)| rebound_storage::Op::RemoveMessage {
+                queue: q.id,
+                id: e.id,
+            })
             .collect();
         match self.route_sends(tx.sends, removals).await {
             Ok(_) => {
@@ -175,7 +190,10 @@ impl Broker {
     /// Rolls back: sends discarded, acked messages returned as failed deliveries.
     pub async fn rollback_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions().finish(id, session, "rolled back")?;
-        let outcome = Outcome { sends: tx.sends.len() as u32, acks: tx.acks.len() as u32 };
+        let outcome = Outcome {
+            sends: tx.sends.len() as u32,
+            acks: tx.acks.len() as u32,
+        };
         self.return_acks(tx.acks, "transaction rolled back").await;
         Ok(outcome)
     }
@@ -184,7 +202,11 @@ impl Broker {
     pub async fn session_gone(self: &Arc<Self>, session: SessionId) {
         for id in self.transactions().of_session(session) {
             if let Ok(outcome) = self.rollback_transaction(id, session).await {
-                tracing::info!(transaction = id, returned = outcome.acks, "rolled back the open transaction of a closed session");
+                tracing::info!(
+                    transaction = id,
+                    returned = outcome.acks,
+                    "rolled back the open transaction of a closed session"
+                );
             }
         }
     }
@@ -220,11 +242,17 @@ mod tests {
         let a = txs.begin(1);
         let b = txs.begin(1);
         assert!(txs.check(a).is_ok());
-        assert!(matches!(txs.finish(a, 2, "committed"), Err(BrokerError::FailedPrecondition(_))));
+        assert!(matches!(
+            txs.finish(a, 2, "committed"),
+            Err(BrokerError::FailedPrecondition(_))
+        ));
         assert!(txs.finish(a, 1, "committed").is_ok());
         let err = txs.finish(a, 1, "committed").err().unwrap().to_string();
         assert_eq!(err, format!("transaction {a} was already committed"));
-        assert!(matches!(txs.check(999), Err(BrokerError::TransactionNotFound(999))));
+        assert!(matches!(
+            txs.check(999),
+            Err(BrokerError::TransactionNotFound(999))
+        ));
         assert_eq!(txs.of_session(1), vec![b]);
     }
 }

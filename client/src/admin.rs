@@ -30,7 +30,9 @@ impl TryFrom<proto::BrowsedMessage> for BrowsedMessage {
     fn try_from(b: proto::BrowsedMessage) -> Result<Self> {
         Ok(BrowsedMessage {
             state: b.state(),
-            message: b.message.ok_or_else(|| Error::missing("BrowsedMessage.message"))?,
+            message: b
+                .message
+                .ok_or_else(|| Error::missing("BrowsedMessage.message"))?,
             delivery_count: b.delivery_count,
             scheduled_at_ms: b.scheduled_at_ms,
         })
@@ -157,9 +159,13 @@ impl Client {
 
     /// One queue with its counters.
     pub async fn queue(&self, name: &str) -> Result<QueueInfo> {
-        let request = proto::GetQueueRequest { queue: name.to_owned() };
+        let request = proto::GetQueueRequest {
+            queue: name.to_owned(),
+        };
         let response = self.admin.clone().get_queue(request).await?.into_inner();
-        response.queue.ok_or_else(|| Error::missing("GetQueueResponse.queue"))
+        response
+            .queue
+            .ok_or_else(|| Error::missing("GetQueueResponse.queue"))
     }
 
     /// Up to `limit` messages of a queue (0: the broker's default of 200) in queue
@@ -171,7 +177,12 @@ impl Client {
     /// Like [`browse`](Self::browse), but only the messages `filter` matches (a
     /// selector; empty: every message). A malformed selector is refused with
     /// [`Code::InvalidArgument`](crate::Code::InvalidArgument), naming the column.
-    pub async fn browse_filtered(&self, queue: &str, filter: &str, limit: u32) -> Result<Vec<BrowsedMessage>> {
+    pub async fn browse_filtered(
+        &self,
+        queue: &str,
+        filter: &str,
+        limit: u32,
+    ) -> Result<Vec<BrowsedMessage>> {
         let request = proto::BrowseQueueRequest {
             queue: queue.to_owned(),
             limit,
@@ -187,7 +198,13 @@ impl Client {
         let request = proto::CountMessagesRequest {
             selection: Some(selection.into()),
         };
-        Ok(self.admin.clone().count_messages(request).await?.into_inner().count)
+        Ok(self
+            .admin
+            .clone()
+            .count_messages(request)
+            .await?
+            .into_inner()
+            .count)
     }
 
     /// Removes the selected messages (counted as dropped); returns how many.
@@ -195,7 +212,13 @@ impl Client {
         let request = proto::RemoveMessagesRequest {
             selection: Some(selection.into()),
         };
-        Ok(self.admin.clone().remove_messages(request).await?.into_inner().removed)
+        Ok(self
+            .admin
+            .clone()
+            .remove_messages(request)
+            .await?
+            .into_inner()
+            .removed)
     }
 
     /// Moves the selected messages to `to_address`, routed like a send there, one
@@ -205,7 +228,13 @@ impl Client {
             selection: Some(selection.into()),
             to_address: to_address.to_owned(),
         };
-        Ok(self.admin.clone().move_messages(request).await?.into_inner().moved)
+        Ok(self
+            .admin
+            .clone()
+            .move_messages(request)
+            .await?
+            .into_inner()
+            .moved)
     }
 
     /// Sends the selected dead letters back to exactly the queue each failed on
@@ -232,7 +261,13 @@ impl Client {
         let request = proto::PurgeQueueRequest {
             queue: queue.to_owned(),
         };
-        Ok(self.admin.clone().purge_queue(request).await?.into_inner().removed)
+        Ok(self
+            .admin
+            .clone()
+            .purge_queue(request)
+            .await?
+            .into_inner()
+            .removed)
     }
 
     /// The effective address-settings of `address`, each with where its value came from.
@@ -240,7 +275,13 @@ impl Client {
         let request = proto::GetSettingsRequest {
             address: address.to_owned(),
         };
-        Ok(self.admin.clone().get_settings(request).await?.into_inner().settings)
+        Ok(self
+            .admin
+            .clone()
+            .get_settings(request)
+            .await?
+            .into_inner()
+            .settings)
     }
 
     /// The broker's version, uptime, memory and storage counters.

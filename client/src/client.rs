@@ -68,7 +68,10 @@ impl Client {
         let response = self.send_batch(vec![message]).await?;
         match response.message_ids[..] {
             [id] => Ok(id),
-            ref ids => Err(Error::Protocol(format!("one message sent, {} ids returned", ids.len()))),
+            ref ids => Err(Error::Protocol(format!(
+                "one message sent, {} ids returned",
+                ids.len()
+            ))),
         }
     }
 

@@ -121,13 +121,19 @@ impl ConsumerBuilder {
         requests
             .try_send(request(RequestKind::Subscribe(subscribe)))
             .expect("a new channel has room");
-        let mut responses = self.messaging.consume(ReceiverStream::new(rx)).await?.into_inner();
+        let mut responses = self
+            .messaging
+            .consume(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
         let subscribed = match responses.message().await? {
             Some(proto::ConsumeResponse {
                 kind: Some(ResponseKind::Subscribed(s)),
             }) => s,
             Some(other) => {
-                return Err(Error::Protocol(format!("expected Subscribed first, got {other:?}")));
+                return Err(Error::Protocol(format!(
+                    "expected Subscribed first, got {other:?}"
+                )));
             }
             None => return Err(Error::StreamClosed),
         };
@@ -206,7 +212,9 @@ impl Consumer {
 
     /// Like [`next`](Self::next), but `None` also when nothing arrived within `timeout`.
     pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Delivery>> {
-        tokio::time::timeout(timeout, self.next()).await.unwrap_or(Ok(None))
+        tokio::time::timeout(timeout, self.next())
+            .await
+            .unwrap_or(Ok(None))
     }
 
     /// Grants `credit` more deliveries.
@@ -216,26 +224,40 @@ impl Consumer {
 
     /// Acknowledges deliveries: processed, remove the messages from the queue.
     pub async fn ack(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Ack, "", None, None).await
+        self.settle(delivery_ids, proto::Outcome::Ack, "", None, None)
+            .await
     }
 
     /// Rejects deliveries as failed: counts as an attempt, redelivered per the
     /// address settings or dead-lettered after `max-delivery-attempts`.
     pub async fn nack(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, None, None).await
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, None, None)
+            .await
     }
 
     /// Like [`nack`](Self::nack), but redeliver after `retry_after` instead of the
     /// configured delay (clamped by the broker to `max-redelivery-delay`).
-    pub async fn nack_after(&mut self, delivery_ids: &[u64], reason: &str, retry_after: Duration) -> Result<()> {
+    pub async fn nack_after(
+        &mut self,
+        delivery_ids: &[u64],
+        reason: &str,
+        retry_after: Duration,
+    ) -> Result<()> {
         let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, Some(retry_after_ms), None)
-            .await
+        self.settle(
+            delivery_ids,
+            proto::Outcome::Nack,
+            reason,
+            Some(retry_after_ms),
+            None,
+        )
+        .await
     }
 
     /// Hands deliveries back unprocessed: requeued at once, not counted as an attempt.
     pub async fn release(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Release, "", None, None).await
+        self.settle(delivery_ids, proto::Outcome::Release, "", None, None)
+            .await
     }
 
     /// Fails deliveries permanently: straight to the dead-letter address.
@@ -251,8 +273,14 @@ impl Consumer {
     /// includes them; returns what `flush` returns ([`Error::SettleRejected`] if the
     /// transaction is unknown or finished).
     pub async fn ack_in(&mut self, transaction: &Transaction, delivery_ids: &[u64]) -> Result<Vec<u64>> {
-        self.settle(delivery_ids, proto::Outcome::Ack, "", None, Some(transaction.id()))
-            .await?;
+        self.settle(
+            delivery_ids,
+            proto::Outcome::Ack,
+            "",
+            None,
+            Some(transaction.id()),
+        )
+        .await?;
         self.flush().await
     }
 
@@ -272,7 +300,9 @@ impl Consumer {
             }
         }
         if !self.rejected.is_empty() {
-            return Err(Error::SettleRejected(std::mem::take(&mut self.rejected).join("; ")));
+            return Err(Error::SettleRejected(
+                std::mem::take(&mut self.rejected).join("; "),
+            ));
         }
         Ok(std::mem::take(&mut self.unknown))
     }
@@ -321,7 +351,10 @@ impl Consumer {
 
     async fn request(&mut self, kind: RequestKind) -> Result<()> {
         let requests = self.requests.as_ref().ok_or(Error::StreamClosed)?;
-        requests.send(request(kind)).await.map_err(|_| Error::StreamClosed)
+        requests
+            .send(request(kind))
+            .await
+            .map_err(|_| Error::StreamClosed)
     }
 
     /// Reads one response and files it; `false` when the stream has ended.

@@ -42,8 +42,8 @@ pub use admin::{BrowsedMessage, Selection};
 pub use client::{Client, DEFAULT_URL};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
 pub use error::{Error, Result};
-pub use message::{OutgoingMessage, PropertyValue};
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};
+pub use message::{OutgoingMessage, PropertyValue};
 pub use transaction::{Session, Transaction};
 
 /// The generated gRPC types and stubs of package `rebound.v1`.
@@ -53,8 +53,8 @@ pub use rebound_protocol::v1 as proto;
 pub use tonic::Code;
 
 pub use proto::{
-    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse, RetryOutcome,
-    RoutingType, SendResponse, SettingValue,
+    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse,
+    RetryOutcome, RoutingType, SendResponse, SettingValue,
 };
 
 pub use proto::{Committed, RolledBack};

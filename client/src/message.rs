@@ -151,7 +151,10 @@ mod tests {
     #[test]
     fn builder_sets_only_what_was_given() {
         let wire = proto::OutgoingMessage::from(OutgoingMessage::new("a", "b"));
-        assert_eq!((wire.durable, wire.priority, wire.expiration_ms), (None, None, None));
+        assert_eq!(
+            (wire.durable, wire.priority, wire.expiration_ms),
+            (None, None, None)
+        );
 
         let wire = proto::OutgoingMessage::from(
             OutgoingMessage::new("a", "b")

@@ -151,12 +151,7 @@ fn visit_table(table: &DeTable<'_>, offset: usize, path: &mut String, found: &mu
     }
 }
 
-fn visit_value(
-    value: &Spanned<DeValue<'_>>,
-    offset: usize,
-    path: &mut String,
-    found: &mut Option<String>,
-) {
+fn visit_value(value: &Spanned<DeValue<'_>>, offset: usize, path: &mut String, found: &mut Option<String>) {
     // Children are visited after their parent, so the deepest hit wins.
     if value.span().contains(&offset) {
         *found = Some(path.clone());

@@ -211,10 +211,7 @@ pub(crate) mod tests {
         assert_eq!(err(".a"), EmptyWord(".a".into()));
         assert_eq!(err("a."), EmptyWord("a.".into()));
         assert_eq!(err("a.#.b"), AnyWordsNotLast("a.#.b".into()));
-        assert_eq!(
-            err("hjhjhjhjh.#.hhh"),
-            AnyWordsNotLast("hjhjhjhjh.#.hhh".into())
-        );
+        assert_eq!(err("hjhjhjhjh.#.hhh"), AnyWordsNotLast("hjhjhjhjh.#.hhh".into()));
         assert_eq!(err("#.#"), AnyWordsNotLast("#.#".into()));
         assert_eq!(err("news*"), PartialWildcard("news*".into()));
         assert_eq!(err("a.b#"), PartialWildcard("b#".into()));
@@ -308,8 +305,7 @@ pub(crate) mod tests {
 
     /// Addresses of 1–4 words over a tiny alphabet, so patterns collide often.
     pub(crate) fn address() -> impl Strategy<Value = String> {
-        prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 1..5)
-            .prop_map(|w| w.join("."))
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 1..5).prop_map(|w| w.join("."))
     }
 
     /// Any valid pattern over the same alphabet.

@@ -107,8 +107,7 @@ impl Config {
     /// Reads and parses the file at `path`; errors name the path.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::unreadable(origin.clone(), &e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(origin.clone(), &e))?;
         Config::parse(&text, &origin)
     }
 
@@ -211,12 +210,9 @@ impl RawConfig {
             listen: checked(doc, self.listen, check::host_port, || "listen".into())?,
             data_dir: self.data_dir,
             persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
-            config_reload_period_ms: checked(
-                doc,
-                self.config_reload_period,
-                check::positive,
-                || "config-reload-period".into(),
-            )?,
+            config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
+                "config-reload-period".into()
+            })?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
         })
@@ -270,13 +266,7 @@ fn addresses(doc: &Document<'_>, raw: Vec<RawAddress>) -> Result<Vec<AddressConf
         for (j, queue) in address.queues.into_iter().enumerate() {
             let at = format!("{at}.queues[{j}]");
             queues.push(QueueConfig {
-                name: unique_name(
-                    doc,
-                    queue.name,
-                    &format!("{at}.name"),
-                    "queue",
-                    &mut queue_lines,
-                )?,
+                name: unique_name(doc, queue.name, &format!("{at}.name"), "queue", &mut queue_lines)?,
                 routing_type: checked(doc, queue.routing_type, check::routing_type, || {
                     format!("{at}.routing-type")
                 })?
@@ -458,11 +448,7 @@ mod tests {
         assert_eq!(orders.redelivery_delay_ms, 0);
         for sink in ["DLQ", "ExpiryQueue"] {
             let s = config.address_settings.effective(sink);
-            assert_eq!(
-                (s.dead_letter_address, s.expiry_address),
-                (None, None),
-                "{sink}"
-            );
+            assert_eq!((s.dead_letter_address, s.expiry_address), (None, None), "{sink}");
             assert_eq!(s.max_delivery_attempts, None, "{sink}");
         }
 
@@ -567,10 +553,7 @@ mod tests {
         );
         assert_eq!(s.expiry_address.as_deref(), Some("old"));
         assert_eq!(
-            (
-                s.expiry_queue_prefix.as_str(),
-                s.expiry_queue_suffix.as_str()
-            ),
+            (s.expiry_queue_prefix.as_str(), s.expiry_queue_suffix.as_str()),
             ("E-", "-e")
         );
         assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
@@ -664,10 +647,7 @@ mod tests {
             e.to_string(),
             "test.toml:8:20: address-settings[1].redelivery-delay: must not be negative (got -5)"
         );
-        assert_eq!(
-            (e.file(), e.line(), e.column()),
-            ("test.toml", Some(8), Some(20))
-        );
+        assert_eq!((e.file(), e.line(), e.column()), ("test.toml", Some(8), Some(20)));
         assert_eq!(e.key(), Some("address-settings[1].redelivery-delay"));
         assert_eq!(e.message(), "must not be negative (got -5)");
     }
@@ -783,9 +763,11 @@ mod tests {
         let unknown = err("[[address-settings]]\nmatch = \"#\"\n\n  redelivery-dealy = 5\n");
         assert_eq!((unknown.line(), unknown.column()), (Some(4), Some(3)));
         assert_eq!(unknown.key(), Some("address-settings[0].redelivery-dealy"));
-        assert!(unknown.message().starts_with(
-            "unknown field `redelivery-dealy`, expected one of `match`, `redelivery-delay`"
-        ));
+        assert!(
+            unknown
+                .message()
+                .starts_with("unknown field `redelivery-dealy`, expected one of `match`, `redelivery-delay`")
+        );
     }
 
     #[test]

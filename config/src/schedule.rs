@@ -147,9 +147,7 @@ impl RedeliverySchedule {
     /// step with the greatest index not above it, or `None` before the
     /// first step (deliver without delay).
     pub fn step_for(&self, delivery_number: u32) -> Option<&StepAction> {
-        let after = self
-            .steps
-            .partition_point(|step| step.index <= delivery_number);
+        let after = self.steps.partition_point(|step| step.index <= delivery_number);
         after.checked_sub(1).map(|i| &self.steps[i].action)
     }
 
@@ -381,10 +379,7 @@ mod tests {
         assert_eq!(problem("10:100; 5:200"), (2, NotIncreasing(10)));
         assert_eq!(problem("5:100; 5:200"), (2, NotIncreasing(5)));
         assert_eq!(problem("5:delete; 9:100"), (2, AfterTerminal(5)));
-        assert_eq!(
-            problem("1:1; 5:move(queue:x); 9:delete"),
-            (3, AfterTerminal(5))
-        );
+        assert_eq!(problem("1:1; 5:move(queue:x); 9:delete"), (3, AfterTerminal(5)));
         assert_eq!(problem("5:100;"), (2, MissingColon));
         assert_eq!(problem("5:100;; 6:1"), (2, MissingColon));
         assert_eq!(problem("99999999999:1"), (1, BadIndex));

@@ -314,11 +314,7 @@ impl SettingsRepository {
     }
 
     /// Adds an entry; refuses a pattern that is already present.
-    pub fn insert(
-        &mut self,
-        pattern: Pattern,
-        settings: AddressSettings,
-    ) -> Result<(), DuplicatePattern> {
+    pub fn insert(&mut self, pattern: Pattern, settings: AddressSettings) -> Result<(), DuplicatePattern> {
         match self.entries.binary_search_by(|(p, _)| p.cmp(&pattern)) {
             Ok(_) => Err(DuplicatePattern(pattern)),
             Err(at) => {
@@ -457,8 +453,7 @@ mod tests {
     fn repo(entries: Vec<(&str, AddressSettings)>) -> SettingsRepository {
         let mut repo = SettingsRepository::new();
         for (pattern, settings) in entries {
-            repo.insert(Pattern::parse(pattern).unwrap(), settings)
-                .unwrap();
+            repo.insert(Pattern::parse(pattern).unwrap(), settings).unwrap();
         }
         repo
     }
@@ -616,10 +611,7 @@ mod tests {
         assert_eq!(eu.settings.redelivery_delay_multiplier, 2.0);
         assert_eq!(eu.settings.max_redelivery_delay_ms, 50_000);
         assert_eq!(source_of(&eu, "dead-letter-address"), matched("#"));
-        assert_eq!(
-            source_of(&eu, "max-delivery-attempts"),
-            matched("orders.eu")
-        );
+        assert_eq!(source_of(&eu, "max-delivery-attempts"), matched("orders.eu"));
         assert_eq!(source_of(&eu, "redelivery-delay"), matched("orders.#"));
         assert_eq!(
             source_of(&eu, "max-redelivery-delay"),
@@ -718,12 +710,7 @@ mod tests {
             assert_eq!(line.chars().nth(column - 1), Some(' '), "{line}");
             assert_eq!(line.chars().nth(source_column - 1), Some(' '), "{line}");
         }
-        let row = |key: &str| {
-            *lines
-                .iter()
-                .find(|l| l.starts_with(&format!("{key} ")))
-                .unwrap()
-        };
+        let row = |key: &str| *lines.iter().find(|l| l.starts_with(&format!("{key} "))).unwrap();
         assert!(row("redelivery-delay").ends_with("match \"orders.#\""));
         assert!(row("max-redelivery-delay").contains(" 50000 "));
         assert!(row("max-redelivery-delay").ends_with("derived: 10 × redelivery-delay"));

@@ -43,10 +43,7 @@ fn eval<'a>(expr: &'a Expr, message: &'a (impl Properties + ?Sized)) -> Option<V
         }
         Expr::Not(operand) => bool(truth(eval(operand, message)).map(|b| !b)),
         Expr::Negate(operand) => match eval(operand, message)? {
-            Value::Int(i) => Some(
-                i.checked_neg()
-                    .map_or(Value::Float(-(i as f64)), Value::Int),
-            ),
+            Value::Int(i) => Some(i.checked_neg().map_or(Value::Float(-(i as f64)), Value::Int)),
             Value::Float(x) => Some(Value::Float(-x)),
             Value::String(_) | Value::Bool(_) => None,
         },
@@ -57,9 +54,7 @@ fn eval<'a>(expr: &'a Expr, message: &'a (impl Properties + ?Sized)) -> Option<V
             }
             Some(acc)
         }
-        Expr::Predicate(operand, predicate) => {
-            bool(test(eval(operand, message), predicate, message))
-        }
+        Expr::Predicate(operand, predicate) => bool(test(eval(operand, message), predicate, message)),
     }
 }
 
@@ -69,9 +64,7 @@ fn test<'a>(
     message: &'a (impl Properties + ?Sized),
 ) -> Option<bool> {
     match predicate {
-        Predicate::Compare(op, right) => {
-            compare(*op, operand.as_ref(), eval(right, message).as_ref())
-        }
+        Predicate::Compare(op, right) => compare(*op, operand.as_ref(), eval(right, message).as_ref()),
         Predicate::Between { negated, low, high } => {
             let operand = operand.as_ref();
             let above = compare(CmpOp::Ge, operand, eval(low, message).as_ref());

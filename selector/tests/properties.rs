@@ -56,14 +56,9 @@ fn operand() -> impl Strategy<Value = String> {
     ];
     leaf.prop_recursive(3, 12, 2, |inner| {
         prop_oneof![
-            (
-                inner.clone(),
-                select(&["+", "-", "*", "/"][..]),
-                inner.clone()
-            )
+            (inner.clone(), select(&["+", "-", "*", "/"][..]), inner.clone())
                 .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
-            (select(&["-", "+", "- "][..]), inner.clone())
-                .prop_map(|(sign, a)| format!("{sign}{a}")),
+            (select(&["-", "+", "- "][..]), inner.clone()).prop_map(|(sign, a)| format!("{sign}{a}")),
             inner.prop_map(|a| format!("({a})")),
         ]
     })
@@ -74,14 +69,7 @@ fn condition() -> impl Strategy<Value = String> {
     let comparison = select(&["=", "<>", "<", "<=", ">", ">="][..]);
     let leaf = prop_oneof![
         (operand(), comparison, operand()).prop_map(|(a, op, b)| format!("{a} {op} {b}")),
-        (
-            operand(),
-            not(),
-            kw("BETWEEN"),
-            operand(),
-            kw("AND"),
-            operand()
-        )
+        (operand(), not(), kw("BETWEEN"), operand(), kw("AND"), operand())
             .prop_map(|(x, n, b, lo, and, hi)| format!("{x} {n}{b} {lo} {and} {hi}")),
         (
             operand(),
@@ -101,18 +89,13 @@ fn condition() -> impl Strategy<Value = String> {
             prop::collection::vec(string_literal(), 1..4)
         )
             .prop_map(|(x, n, kw_in, list)| format!("{x} {n}{kw_in} ({})", list.join(", "))),
-        (operand(), kw("IS"), not(), kw("NULL"))
-            .prop_map(|(x, is, n, null)| format!("{x} {is} {n}{null}")),
+        (operand(), kw("IS"), not(), kw("NULL")).prop_map(|(x, is, n, null)| format!("{x} {is} {n}{null}")),
         select(&NAMES[..]).prop_map(str::to_owned),
         kw("TRUE"),
     ];
     leaf.prop_recursive(3, 16, 2, |inner| {
         prop_oneof![
-            (
-                inner.clone(),
-                prop_oneof![kw("AND"), kw("OR")],
-                inner.clone()
-            )
+            (inner.clone(), prop_oneof![kw("AND"), kw("OR")], inner.clone())
                 .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
             (kw("NOT"), inner.clone()).prop_map(|(n, a)| format!("{n} {a}")),
             inner.prop_map(|a| format!("({a})")),
@@ -165,12 +148,8 @@ const TOKENS: [&str; 40] = [
 ];
 
 fn token_soup() -> impl Strategy<Value = String> {
-    prop::collection::vec((select(&TOKENS[..]), select(&["", " "][..])), 0..16).prop_map(|parts| {
-        parts
-            .into_iter()
-            .map(|(t, sep)| format!("{t}{sep}"))
-            .collect()
-    })
+    prop::collection::vec((select(&TOKENS[..]), select(&["", " "][..])), 0..16)
+        .prop_map(|parts| parts.into_iter().map(|(t, sep)| format!("{t}{sep}")).collect())
 }
 
 proptest! {

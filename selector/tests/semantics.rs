@@ -58,10 +58,7 @@ fn strings_and_booleans_compare_for_equality_only() {
     assert!(selects("c = 'red'", [("c", s("red"))]));
     assert!(selects("c <> 'blue'", [("c", s("red"))]));
     assert!(!selects("c < 'z'", [("c", s("red"))]));
-    assert!(
-        !selects("NOT c < 'z'", [("c", s("red"))]),
-        "unknown, not false"
-    );
+    assert!(!selects("NOT c < 'z'", [("c", s("red"))]), "unknown, not false");
     assert!(selects("b = TRUE", [("b", true.into())]));
     assert!(selects("b <> true", [("b", false.into())]));
     assert!(!selects("b > FALSE", [("b", true.into())]));
@@ -137,10 +134,7 @@ fn overflow_promotes_to_float() {
     assert!(selects("-m - 2 < 0", max.clone()));
     assert!(selects("-(-m - 1) > 0", max.clone()));
     assert!(selects("(-m - 1) / -1 > 0", max));
-    assert!(selects(
-        "n = 9223372036854775808",
-        [("n", 2f64.powi(63).into())]
-    ));
+    assert!(selects("n = 9223372036854775808", [("n", 2f64.powi(63).into())]));
 }
 
 #[test]
@@ -196,10 +190,7 @@ fn precedence() {
     assert!(selects("NOT a = 1", [("a", 2.into())]));
     assert!(!selects("NOT a = 1", [("a", 1.into())]));
     // (NOT a) AND b
-    assert!(selects(
-        "NOT a AND b",
-        [("a", false.into()), ("b", true.into())]
-    ));
+    assert!(selects("NOT a AND b", [("a", false.into()), ("b", true.into())]));
     assert!(!selects(
         "NOT a AND b",
         [("a", false.into()), ("b", false.into())]
@@ -210,10 +201,7 @@ fn precedence() {
     assert_eq!(normal("a OR b AND c"), "(a OR (b AND c))");
     assert_eq!(normal("NOT a = 1"), "(NOT (a = 1))");
     assert_eq!(normal("a = 1 + 2 * -b"), "(a = (1 + (2 * (-b))))");
-    assert_eq!(
-        normal("a OR b OR c AND d AND e"),
-        "(a OR b OR (c AND d AND e))"
-    );
+    assert_eq!(normal("a OR b OR c AND d AND e"), "(a OR b OR (c AND d AND e))");
     assert_eq!(
         normal("x between 1 and 2 and y not like 'a%' escape '!' or z is null"),
         "(((x BETWEEN 1 AND 2) AND (y NOT LIKE 'a%' ESCAPE '!')) OR (z IS NULL))"
@@ -363,10 +351,9 @@ fn headers_are_ordinary_identifiers() {
         ("JMSDeliveryMode", s("PERSISTENT")),
         ("JMSMessageID", s("ID:1")),
     ]);
-    let sel = Selector::parse(
-        "JMSPriority > 4 AND JMSDeliveryMode = 'PERSISTENT' AND JMSMessageID LIKE 'ID:%'",
-    )
-    .unwrap();
+    let sel =
+        Selector::parse("JMSPriority > 4 AND JMSDeliveryMode = 'PERSISTENT' AND JMSMessageID LIKE 'ID:%'")
+            .unwrap();
     assert!(sel.matches(&message));
     assert!(sel.matches(&message as &dyn rebound_selector::Properties));
 }

@@ -23,9 +23,7 @@ async fn main() {
     let parent = args.next().map_or_else(std::env::temp_dir, Into::into);
     let body_bytes: usize = args.next().map_or(1024, |s| s.parse().expect("body_bytes"));
     let committer_counts: Vec<usize> = args.next().map_or(vec![1, 8, 64], |s| {
-        s.split(',')
-            .map(|n| n.parse().expect("committers"))
-            .collect()
+        s.split(',').map(|n| n.parse().expect("committers")).collect()
     });
     let body = Bytes::from(vec![0x5a; body_bytes]);
     for committers in committer_counts {

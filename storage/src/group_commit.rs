@@ -104,10 +104,7 @@ pub(crate) struct Committer {
 impl Committer {
     /// Starts the committer thread, which owns `journal` from now on and
     /// writes large bodies to `large`.
-    pub(crate) fn start(
-        journal: impl Journal,
-        large: Arc<LargeDir>,
-    ) -> Result<Committer, StorageError> {
+    pub(crate) fn start(journal: impl Journal, large: Arc<LargeDir>) -> Result<Committer, StorageError> {
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let thread_counters = Arc::clone(&counters);
@@ -131,10 +128,7 @@ impl Committer {
         };
         let (reply, done) = oneshot::channel();
         let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        match requests
-            .as_ref()
-            .map(|tx| tx.send(Request { staged, reply }))
-        {
+        match requests.as_ref().map(|tx| tx.send(Request { staged, reply })) {
             Some(Ok(())) => Commit::from(done),
             // Closed, or the thread is gone.
             Some(Err(_)) | None => Commit::ready(Err(StorageError::Closed)),
@@ -150,15 +144,9 @@ impl Committer {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         match thread {
-            Some(thread) => thread
-                .join()
-                .unwrap_or(Err(StorageError::CommitterPanicked)),
+            Some(thread) => thread.join().unwrap_or(Err(StorageError::CommitterPanicked)),
             None => Ok(()),
         }
     }
@@ -199,8 +187,7 @@ fn run(
         }
 
         let ops: usize = group.iter().map(|r| r.staged.ops).sum();
-        let (writes, replies): (Vec<_>, Vec<_>) =
-            group.into_iter().map(|r| (r.staged, r.reply)).unzip();
+        let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|r| (r.staged, r.reply)).unzip();
         let result = match failed.clone() {
             Some(e) => Err(e),
             None => write_group(&journal, large, writes, counters, &mut failed),

@@ -94,9 +94,8 @@ impl LargeBody {
     /// How many more bytes the full record encodes to with the body inline
     /// instead of this marker (may be negative for tiny bodies).
     pub(crate) fn inline_size_delta(&self) -> i64 {
-        let body_field = prost::encoding::key_len(3)
-            + prost::encoding::encoded_len_varint(self.len)
-            + self.len as usize;
+        let body_field =
+            prost::encoding::key_len(3) + prost::encoding::encoded_len_varint(self.len) + self.len as usize;
         let marker_field = prost::encoding::message::encoded_len(MARKER_TAG, self);
         body_field as i64 - marker_field as i64
     }
@@ -152,10 +151,9 @@ impl LargeDir {
     /// directory afterwards so that the new entry is durable.
     pub(crate) fn open(store_dir: &Path) -> Result<LargeDir, StorageError> {
         let path = store_dir.join(LARGE_DIR);
-        fs::create_dir_all(&path)
-            .map_err(|e| StorageError::io("creating the large-message directory", e))?;
-        let dir = File::open(&path)
-            .map_err(|e| StorageError::io("opening the large-message directory", e))?;
+        fs::create_dir_all(&path).map_err(|e| StorageError::io("creating the large-message directory", e))?;
+        let dir =
+            File::open(&path).map_err(|e| StorageError::io("opening the large-message directory", e))?;
         Ok(LargeDir {
             path,
             dir,
@@ -280,12 +278,7 @@ mod tests {
 
     #[test]
     fn file_names_round_trip_and_only_canonical_ones_parse() {
-        for (q, id, g) in [
-            (0, 0, 0),
-            (7, 42, 0),
-            (u32::MAX, u64::MAX, u32::MAX),
-            (1, 2, 3),
-        ] {
+        for (q, id, g) in [(0, 0, 0), (7, 42, 0), (u32::MAX, u64::MAX, u32::MAX), (1, 2, 3)] {
             assert_eq!(parse_file_name(&file_name(q, id, g)), Some((q, id, g)));
         }
         for bad in [

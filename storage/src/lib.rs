@@ -166,8 +166,7 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use records::{
-    AddressRecord, DeliveryState, FailureRecord, MessageRecord, PropertyValue, QueueRecord,
-    RoutingType,
+    AddressRecord, DeliveryState, FailureRecord, MessageRecord, PropertyValue, QueueRecord, RoutingType,
 };
 pub use sled_store::{SledOptions, SledStore};
 
@@ -219,18 +218,10 @@ pub trait Store: Send + Sync + 'static {
     fn generate_id(&self) -> Result<MessageId, StorageError>;
 
     /// The message `id` held by `queue`, if any.
-    fn read_message(
-        &self,
-        queue: QueueId,
-        id: MessageId,
-    ) -> Result<Option<MessageRecord>, StorageError>;
+    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError>;
 
     /// The delivery state of message `id` in `queue`, if one was written.
-    fn read_state(
-        &self,
-        queue: QueueId,
-        id: MessageId,
-    ) -> Result<Option<DeliveryState>, StorageError>;
+    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError>;
 
     /// Everything needed to rebuild the broker's in-memory indexes at
     /// start-up, without keeping bodies. Messages of queues that have no

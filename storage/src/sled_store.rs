@@ -47,13 +47,11 @@ use crate::error::StorageError;
 use crate::group_commit::{Committer, Journal};
 use crate::keys::{self, Key};
 use crate::large::{LargeDir, MarkerView};
-use crate::records::{
-    self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord,
-};
+use crate::records::{self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord};
 use crate::write_set::WriteSet;
 use crate::{
-    Commit, IndexEntry, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue,
-    Store, StoreStats,
+    Commit, IndexEntry, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store,
+    StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -71,8 +69,7 @@ const INLINE_PAGE_BYTES: usize = SEGMENT_SIZE / 4 - 20 - 32;
 // Per entry sled adds two length varints (key and value, <= 10 bytes each for
 // our sizes); a page adds its header and its `lo`/`hi` bound keys, which are
 // themselves keys of records, counted here as two more entries.
-const _: () =
-    assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_INLINE_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
+const _: () = assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_INLINE_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
 
 /// Tuning for [`SledStore::open_with`].
 #[derive(Debug, Clone)]
@@ -146,18 +143,8 @@ impl SledStore {
         }
         let log = File::open(dir.join("db"))
             .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
-        let committer = Committer::start(
-            SledJournal {
-                db: db.clone(),
-                log,
-            },
-            Arc::clone(&large),
-        )?;
-        Ok(SledStore {
-            committer,
-            db,
-            large,
-        })
+        let committer = Committer::start(SledJournal { db: db.clone(), log }, Arc::clone(&large))?;
+        Ok(SledStore { committer, db, large })
     }
 
     fn get<M: prost::Message + Default>(&self, key: &[u8]) -> Result<Option<M>, StorageError> {
@@ -225,8 +212,7 @@ impl SledStore {
     fn per_message(
         &self,
         prefix: &[u8],
-    ) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<>
-    {
+    ) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<> {
         self.db.scan_prefix(prefix).map(|entry| {
             let (key, value) = entry?;
             match Key::decode(&key) {
@@ -252,11 +238,7 @@ impl Store for SledStore {
         Ok(self.db.generate_id()? + 1)
     }
 
-    fn read_message(
-        &self,
-        queue: QueueId,
-        id: MessageId,
-    ) -> Result<Option<MessageRecord>, StorageError> {
+    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
         let key = keys::message(queue, id);
         loop {
             let Some(value) = self.db.get(key)? else {
@@ -297,11 +279,7 @@ impl Store for SledStore {
         }
     }
 
-    fn read_state(
-        &self,
-        queue: QueueId,
-        id: MessageId,
-    ) -> Result<Option<DeliveryState>, StorageError> {
+    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
         self.get(&keys::state(queue, id))
     }
 
@@ -523,10 +501,7 @@ mod tests {
         let messages = &store.recover().unwrap().queues[0].messages;
         assert_eq!(messages.len(), 12 + 24);
         let expected = max_large(71);
-        assert_eq!(
-            messages.last().unwrap().size as usize,
-            expected.encoded_len()
-        );
+        assert_eq!(messages.last().unwrap().size as usize, expected.encoded_len());
         assert_eq!(store.read_message(1, 71).unwrap(), Some(expected));
         assert_eq!(large_count(dir.path()), 12 + 24);
     }
@@ -573,10 +548,7 @@ mod tests {
         ));
         // But a small body that only makes the record too big moves out.
         let message = message_with(3, MAX_INLINE_RECORD_BYTES + 1000, 2000);
-        store
-            .commit(vec![put_record(message.clone())])
-            .await
-            .unwrap();
+        store.commit(vec![put_record(message.clone())]).await.unwrap();
         assert_eq!(large_count(dir.path()), 1);
         assert_eq!(store.read_message(1, 3).unwrap(), Some(message));
         assert!(store.read_message(1, 1).unwrap().is_none());
@@ -631,10 +603,7 @@ mod tests {
             })])
             .await
             .unwrap();
-        store
-            .db
-            .insert(&keys::queue_messages(1)[..], &[][..])
-            .unwrap();
+        store.db.insert(&keys::queue_messages(1)[..], &[][..]).unwrap();
         assert!(matches!(store.recover(), Err(StorageError::Corrupt { .. })));
     }
 }

@@ -68,16 +68,12 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged
                     .writes
                     .push(Write::DeletePrefix(keys::queue_messages(queue)));
-                staged
-                    .writes
-                    .push(Write::DeletePrefix(keys::queue_states(queue)));
+                staged.writes.push(Write::DeletePrefix(keys::queue_states(queue)));
             }
             Op::PutMessage { queue, message } => {
                 staged.put_message(keys::message(queue, message.message_id).to_vec(), message)?
             }
-            Op::PutState { queue, id, state } => {
-                staged.put(keys::state(queue, id).to_vec(), &state)?
-            }
+            Op::PutState { queue, id, state } => staged.put(keys::state(queue, id).to_vec(), &state)?,
             Op::RemoveMessage { queue, id } => {
                 staged.delete(keys::message(queue, id).to_vec());
                 staged.delete(keys::state(queue, id).to_vec());
@@ -105,11 +101,7 @@ impl Staged {
     /// A message: inline if its body is at most [`LARGE_BODY_THRESHOLD`] and
     /// the record fits [`MAX_INLINE_RECORD_BYTES`], else with its body split
     /// off for a file.
-    fn put_message(
-        &mut self,
-        key: Vec<u8>,
-        mut message: MessageRecord,
-    ) -> Result<(), StorageError> {
+    fn put_message(&mut self, key: Vec<u8>, mut message: MessageRecord) -> Result<(), StorageError> {
         let size = key.len() + message.encoded_len();
         check(&key, size, MAX_RECORD_BYTES)?;
         if message.body.len() <= LARGE_BODY_THRESHOLD && size <= MAX_INLINE_RECORD_BYTES {
@@ -216,13 +208,8 @@ mod tests {
 
     fn fold(commits: Vec<Vec<Op>>, stored: &[Vec<u8>]) -> Vec<(Vec<u8>, bool)> {
         let mut set = WriteSet::default();
-        let mut existing = |prefix: &[u8]| {
-            Ok(stored
-                .iter()
-                .filter(|k| k.starts_with(prefix))
-                .cloned()
-                .collect())
-        };
+        let mut existing =
+            |prefix: &[u8]| Ok(stored.iter().filter(|k| k.starts_with(prefix)).cloned().collect());
         for ops in commits {
             set.add(stage(ops).unwrap(), &mut existing).unwrap();
         }

@@ -165,11 +165,7 @@ fn kill_and_check(rounds: &[usize], mixed: bool) {
         let store = SledStore::open(dir.path()).unwrap();
         let recovered = store.recover().unwrap();
         let ids = |queue: u32| -> BTreeSet<u64> {
-            let q = recovered
-                .queues
-                .iter()
-                .find(|q| q.record.id == queue)
-                .unwrap();
+            let q = recovered.queues.iter().find(|q| q.record.id == queue).unwrap();
             q.messages.iter().map(|m| m.id).collect()
         };
         let (source, dlq) = (ids(SOURCE), ids(DLQ));
@@ -188,15 +184,9 @@ fn kill_and_check(rounds: &[usize], mixed: bool) {
             .iter()
             .filter(|id| !source.contains(id) && !dlq.contains(id))
             .collect();
-        assert!(
-            missing.is_empty(),
-            "round {round}: lost messages {missing:?}"
-        );
+        assert!(missing.is_empty(), "round {round}: lost messages {missing:?}");
         for id in &dlq {
-            assert_eq!(
-                store.read_message(DLQ, *id).unwrap(),
-                Some(message(*id, mixed))
-            );
+            assert_eq!(store.read_message(DLQ, *id).unwrap(), Some(message(*id, mixed)));
         }
         if mixed {
             for id in &source {
@@ -208,14 +198,8 @@ fn kill_and_check(rounds: &[usize], mixed: bool) {
             }
             // The sweep at open left exactly the bodies of the large messages
             // recovered, one file each.
-            let files = std::fs::read_dir(dir.path().join(LARGE_DIR))
-                .unwrap()
-                .count();
-            let large = source
-                .iter()
-                .chain(&dlq)
-                .filter(|id| is_large(**id))
-                .count();
+            let files = std::fs::read_dir(dir.path().join(LARGE_DIR)).unwrap().count();
+            let large = source.iter().chain(&dlq).filter(|id| is_large(**id)).count();
             assert_eq!(files, large, "round {round}: orphaned body files");
             assert!(large > 0, "round {round}: no large message was committed");
         }

@@ -87,9 +87,7 @@ async fn large_bodies_round_trip_through_commit_reopen_and_read() {
         names(&["q1-m2.body", "q1-m3.body", "q1-m4.body"])
     );
     assert_eq!(
-        std::fs::metadata(file(dir.path(), "q1-m4.body"))
-            .unwrap()
-            .len(),
+        std::fs::metadata(file(dir.path(), "q1-m4.body")).unwrap().len(),
         5 << 20
     );
     assert!(store.stats().disk_bytes > 6 << 20);
@@ -105,12 +103,7 @@ async fn large_bodies_round_trip_through_commit_reopen_and_read() {
         assert_eq!(entry.id, message.message_id);
         assert_eq!((entry.priority, entry.expiration_ms), (6, 77));
         // The full size, body included, as the broker computes it.
-        assert_eq!(
-            entry.size as usize,
-            message.encoded_len(),
-            "id {}",
-            entry.id
-        );
+        assert_eq!(entry.size as usize, message.encoded_len(), "id {}", entry.id);
         assert_eq!(
             store.read_message(1, message.message_id).unwrap().as_ref(),
             Some(message)
@@ -201,10 +194,7 @@ async fn rewriting_a_large_message_uses_a_new_file_and_drops_the_old() {
 async fn fan_out_hard_links_one_body_and_delete_queue_removes_its_names() {
     let dir = tempfile::tempdir().unwrap();
     let store = SledStore::open(dir.path()).unwrap();
-    store
-        .commit(vec![queue(1), queue(2), queue(3)])
-        .await
-        .unwrap();
+    store.commit(vec![queue(1), queue(2), queue(3)]).await.unwrap();
     // As the broker routes: one record per queue, clones sharing the body.
     let routed = message(10, 1 << 20);
     let per_queue = |q: u32| Op::PutMessage {
@@ -216,12 +206,7 @@ async fn fan_out_hard_links_one_body_and_delete_queue_removes_its_names() {
     };
     let other = message(11, 70 << 10);
     store
-        .commit(vec![
-            per_queue(1),
-            per_queue(2),
-            per_queue(3),
-            put(1, &other),
-        ])
+        .commit(vec![per_queue(1), per_queue(2), per_queue(3), put(1, &other)])
         .await
         .unwrap();
     assert_eq!(

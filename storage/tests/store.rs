@@ -116,14 +116,8 @@ async fn committed_data_is_recovered_after_reopen() {
     assert_eq!(recovered.queues.len(), 1);
     let q = &recovered.queues[0];
     assert_eq!(q.record, queue(7, "q7"));
-    assert_eq!(
-        q.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
-        [10, 20, 30]
-    );
-    assert_eq!(
-        (q.messages[2].priority, q.messages[2].expiration_ms),
-        (9, 300)
-    );
+    assert_eq!(q.messages.iter().map(|m| m.id).collect::<Vec<_>>(), [10, 20, 30]);
+    assert_eq!((q.messages[2].priority, q.messages[2].expiration_ms), (9, 300));
     assert_eq!(q.messages[0].state, None);
     assert_eq!(q.messages[1].state.as_ref(), Some(&state));
     assert!(q.messages.iter().all(|m| m.size > 0));
@@ -153,10 +147,7 @@ async fn remove_message_and_delete_queue_really_remove() {
         ..Default::default()
     };
     store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            Op::PutQueue(queue(2, "q2")),
-        ])
+        .commit(vec![Op::PutQueue(queue(1, "q1")), Op::PutQueue(queue(2, "q2"))])
         .await
         .unwrap();
     store
@@ -181,10 +172,7 @@ async fn remove_message_and_delete_queue_really_remove() {
         .unwrap();
 
     store
-        .commit(vec![
-            Op::RemoveMessage { queue: 1, id: 1 },
-            Op::DeleteQueue(2),
-        ])
+        .commit(vec![Op::RemoveMessage { queue: 1, id: 1 }, Op::DeleteQueue(2)])
         .await
         .unwrap();
     store
@@ -301,10 +289,7 @@ async fn ops_apply_in_order_within_a_commit() {
 async fn concurrent_commits_share_syncs() {
     let dir = tempfile::tempdir().unwrap();
     let store = reopen(dir.path());
-    store
-        .commit(vec![Op::PutQueue(queue(1, "q"))])
-        .await
-        .unwrap();
+    store.commit(vec![Op::PutQueue(queue(1, "q"))]).await.unwrap();
     let tasks: Vec<_> = (0..64_u64)
         .map(|task| {
             let store = Arc::clone(&store);
@@ -350,10 +335,7 @@ async fn generated_ids_increase_across_reopen() {
 async fn commits_after_close_fail_with_closed() {
     let dir = tempfile::tempdir().unwrap();
     let store = reopen(dir.path());
-    store
-        .commit(vec![Op::PutQueue(queue(1, "q"))])
-        .await
-        .unwrap();
+    store.commit(vec![Op::PutQueue(queue(1, "q"))]).await.unwrap();
     store.close().unwrap();
     store.close().unwrap();
     assert!(matches!(

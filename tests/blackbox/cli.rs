@@ -209,7 +209,11 @@ async fn send_count_then_receive_text_and_json() {
         assert_eq!(message["properties"], json!({}));
     }
     assert!(messages[0]["message_id"].as_u64() < messages[1]["message_id"].as_u64());
-    assert!(json.stderr.contains("received 2 of 5 messages"), "{}", json.stderr);
+    assert!(
+        json.stderr.contains("received 2 of 5 messages"),
+        "{}",
+        json.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -278,9 +282,12 @@ async fn queue_create_list_stat_browse_purge_delete() {
     assert_eq!(audit["durable"], false);
     assert_eq!(audit["auto_created"], false);
 
-    cli(&broker, ["send", "--address", "events", "--body", "e", "--count", "2"])
-        .await
-        .success();
+    cli(
+        &broker,
+        ["send", "--address", "events", "--body", "e", "--count", "2"],
+    )
+    .await
+    .success();
     let stat = cli(&broker, ["queue", "stat", "--queue", "audit", "--json"]).await;
     let line = stat.success().stdout.trim_end().to_owned();
     assert_eq!(json_keys(&line), QUEUE_KEYS);
@@ -307,7 +314,11 @@ async fn queue_create_list_stat_browse_purge_delete() {
     let table = &table.success().stdout;
     let header = table.lines().next().unwrap();
     let columns: Vec<&str> = header.split_whitespace().collect();
-    assert_eq!(columns[..4], ["NAME", "ADDRESS", "ROUTING-TYPE", "DURABLE"], "{table}");
+    assert_eq!(
+        columns[..4],
+        ["NAME", "ADDRESS", "ROUTING-TYPE", "DURABLE"],
+        "{table}"
+    );
     assert!(
         columns.contains(&"DEAD-LETTERED") && columns.contains(&"EXPIRED"),
         "{table}"
@@ -318,7 +329,11 @@ async fn queue_create_list_stat_browse_purge_delete() {
         .expect("a row for audit")
         .split_whitespace()
         .collect();
-    assert_eq!(row[..5], ["audit", "events", "multicast", "false", "2"], "{table}");
+    assert_eq!(
+        row[..5],
+        ["audit", "events", "multicast", "false", "2"],
+        "{table}"
+    );
 
     let browsed = cli(
         &broker,
@@ -338,7 +353,11 @@ async fn queue_create_list_stat_browse_purge_delete() {
         (&message["state"], &message["delivery_count"], &message["queue"]),
         (&json!("ready"), &json!(0), &json!("audit"))
     );
-    assert_eq!(stat_messages(&broker, "audit").await, 2, "browsing consumes nothing");
+    assert_eq!(
+        stat_messages(&broker, "audit").await,
+        2,
+        "browsing consumes nothing"
+    );
 
     let purged = cli(&broker, ["queue", "purge", "--queue", "audit"]).await;
     assert_eq!(purged.success().stdout, "purged 2 messages from audit\n");
@@ -365,13 +384,23 @@ async fn address_create_and_delete() {
     let broker = Broker::start().await;
     let created = cli(
         &broker,
-        ["address", "create", "--name", "news", "--routing-type", "multicast"],
+        [
+            "address",
+            "create",
+            "--name",
+            "news",
+            "--routing-type",
+            "multicast",
+        ],
     )
     .await;
     assert_eq!(created.success().stdout, "created address news\n");
-    cli(&broker, ["queue", "create", "--address", "news", "--queue", "reader"])
-        .await
-        .success();
+    cli(
+        &broker,
+        ["queue", "create", "--address", "news", "--queue", "reader"],
+    )
+    .await
+    .success();
 
     let refused = cli(&broker, ["address", "delete", "--name", "news"]).await;
     assert!(
@@ -441,7 +470,10 @@ fn assert_settings_table(table: &str) {
             .to_owned()
     };
     let delay = row("redelivery-delay");
-    assert!(delay.contains("250") && delay.ends_with(r##"match "#""##), "{delay}");
+    assert!(
+        delay.contains("250") && delay.ends_with(r##"match "#""##),
+        "{delay}"
+    );
     let attempts = row("max-delivery-attempts");
     assert!(
         attempts.contains(" 3 ") && attempts.ends_with(r##"match "orders.#""##),
@@ -540,5 +572,9 @@ async fn bad_property_syntax_is_a_usage_error() {
     ])
     .await;
     out.failure(2);
-    assert!(out.stderr.contains("'seven' is not a 64-bit integer"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("'seven' is not a 64-bit integer"),
+        "{}",
+        out.stderr
+    );
 }

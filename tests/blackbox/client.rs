@@ -76,7 +76,11 @@ async fn a_manual_credit_consumer_gets_only_what_it_granted() {
         "no credit left"
     );
     consumer.grant(1).await.unwrap();
-    let third = consumer.next_timeout(ARRIVAL).await.unwrap().expect("granted one more");
+    let third = consumer
+        .next_timeout(ARRIVAL)
+        .await
+        .unwrap()
+        .expect("granted one more");
     assert_eq!(third.message.body, "m2");
     consumer.ack(&[third.id]).await.unwrap();
     consumer.close().await.unwrap();
@@ -95,7 +99,11 @@ async fn flush_reports_unknown_delivery_ids() {
     let mut unknown = consumer.flush().await.unwrap();
     unknown.sort();
     assert_eq!(unknown, [delivery.id, 999_999]);
-    assert_eq!(consumer.flush().await.unwrap(), Vec::<u64>::new(), "reported once");
+    assert_eq!(
+        consumer.flush().await.unwrap(),
+        Vec::<u64>::new(),
+        "reported once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -55,9 +55,9 @@ fn body(id: u64) -> Vec<u8> {
         x ^= x << 17;
         body.push(x as u8);
     }
-    let sum = body
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let sum = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
     body.extend(sum.to_le_bytes());
     body
 }
@@ -79,11 +79,16 @@ fn check(ledger: &Ledger, received: &[u8]) -> Result<u64, String> {
 
 /// Sends batches until the broker goes away, recording acknowledged sends.
 async fn produce(url: String, ledger: Arc<Ledger>) {
-    let Ok(client) = Client::connect(&url).await else { return };
+    let Ok(client) = Client::connect(&url).await else {
+        return;
+    };
     loop {
         let first = ledger.issued.fetch_add(BATCH as u64, Ordering::SeqCst);
         let ids = first..first + BATCH as u64;
-        let batch = ids.clone().map(|id| OutgoingMessage::new(QUEUE, body(id))).collect();
+        let batch = ids
+            .clone()
+            .map(|id| OutgoingMessage::new(QUEUE, body(id)))
+            .collect();
         match client.send_batch(batch).await {
             Ok(response) => {
                 assert_eq!(response.unrouted, 0, "queue {QUEUE} exists");
@@ -97,10 +102,16 @@ async fn produce(url: String, ledger: Arc<Ledger>) {
 /// Consumes, checks and acks until the broker goes away, recording confirmed
 /// acks; an error is a broken promise.
 async fn consume(url: String, ledger: Arc<Ledger>) -> Result<(), String> {
-    let Ok(client) = Client::connect(&url).await else { return Ok(()) };
-    let Ok(mut consumer) = client.consume(QUEUE, 100).await else { return Ok(()) };
+    let Ok(client) = Client::connect(&url).await else {
+        return Ok(());
+    };
+    let Ok(mut consumer) = client.consume(QUEUE, 100).await else {
+        return Ok(());
+    };
     loop {
-        let Ok(Some(first)) = consumer.next().await else { return Ok(()) };
+        let Ok(Some(first)) = consumer.next().await else {
+            return Ok(());
+        };
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match consumer.next_timeout(Duration::ZERO).await {
@@ -142,8 +153,12 @@ async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack
 
     for round in 1..=KILLS {
         let url = broker.url();
-        let producers: Vec<_> = (0..2).map(|_| tokio::spawn(produce(url.clone(), ledger.clone()))).collect();
-        let consumers: Vec<_> = (0..2).map(|_| tokio::spawn(consume(url.clone(), ledger.clone()))).collect();
+        let producers: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(produce(url.clone(), ledger.clone())))
+            .collect();
+        let consumers: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
+            .collect();
         let uptime = rand::random_range(UPTIME_MS);
         tokio::time::sleep(Duration::from_millis(uptime)).await;
         broker.kill9();
@@ -185,7 +200,11 @@ async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack
         consumer.ack(&[d.id]).await.unwrap();
     }
     consumer.close().await.unwrap();
-    assert_eq!(left.len() as u64, queued, "the queue's count matches what it delivers");
+    assert_eq!(
+        left.len() as u64,
+        queued,
+        "the queue's count matches what it delivers"
+    );
 
     let acknowledged = ledger.acknowledged.lock().unwrap();
     let confirmed = ledger.confirmed.lock().unwrap();
@@ -196,7 +215,12 @@ async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack
         .copied()
         .collect();
     lost.sort_unstable();
-    assert!(lost.is_empty(), "{} acknowledged sends lost, first: {:?}", lost.len(), &lost[..lost.len().min(20)]);
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged sends lost, first: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(20)]
+    );
     assert!(
         !acknowledged.is_empty() && !confirmed.is_empty(),
         "the load ran: {} sent, {} acked",

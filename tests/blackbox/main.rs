@@ -9,8 +9,8 @@ mod support;
 
 mod cli;
 mod client;
-mod listener;
 mod crash;
+mod listener;
 mod messaging;
 mod operations;
 mod redelivery;

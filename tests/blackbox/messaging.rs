@@ -23,7 +23,10 @@ pub fn body(d: &Delivery) -> String {
 }
 
 pub async fn send_bodies(client: &Client, address: &str, bodies: impl IntoIterator<Item = String>) {
-    let batch = bodies.into_iter().map(|b| OutgoingMessage::new(address, b)).collect();
+    let batch = bodies
+        .into_iter()
+        .map(|b| OutgoingMessage::new(address, b))
+        .collect();
     client.send_batch(batch).await.expect("send");
 }
 
@@ -34,10 +37,22 @@ const QUIET: Duration = Duration::from_millis(500);
 async fn anycast_sends_each_message_to_one_queue_multicast_to_all() {
     let broker = Broker::start().await;
     let client = broker.client().await;
-    client.create_queue("work", "w1", RoutingType::Anycast, true).await.unwrap();
-    client.create_queue("work", "w2", RoutingType::Anycast, true).await.unwrap();
-    client.create_queue("news", "s1", RoutingType::Multicast, true).await.unwrap();
-    client.create_queue("news", "s2", RoutingType::Multicast, true).await.unwrap();
+    client
+        .create_queue("work", "w1", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .create_queue("work", "w2", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .create_queue("news", "s1", RoutingType::Multicast, true)
+        .await
+        .unwrap();
+    client
+        .create_queue("news", "s2", RoutingType::Multicast, true)
+        .await
+        .unwrap();
     send_bodies(&client, "work", (0..10).map(|i| format!("w{i}"))).await;
     send_bodies(&client, "news", (0..10).map(|i| format!("n{i}"))).await;
 
@@ -49,7 +64,11 @@ async fn anycast_sends_each_message_to_one_queue_multicast_to_all() {
         let mut c = client.consume(sub, 100).await.unwrap();
         let got = receive(&mut c, 10, IDLE).await;
         let bodies: Vec<String> = got.iter().map(body).collect();
-        assert_eq!(bodies, (0..10).map(|i| format!("n{i}")).collect::<Vec<_>>(), "{sub}");
+        assert_eq!(
+            bodies,
+            (0..10).map(|i| format!("n{i}")).collect::<Vec<_>>(),
+            "{sub}"
+        );
     }
 }
 
@@ -57,9 +76,15 @@ async fn anycast_sends_each_message_to_one_queue_multicast_to_all() {
 async fn sending_to_an_address_without_queues_drops_and_counts() {
     let broker = Broker::start().await;
     let client = broker.client().await;
-    client.create_address("nobody", RoutingType::Multicast).await.unwrap();
+    client
+        .create_address("nobody", RoutingType::Multicast)
+        .await
+        .unwrap();
     let response = client
-        .send_batch(vec![OutgoingMessage::new("nobody", "x"), OutgoingMessage::new("nobody", "y")])
+        .send_batch(vec![
+            OutgoingMessage::new("nobody", "x"),
+            OutgoingMessage::new("nobody", "y"),
+        ])
         .await
         .unwrap();
     assert_eq!(response.unrouted, 2);
@@ -92,7 +117,10 @@ async fn competing_consumers_share_a_queue_without_duplicates() {
     }
     seen.sort_by_key(|s| s.parse::<u32>().unwrap());
     assert_eq!(seen, (0..40).map(|i| i.to_string()).collect::<Vec<_>>());
-    assert!(from_a > 0 && from_b > 0, "both consumers got work: {from_a}/{from_b}");
+    assert!(
+        from_a > 0 && from_b > 0,
+        "both consumers got work: {from_a}/{from_b}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -124,7 +152,11 @@ async fn ack_removes_the_message_for_good() {
     broker.kill9();
     broker.restart().await;
     let client = broker.client().await;
-    assert_eq!(client.queue("acks").await.unwrap().messages, 0, "acked messages stay gone");
+    assert_eq!(
+        client.queue("acks").await.unwrap().messages,
+        0,
+        "acked messages stay gone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -207,7 +239,10 @@ max-message-size = 1000
     let err = client.send(OutgoingMessage::new("", "x")).await.unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
 
-    let err = client.send(OutgoingMessage::new("safe", "x").property("", 1i64)).await.unwrap_err();
+    let err = client
+        .send(OutgoingMessage::new("safe", "x").property("", 1i64))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
 
     let err = client
@@ -216,18 +251,27 @@ max-message-size = 1000
         .unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
 
-    let err = client.send(OutgoingMessage::new("safe", vec![0u8; 5000])).await.unwrap_err();
+    let err = client
+        .send(OutgoingMessage::new("safe", vec![0u8; 5000]))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
     assert!(err.to_string().contains("1000"), "the limit is named: {err}");
 
     // A batch with one bad message is refused whole.
     let err = client
-        .send_batch(vec![OutgoingMessage::new("safe", "ok"), OutgoingMessage::new("bad name", "x")])
+        .send_batch(vec![
+            OutgoingMessage::new("safe", "ok"),
+            OutgoingMessage::new("bad name", "x"),
+        ])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
 
-    let err = client.create_queue("safe", "safe", RoutingType::Anycast, true).await.unwrap_err();
+    let err = client
+        .create_queue("safe", "safe", RoutingType::Anycast, true)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some(Code::AlreadyExists));
 
     let info = client.queue("safe").await.unwrap();

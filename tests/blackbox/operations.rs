@@ -81,7 +81,9 @@ fn refused_with_column(out: &CliOutput, column: usize) {
     let stderr = out.stderr.trim_end();
     assert!(!stderr.contains('\n'), "one line: {stderr}");
     assert!(
-        stderr.starts_with("error: ") && stderr.contains(&format!("column {column}")) && stderr.ends_with("(INVALID_ARGUMENT)"),
+        stderr.starts_with("error: ")
+            && stderr.contains(&format!("column {column}"))
+            && stderr.ends_with("(INVALID_ARGUMENT)"),
         "{stderr}"
     );
 }
@@ -103,7 +105,10 @@ name = "held"
     .await;
     let client = broker.client().await;
     for i in 0..4 {
-        client.send(OutgoingMessage::new("held", format!("m{i}"))).await.unwrap();
+        client
+            .send(OutgoingMessage::new("held", format!("m{i}")))
+            .await
+            .unwrap();
     }
 
     // A window consumer takes three deliveries (the fourth may sit unseen in its
@@ -153,15 +158,25 @@ async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only()
     let lines: Vec<&str> = table.success().stdout.lines().collect();
     assert_eq!(lines.len(), 2, "header and one message: {lines:?}");
     let header: Vec<&str> = lines[0].split_whitespace().collect();
-    assert_eq!(header, ["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"]);
+    assert_eq!(
+        header,
+        ["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"]
+    );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(row[1..4], ["ready", "0", "max-delivery-attempts"], "{}", lines[1]);
-    assert!(lines[1].contains("kind=order") && lines[1].contains("_AMQ_ORIG_QUEUE=a"), "{}", lines[1]);
+    assert!(
+        lines[1].contains("kind=order") && lines[1].contains("_AMQ_ORIG_QUEUE=a"),
+        "{}",
+        lines[1]
+    );
     assert!(lines[1].ends_with("poison"), "{}", lines[1]);
     let dead = browse_json(&broker, "DLQ").await;
     let props = &dead[0]["properties"];
     assert_eq!(props["_REBOUND_DEAD_LETTER_REASON"], "max-delivery-attempts");
-    assert_eq!((&props["_AMQ_ORIG_ADDRESS"], &props["_AMQ_ORIG_QUEUE"]), (&"events".into(), &"a".into()));
+    assert_eq!(
+        (&props["_AMQ_ORIG_ADDRESS"], &props["_AMQ_ORIG_QUEUE"]),
+        (&"events".into(), &"a".into())
+    );
     let dead_id = dead[0]["message_id"].as_u64().unwrap();
 
     // A dry run names the target and moves nothing.
@@ -170,7 +185,11 @@ async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only()
         dry.success().stdout,
         format!("dry run: would move 1 messages from DLQ, skip 0\n#{dead_id} → events/a\n")
     );
-    let dry = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--dry-run", "--json"]).await;
+    let dry = cli(
+        &broker,
+        ["queue", "retry", "--queue", "DLQ", "--dry-run", "--json"],
+    )
+    .await;
     let report: Value = serde_json::from_str(only_line(&dry)).unwrap();
     assert_eq!(report["moved"], 0);
     assert_eq!(report["outcomes"][0]["to_queue"], "a");
@@ -187,15 +206,34 @@ async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only()
     assert_eq!((body(&d).as_str(), d.delivery_count), ("poison", 1));
     assert_eq!(int(&d, "_REBOUND_REDRIVE_COUNT"), 1);
     assert_eq!(text(&d, "kind"), "order");
-    assert!(!d.message.properties.contains_key("_AMQ_ORIG_QUEUE"), "the death properties are gone");
-    assert!(receive(&mut b, 1, QUIET).await.is_empty(), "b gets no second copy");
+    assert!(
+        !d.message.properties.contains_key("_AMQ_ORIG_QUEUE"),
+        "the death properties are gone"
+    );
+    assert!(
+        receive(&mut b, 1, QUIET).await.is_empty(),
+        "b gets no second copy"
+    );
     assert_eq!(client.queue("b").await.unwrap().messages, 0);
 
     // A second failure and retry, by message id: the redrive count goes on.
     a.nack(&[d.id], "poisoned again").await.unwrap();
     a.flush().await.unwrap();
-    let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"].as_u64().unwrap();
-    let retried = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--message-id", &dead_id.to_string()]).await;
+    let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"]
+        .as_u64()
+        .unwrap();
+    let retried = cli(
+        &broker,
+        [
+            "queue",
+            "retry",
+            "--queue",
+            "DLQ",
+            "--message-id",
+            &dead_id.to_string(),
+        ],
+    )
+    .await;
     assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
     let d = next(&mut a).await;
     assert_eq!((d.delivery_count, int(&d, "_REBOUND_REDRIVE_COUNT")), (1, 2));
@@ -207,22 +245,39 @@ async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only()
 async fn max_redrive_leaves_the_dead_letter_on_the_dlq_with_a_reason() {
     let broker = Broker::start_with_config(DLQ_CONFIG).await;
     let client = broker.client().await;
-    client.send(OutgoingMessage::new("capped", "again and again")).await.unwrap();
+    client
+        .send(OutgoingMessage::new("capped", "again and again"))
+        .await
+        .unwrap();
     fail_next(&client, "capped").await;
     let retried = cli(&broker, ["queue", "retry", "--queue", "DLQ"]).await;
     assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
     fail_next(&client, "capped").await;
 
-    let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"].as_u64().unwrap();
+    let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"]
+        .as_u64()
+        .unwrap();
     let refused = cli(&broker, ["queue", "retry", "--queue", "DLQ"]).await;
     assert_eq!(
         refused.success().stdout,
-        format!("moved 0 messages from DLQ, skipped 1\n#{dead_id} skipped: already retried 1 times (max-redrive 1)\n")
+        format!(
+            "moved 0 messages from DLQ, skipped 1\n#{dead_id} skipped: already retried 1 times (max-redrive 1)\n"
+        )
     );
-    let response = client.retry_messages(&Selection::new("DLQ"), false, 0).await.unwrap();
+    let response = client
+        .retry_messages(&Selection::new("DLQ"), false, 0)
+        .await
+        .unwrap();
     assert_eq!((response.moved, response.skipped), (0, 1));
-    assert!(response.outcomes[0].skipped.contains("max-redrive"), "{response:?}");
-    assert_eq!(count(&client, Selection::new("DLQ")).await, 1, "it stays on the DLQ");
+    assert!(
+        response.outcomes[0].skipped.contains("max-redrive"),
+        "{response:?}"
+    );
+    assert_eq!(
+        count(&client, Selection::new("DLQ")).await,
+        1,
+        "it stays on the DLQ"
+    );
     assert_eq!(count(&client, Selection::new("capped")).await, 0);
 }
 
@@ -260,7 +315,16 @@ name = "colors"
 
     let moved = cli(
         &broker,
-        ["queue", "move", "--queue", "colors", "--to-address", "reds", "--filter", "color = 'red'"],
+        [
+            "queue",
+            "move",
+            "--queue",
+            "colors",
+            "--to-address",
+            "reds",
+            "--filter",
+            "color = 'red'",
+        ],
     )
     .await;
     assert_eq!(only_line(&moved), "moved 3 messages from colors to reds");
@@ -270,30 +334,65 @@ name = "colors"
     let bodies: Vec<&str> = reds.iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert_eq!(bodies, ["red 0", "red 2", "red 4"]);
 
-    let removed = cli(&broker, ["queue", "remove", "--queue", "colors", "--filter", "n > 2"]).await;
+    let removed = cli(
+        &broker,
+        ["queue", "remove", "--queue", "colors", "--filter", "n > 2"],
+    )
+    .await;
     assert_eq!(only_line(&removed), "removed 2 messages from colors");
     let left = browse_json(&broker, "colors").await;
     assert_eq!(left.len(), 1);
     assert_eq!(left[0]["body"], "blue 1");
-    let removed = cli(&broker, ["queue", "remove", "--queue", "colors", "--message-id", &ids[1].to_string()]).await;
+    let removed = cli(
+        &broker,
+        [
+            "queue",
+            "remove",
+            "--queue",
+            "colors",
+            "--message-id",
+            &ids[1].to_string(),
+        ],
+    )
+    .await;
     assert_eq!(only_line(&removed), "removed 1 messages from colors");
     let info = client.queue("colors").await.unwrap();
     assert_eq!((info.messages, info.dropped), (0, 3));
 
     // The SDK agrees, and a filter and a message id exclude each other on the CLI.
     assert_eq!(count(&client, Selection::new("reds").filter("n = 2")).await, 1);
-    assert_eq!(client.move_messages(&Selection::new("reds").filter("n = 2"), "colors").await.unwrap(), 1);
+    assert_eq!(
+        client
+            .move_messages(&Selection::new("reds").filter("n = 2"), "colors")
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(client.remove_messages(&Selection::new("reds")).await.unwrap(), 2);
-    cli(&broker, ["queue", "count", "--queue", "reds", "--filter", "n = 2", "--message-id", "1"])
-        .await
-        .failure(2);
+    cli(
+        &broker,
+        [
+            "queue",
+            "count",
+            "--queue",
+            "reds",
+            "--filter",
+            "n = 2",
+            "--message-id",
+            "1",
+        ],
+    )
+    .await
+    .failure(2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn retry_rate_paces_the_moves() {
     let broker = Broker::start_with_config(DLQ_CONFIG).await;
     let client = broker.client().await;
-    let batch = (0..5).map(|i| OutgoingMessage::new("orders", format!("o{i}"))).collect();
+    let batch = (0..5)
+        .map(|i| OutgoingMessage::new("orders", format!("o{i}")))
+        .collect();
     client.send_batch(batch).await.unwrap();
     let mut c = client.consume("orders", 10).await.unwrap();
     let got = receive(&mut c, 5, Duration::from_secs(5)).await;
@@ -306,7 +405,10 @@ async fn retry_rate_paces_the_moves() {
     let retried = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--rate", "10"]).await;
     let took = started.elapsed();
     assert_eq!(only_line(&retried), "moved 5 messages from DLQ, skipped 0");
-    assert!(took >= Duration::from_millis(400), "5 messages at 10/s took only {took:?}");
+    assert!(
+        took >= Duration::from_millis(400),
+        "5 messages at 10/s took only {took:?}"
+    );
     let back = receive(&mut c, 5, Duration::from_secs(5)).await;
     assert_eq!(back.len(), 5, "all back on orders");
 }
@@ -331,21 +433,57 @@ name = "paint"
         .collect();
     client.send_batch(batch).await.unwrap();
 
-    let greens = cli(&broker, ["queue", "browse", "--queue", "paint", "--filter", "color = 'green'", "--json"]).await;
+    let greens = cli(
+        &broker,
+        [
+            "queue",
+            "browse",
+            "--queue",
+            "paint",
+            "--filter",
+            "color = 'green'",
+            "--json",
+        ],
+    )
+    .await;
     assert_eq!(greens.json_lines().len(), 1);
 
     let reds = cli(
         &broker,
-        ["receive", "--queue", "paint", "--filter", "color = 'red'", "--count", "5", "--timeout-ms", "800", "--json"],
+        [
+            "receive",
+            "--queue",
+            "paint",
+            "--filter",
+            "color = 'red'",
+            "--count",
+            "5",
+            "--timeout-ms",
+            "800",
+            "--json",
+        ],
     )
     .await;
-    let bodies: Vec<String> = reds.json_lines().iter().map(|m| m["body"].as_str().unwrap().to_owned()).collect();
+    let bodies: Vec<String> = reds
+        .json_lines()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(bodies, ["red 0", "red 3"]);
 
-    let mut blues = client.consumer("paint").window(10).filter("color = 'blue'").open().await.unwrap();
+    let mut blues = client
+        .consumer("paint")
+        .window(10)
+        .filter("color = 'blue'")
+        .open()
+        .await
+        .unwrap();
     let got = receive(&mut blues, 5, QUIET).await;
     assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["blue 1", "blue 4"]);
-    blues.ack(&got.iter().map(|d| d.id).collect::<Vec<_>>()).await.unwrap();
+    blues
+        .ack(&got.iter().map(|d| d.id).collect::<Vec<_>>())
+        .await
+        .unwrap();
     blues.close().await.unwrap();
 
     // What no selector took stays for the others.
@@ -355,9 +493,18 @@ name = "paint"
 
     // "color = " ends where an expression should start: column 9.
     let bad = "color = ";
-    refused_with_column(&cli(&broker, ["receive", "--queue", "paint", "--filter", bad]).await, 9);
-    refused_with_column(&cli(&broker, ["queue", "browse", "--queue", "paint", "--filter", bad]).await, 9);
-    refused_with_column(&cli(&broker, ["queue", "count", "--queue", "paint", "--filter", bad]).await, 9);
+    refused_with_column(
+        &cli(&broker, ["receive", "--queue", "paint", "--filter", bad]).await,
+        9,
+    );
+    refused_with_column(
+        &cli(&broker, ["queue", "browse", "--queue", "paint", "--filter", bad]).await,
+        9,
+    );
+    refused_with_column(
+        &cli(&broker, ["queue", "count", "--queue", "paint", "--filter", bad]).await,
+        9,
+    );
     let err = client.consumer("paint").filter(bad).open().await.unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
     assert!(err.to_string().contains("column 9"), "{err}");
@@ -398,7 +545,8 @@ redelivery-schedule = "3:delete"
     }
     c.flush().await.unwrap();
     assert!(
-        gaps.iter().all(|gap| (Duration::from_millis(90)..Duration::from_secs(3)).contains(gap)),
+        gaps.iter()
+            .all(|gap| (Duration::from_millis(90)..Duration::from_secs(3)).contains(gap)),
         "each redelivery waits ~100 ms: {gaps:?}"
     );
     assert!(receive(&mut c, 1, QUIET).await.is_empty(), "no 4th delivery");
@@ -429,7 +577,11 @@ redelivery-schedule = "3:delete"
 /// The effective `redelivery-delay` of `address` as the broker reports it.
 async fn redelivery_delay(client: &Client, address: &str) -> String {
     let settings = client.settings(address).await.unwrap();
-    settings.into_iter().find(|s| s.key == "redelivery-delay").unwrap().value
+    settings
+        .into_iter()
+        .find(|s| s.key == "redelivery-delay")
+        .unwrap()
+        .value
 }
 
 const LIVE_FAST: &str = r##"
@@ -458,7 +610,10 @@ async fn sighup_applies_a_new_config_to_attached_consumers_and_rejects_a_bad_one
     let nacked = Instant::now();
     c.nack(&[d.id], "once").await.unwrap();
     let d = next(&mut c).await;
-    assert!(nacked.elapsed() < Duration::from_millis(1000), "redelivery-delay 0: at once");
+    assert!(
+        nacked.elapsed() < Duration::from_millis(1000),
+        "redelivery-delay 0: at once"
+    );
 
     // Timing a nack on the consumer that stayed attached through the reload.
     let redelivered_after = async |c: &mut rebound_client::Consumer, id| {
@@ -473,19 +628,31 @@ async fn sighup_applies_a_new_config_to_attached_consumers_and_rejects_a_bad_one
     broker.wait_for_log("config reloaded").await;
     assert_eq!(redelivery_delay(&client, "live").await, "1500");
     let (d, waited) = redelivered_after(&mut c, d.id).await;
-    assert!(waited >= Duration::from_millis(1400), "the new delay applies: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "the new delay applies: {waited:?}"
+    );
 
     // Line 7 has an unknown key: rejected with file and line, the old settings stay.
     broker.rewrite_config(&format!("{}bogus-key = 1\n", LIVE_SLOW.trim_start()));
     broker.hup();
     let log = broker.wait_for_log("config reload rejected").await;
-    let rejected = log.lines().find(|l| l.contains("config reload rejected")).unwrap();
+    let rejected = log
+        .lines()
+        .find(|l| l.contains("config reload rejected"))
+        .unwrap();
     let file = broker.dir().join("rebound.toml");
-    assert!(rejected.contains(&format!("{}:7:1", file.display())), "{rejected}");
+    assert!(
+        rejected.contains(&format!("{}:7:1", file.display())),
+        "{rejected}"
+    );
     assert!(rejected.contains("bogus-key"), "{rejected}");
     assert_eq!(redelivery_delay(&client, "live").await, "1500");
     let (d, waited) = redelivered_after(&mut c, d.id).await;
-    assert!(waited >= Duration::from_millis(1400), "the delay in force stays: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "the delay in force stays: {waited:?}"
+    );
     c.ack(&[d.id]).await.unwrap();
     c.close().await.unwrap();
 }
@@ -498,7 +665,10 @@ async fn a_changed_config_file_is_picked_up_within_the_reload_period() {
     broker.rewrite_config(LIVE_SLOW);
     let started = Instant::now();
     while redelivery_delay(&client, "live").await != "1500" {
-        assert!(started.elapsed() < Duration::from_secs(3), "not reloaded within 3 s (period 200 ms)");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "not reloaded within 3 s (period 200 ms)"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     broker.wait_for_log("config file changed: reloading").await;
@@ -522,7 +692,9 @@ routing-type = "multicast"
     )
     .await;
     let client = broker.client().await;
-    let batch = (0..2).map(|i| OutgoingMessage::new("colors", format!("c{i}"))).collect();
+    let batch = (0..2)
+        .map(|i| OutgoingMessage::new("colors", format!("c{i}")))
+        .collect();
     client.send_batch(batch).await.unwrap();
     let moved = client.move_messages(&Selection::new("colors"), "nowhere").await;
     let info = client.queue("colors").await.unwrap();

@@ -31,7 +31,10 @@ pub fn int(d: &Delivery, key: &str) -> i64 {
 }
 
 pub async fn next(c: &mut Consumer) -> Delivery {
-    c.next_timeout(IDLE).await.expect("consume").expect("a delivery in time")
+    c.next_timeout(IDLE)
+        .await
+        .expect("consume")
+        .expect("a delivery in time")
 }
 
 async fn settings(client: &Client, address: &str) -> BTreeMap<String, (String, String)> {
@@ -84,10 +87,18 @@ name = "DLQ"
     assert_eq!(text(&dead, "_AMQ_ORIG_QUEUE"), "orders");
     assert_eq!(int(&dead, "_AMQ_ORIG_MESSAGE_ID"), sent as i64);
     assert_eq!(text(&dead, "_AMQ_ORIG_ROUTING_TYPE"), "anycast");
-    assert_eq!(text(&dead, "_REBOUND_DEAD_LETTER_REASON"), "max-delivery-attempts");
+    assert_eq!(
+        text(&dead, "_REBOUND_DEAD_LETTER_REASON"),
+        "max-delivery-attempts"
+    );
     assert_eq!(int(&dead, "_REBOUND_DELIVERY_COUNT"), 3);
     let failures: serde_json::Value = serde_json::from_str(&text(&dead, "_REBOUND_FAILURES")).unwrap();
-    let reasons: Vec<&str> = failures.as_array().unwrap().iter().map(|f| f["reason"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> = failures
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["reason"].as_str().unwrap())
+        .collect();
     assert_eq!(reasons, vec!["boom 1", "boom 2", "boom 3"]);
     let info = client.queue("orders").await.unwrap();
     assert_eq!((info.messages, info.dead_lettered), (0, 1));
@@ -120,8 +131,14 @@ max-delivery-attempts = -1
     }
     let gaps: Vec<u128> = gaps[1..].iter().map(|g| g.as_millis()).collect();
     for (gap, expected) in gaps.iter().zip([200u128, 400, 800, 1000, 1000]) {
-        assert!(*gap >= expected - 20, "gap {gap} ms should be about {expected}: {gaps:?}");
-        assert!(*gap < expected + 600, "gap {gap} ms should be about {expected}: {gaps:?}");
+        assert!(
+            *gap >= expected - 20,
+            "gap {gap} ms should be about {expected}: {gaps:?}"
+        );
+        assert!(
+            *gap < expected + 600,
+            "gap {gap} ms should be about {expected}: {gaps:?}"
+        );
     }
 }
 
@@ -148,14 +165,24 @@ redelivery-delay = 2000
     let mut good = 0;
     while good < 100 {
         let d = next(&mut c).await;
-        assert!(body(&d).starts_with("good-"), "poison came back before the good ones: {}", body(&d));
+        assert!(
+            body(&d).starts_with("good-"),
+            "poison came back before the good ones: {}",
+            body(&d)
+        );
         c.ack(&[d.id]).await.unwrap();
         good += 1;
     }
-    assert!(started.elapsed() < Duration::from_millis(1900), "good messages flowed meanwhile");
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "good messages flowed meanwhile"
+    );
     let back = receive(&mut c, 10, IDLE).await;
     assert_eq!(back.len(), 10);
-    assert!(back.iter().all(|d| body(d).starts_with("poison-") && d.delivery_count == 2));
+    assert!(
+        back.iter()
+            .all(|d| body(d).starts_with("poison-") && d.delivery_count == 2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,7 +223,10 @@ name = "audit"
     queues.sort();
     assert_eq!(queues, vec!["audit", "billing"]);
     assert!(dead.iter().all(|d| text(d, "_AMQ_ORIG_ADDRESS") == "events"));
-    assert!(dead.iter().all(|d| text(d, "_AMQ_ORIG_ROUTING_TYPE") == "multicast"));
+    assert!(
+        dead.iter()
+            .all(|d| text(d, "_AMQ_ORIG_ROUTING_TYPE") == "multicast")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -230,7 +260,10 @@ max-delivery-attempts = 2
     c.flush().await.unwrap();
     let line = broker.wait_for_log("dropping message").await;
     assert!(line.contains("WARN"), "{line}");
-    assert!(line.contains(&sent.to_string()) && line.contains("twice"), "{line}");
+    assert!(
+        line.contains(&sent.to_string()) && line.contains("twice"),
+        "{line}"
+    );
     let info = client.queue("twice").await.unwrap();
     assert_eq!((info.messages, info.dropped), (0, 1));
 }
@@ -256,19 +289,28 @@ name = "DLQ"
     let mut c = client.consume("api", 2).await.unwrap();
     let got = receive(&mut c, 2, IDLE).await;
     let nacked_at = Instant::now();
-    c.nack_after(&[got[0].id], "service unavailable", Duration::from_millis(800)).await.unwrap();
+    c.nack_after(&[got[0].id], "service unavailable", Duration::from_millis(800))
+        .await
+        .unwrap();
     c.dead_letter(&[got[1].id], "invalid payload").await.unwrap();
     c.flush().await.unwrap();
 
     let back = next(&mut c).await;
     assert_eq!(body(&back), "later");
     assert_eq!(back.delivery_count, 2, "retry-after still counts as an attempt");
-    assert!(nacked_at.elapsed() >= Duration::from_millis(780), "{:?}", nacked_at.elapsed());
+    assert!(
+        nacked_at.elapsed() >= Duration::from_millis(780),
+        "{:?}",
+        nacked_at.elapsed()
+    );
 
     let mut dlq = client.consume("DLQ", 1).await.unwrap();
     let dead = next(&mut dlq).await;
     assert_eq!(body(&dead), "never");
-    assert_eq!(text(&dead, "_REBOUND_DEAD_LETTER_REASON"), "rejected: invalid payload");
+    assert_eq!(
+        text(&dead, "_REBOUND_DEAD_LETTER_REASON"),
+        "rejected: invalid payload"
+    );
     assert_eq!(int(&dead, "_REBOUND_DELIVERY_COUNT"), 1);
 }
 
@@ -293,10 +335,8 @@ max-delivery-attempts = 1
 }
 
 async fn crash_mid_delivery(persist: bool) -> Delivery {
-    let mut broker = Broker::start_with_config(&format!(
-        "persist-delivery-count-before-delivery = {persist}\n"
-    ))
-    .await;
+    let mut broker =
+        Broker::start_with_config(&format!("persist-delivery-count-before-delivery = {persist}\n")).await;
     let client = broker.client().await;
     send_bodies(&client, "inflight", ["m".to_string()]).await;
     let mut c = client.consume("inflight", 1).await.unwrap();
@@ -344,7 +384,11 @@ redelivery-delay = 3000
     assert_eq!(client.queue("sched").await.unwrap().scheduled, 1);
     let mut c = client.consume("sched", 1).await.unwrap();
     let back = next(&mut c).await;
-    assert!(nacked.elapsed() >= Duration::from_millis(2900), "{:?}", nacked.elapsed());
+    assert!(
+        nacked.elapsed() >= Duration::from_millis(2900),
+        "{:?}",
+        nacked.elapsed()
+    );
     assert_eq!((back.delivery_count, back.redelivered), (2, true));
 }
 
@@ -368,10 +412,22 @@ name = "ExpiryQueue"
     )
     .await;
     let client = broker.client().await;
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
-    client.send(OutgoingMessage::new("orders", "stale").expiration_ms(now_ms + 300)).await.unwrap();
-    client.send(OutgoingMessage::new("short.lived", "by-delay")).await.unwrap();
-    client.send(OutgoingMessage::new("orders", "fresh")).await.unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    client
+        .send(OutgoingMessage::new("orders", "stale").expiration_ms(now_ms + 300))
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("short.lived", "by-delay"))
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "fresh"))
+        .await
+        .unwrap();
     let mut exp = client.consume("ExpiryQueue", 10).await.unwrap();
     let expired = receive(&mut exp, 2, IDLE).await;
     let mut bodies: Vec<String> = expired.iter().map(body).collect();
@@ -413,10 +469,19 @@ name = "DLQ"
     .await;
     let client = broker.client().await;
     let eu = settings(&client, "orders.eu").await;
-    assert_eq!(eu["max-delivery-attempts"], ("2".into(), "match \"orders.#\"".into()));
+    assert_eq!(
+        eu["max-delivery-attempts"],
+        ("2".into(), "match \"orders.#\"".into())
+    );
     assert_eq!(eu["redelivery-delay"].0, "100");
-    assert_eq!(eu["dead-letter-address"], ("\"DLQ\"".into(), "match \"#\"".into()));
-    assert_eq!(eu["max-redelivery-delay"].0, "1000", "derived from the merged delay");
+    assert_eq!(
+        eu["dead-letter-address"],
+        ("\"DLQ\"".into(), "match \"#\"".into())
+    );
+    assert_eq!(
+        eu["max-redelivery-delay"].0, "1000",
+        "derived from the merged delay"
+    );
     let other = settings(&client, "billing").await;
     assert_eq!(other["max-delivery-attempts"].0, "10");
 
@@ -426,7 +491,10 @@ name = "DLQ"
     c.nack(&[first.id], "1").await.unwrap();
     let started = Instant::now();
     let second = next(&mut c).await;
-    assert!(started.elapsed() >= Duration::from_millis(90), "orders.eu's own delay applies");
+    assert!(
+        started.elapsed() >= Duration::from_millis(90),
+        "orders.eu's own delay applies"
+    );
     assert_eq!(second.delivery_count, 2);
     c.nack(&[second.id], "2").await.unwrap();
     let mut dlq = client.consume("DLQ", 1).await.unwrap();

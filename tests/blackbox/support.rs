@@ -116,7 +116,9 @@ impl Broker {
 
     /// A client connected to this broker.
     pub async fn client(&self) -> Client {
-        Client::connect(&self.url()).await.expect("connect to the test broker")
+        Client::connect(&self.url())
+            .await
+            .expect("connect to the test broker")
     }
 
     /// Kills the broker with SIGKILL, like a crash or power loss, and reaps it.
@@ -134,7 +136,10 @@ impl Broker {
     /// Replaces the config file (the one given to [`start_with_config`](Self::start_with_config))
     /// atomically, so that a broker polling it never reads half a file.
     pub fn rewrite_config(&self, toml: &str) {
-        let path = self.config.as_ref().expect("the broker was started with a config file");
+        let path = self
+            .config
+            .as_ref()
+            .expect("the broker was started with a config file");
         let staged = path.with_extension("toml.new");
         fs::write(&staged, toml).expect("write the new config file");
         fs::rename(&staged, path).expect("move the new config file into place");
@@ -278,7 +283,10 @@ async fn spawn(dir: &Path, config: Option<&Path>, listen: &str) -> Result<(Child
         Ok(Ok(addr)) => addr,
         Ok(Err(_)) => {
             let status = child.wait().expect("reap the broker");
-            return Err(format!("the broker exited ({status}) before listening; log:\n{}", log()));
+            return Err(format!(
+                "the broker exited ({status}) before listening; log:\n{}",
+                log()
+            ));
         }
         Err(_) => {
             let _ = child.kill();
@@ -451,6 +459,11 @@ mod self_test {
         let status = broker.terminate().await;
         assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
         broker.restart().await;
-        broker.client().await.queue("kept").await.expect("and a clean restart");
+        broker
+            .client()
+            .await
+            .queue("kept")
+            .await
+            .expect("and a clean restart");
     }
 }

@@ -3,15 +3,19 @@
 use futures::StreamExt;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
 
 use crate::support::Broker;
 
 async fn channel(broker: &Broker) -> tonic::transport::Channel {
-    tonic::transport::Endpoint::from_shared(broker.url()).unwrap().connect().await.unwrap()
+    tonic::transport::Endpoint::from_shared(broker.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -20,7 +24,9 @@ async fn health_reports_serving_for_each_service() {
     let mut health = HealthClient::new(channel(&broker).await);
     for service in ["rebound.v1.Messaging", "rebound.v1.Admin"] {
         let status = health
-            .check(HealthCheckRequest { service: service.into() })
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
             .await
             .unwrap()
             .into_inner()
@@ -47,7 +53,14 @@ async fn reflection_lists_the_api() {
         panic!("unexpected reflection answer: {response:?}");
     };
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    for expected in ["rebound.v1.Messaging", "rebound.v1.Admin", "grpc.health.v1.Health"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    for expected in [
+        "rebound.v1.Messaging",
+        "rebound.v1.Admin",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
     }
 }

@@ -304,7 +304,11 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
             to_address,
         } => {
             let selection = Selection::from(selection);
-            let moved = server.connect().await?.move_messages(&selection, &to_address).await?;
+            let moved = server
+                .connect()
+                .await?
+                .move_messages(&selection, &to_address)
+                .await?;
             outln!("moved {moved} messages from {} to {to_address}", selection.queue)?;
         }
         QueueCommand::Retry {
@@ -322,7 +326,11 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
             if json {
                 outln!("{}", retry_json(&response))?;
             } else {
-                write!(std::io::stdout(), "{}", retry_report(&response, &selection.queue, dry_run))?;
+                write!(
+                    std::io::stdout(),
+                    "{}",
+                    retry_report(&response, &selection.queue, dry_run)
+                )?;
             }
         }
         QueueCommand::Purge { server, queue } => {

@@ -75,7 +75,10 @@ pub async fn run(args: ReceiveArgs) -> anyhow::Result<()> {
         }
     }
     let unknown = consumer.close().await?;
-    anyhow::ensure!(unknown.is_empty(), "the broker did not know deliveries {unknown:?}");
+    anyhow::ensure!(
+        unknown.is_empty(),
+        "the broker did not know deliveries {unknown:?}"
+    );
     if received < args.count {
         eprintln!("received {received} of {} messages", args.count);
     }

@@ -170,7 +170,10 @@ pub fn browsed_table(messages: &[BrowsedMessage]) -> String {
             ]
         })
         .collect();
-    table::render(&["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"], &rows)
+    table::render(
+        &["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"],
+        &rows,
+    )
 }
 
 /// Every property as `key=value`, sorted by key, comma-separated; `-` for none.
@@ -178,7 +181,8 @@ fn properties_text(message: &Message) -> String {
     if message.properties.is_empty() {
         return "-".to_owned();
     }
-    let sorted: BTreeMap<&str, &PropertyValue> = message.properties.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let sorted: BTreeMap<&str, &PropertyValue> =
+        message.properties.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let pairs: Vec<String> = sorted
         .into_iter()
         .map(|(key, value)| format!("{key}={}", property_text(value)))

@@ -20,7 +20,10 @@ pub struct SettingsArgs {
 /// Runs `rebound settings`.
 pub async fn run(args: SettingsArgs) -> anyhow::Result<()> {
     let settings = args.server.connect().await?.settings(&args.address).await?;
-    let rows: Vec<Vec<String>> = settings.into_iter().map(|s| vec![s.key, s.value, s.source]).collect();
+    let rows: Vec<Vec<String>> = settings
+        .into_iter()
+        .map(|s| vec![s.key, s.value, s.source])
+        .collect();
     outln!("address-settings for {:?}", args.address)?;
     write!(
         std::io::stdout(),

@@ -60,8 +60,13 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
 }
 
 fn selection(selection: Option<pb::MessageSelection>) -> Result<Selection, Status> {
-    let s = selection.ok_or_else(|| Status::invalid_argument("a selection (queue, filter, message id) is required"))?;
-    Ok(Selection { queue: s.queue, filter: s.filter, message_id: s.message_id })
+    let s = selection
+        .ok_or_else(|| Status::invalid_argument("a selection (queue, filter, message id) is required"))?;
+    Ok(Selection {
+        queue: s.queue,
+        filter: s.filter,
+        message_id: s.message_id,
+    })
 }
 
 /// Resident and peak resident set size of this process, from /proc (Linux).
@@ -84,7 +89,9 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::CreateAddressRequest>,
     ) -> Result<Response<pb::CreateAddressResponse>, Status> {
         let r = request.into_inner();
-        self.broker.create_address(&r.name, routing_from_wire(r.routing_type)?).await?;
+        self.broker
+            .create_address(&r.name, routing_from_wire(r.routing_type)?)
+            .await?;
         Ok(Response::new(pb::CreateAddressResponse {}))
     }
 
@@ -113,7 +120,9 @@ impl pb::admin_server::Admin for AdminService {
                 false,
             )
             .await?;
-        Ok(Response::new(pb::CreateQueueResponse { queue: Some(queue_info(&queue)) }))
+        Ok(Response::new(pb::CreateQueueResponse {
+            queue: Some(queue_info(&queue)),
+        }))
     }
 
     async fn delete_queue(
@@ -137,7 +146,9 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
         let queue = self.broker.queue(&request.into_inner().queue)?;
-        Ok(Response::new(pb::GetQueueResponse { queue: Some(queue_info(&queue)) }))
+        Ok(Response::new(pb::GetQueueResponse {
+            queue: Some(queue_info(&queue)),
+        }))
     }
 
     async fn browse_queue(
@@ -145,7 +156,11 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
         let r = request.into_inner();
-        let limit = if r.limit == 0 { DEFAULT_BROWSE_LIMIT } else { r.limit as usize };
+        let limit = if r.limit == 0 {
+            DEFAULT_BROWSE_LIMIT
+        } else {
+            r.limit as usize
+        };
         let messages = self
             .broker
             .browse_filtered(&r.queue, &r.filter, limit)?
@@ -214,7 +229,11 @@ impl pb::admin_server::Admin for AdminService {
             .retry_messages(&selection, r.dry_run, r.rate_per_second)
             .await?;
         let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count() as u64;
-        let moved = if r.dry_run { 0 } else { outcomes.len() as u64 - skipped };
+        let moved = if r.dry_run {
+            0
+        } else {
+            outcomes.len() as u64 - skipped
+        };
         let outcomes = outcomes
             .into_iter()
             .map(|o| pb::RetryOutcome {
@@ -224,7 +243,11 @@ impl pb::admin_server::Admin for AdminService {
                 skipped: o.skipped.unwrap_or_default(),
             })
             .collect();
-        Ok(Response::new(pb::RetryMessagesResponse { moved, skipped, outcomes }))
+        Ok(Response::new(pb::RetryMessagesResponse {
+            moved,
+            skipped,
+            outcomes,
+        }))
     }
 
     async fn get_settings(

@@ -15,7 +15,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
-use rebound_protocol::v1::{self as pb, consume_request, consume_response, transact_request, transact_response};
+use rebound_protocol::v1::{
+    self as pb, consume_request, consume_response, transact_request, transact_response,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -40,7 +42,10 @@ type ResponseTx = mpsc::UnboundedSender<Result<pb::ConsumeResponse, Status>>;
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
         let (message_ids, unrouted) = self.broker.send(request.into_inner().messages).await?;
-        Ok(Response::new(pb::SendResponse { message_ids, unrouted }))
+        Ok(Response::new(pb::SendResponse {
+            message_ids,
+            unrouted,
+        }))
     }
 
     type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
@@ -62,7 +67,9 @@ impl pb::messaging_server::Messaging for MessagingService {
     ) -> Result<Response<Self::ConsumeStream>, Status> {
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
-            Some(pb::ConsumeRequest { kind: Some(consume_request::Kind::Subscribe(s)) }) => s,
+            Some(pb::ConsumeRequest {
+                kind: Some(consume_request::Kind::Subscribe(s)),
+            }) => s,
             _ => {
                 return Err(Status::invalid_argument(
                     "the first message on a Consume stream must be `subscribe`",
@@ -82,7 +89,12 @@ impl pb::messaging_server::Messaging for MessagingService {
                 address: queue.address.clone(),
             })),
         }));
-        let session = Session { broker: self.broker.clone(), queue, consumer, tx };
+        let session = Session {
+            broker: self.broker.clone(),
+            queue,
+            consumer,
+            tx,
+        };
         tokio::spawn(session.run(inbound, deliveries));
         Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
@@ -116,7 +128,10 @@ async fn transact(
                 })
             }
         };
-        let response = pb::TransactResponse { request_id: request.request_id, kind: Some(kind) };
+        let response = pb::TransactResponse {
+            request_id: request.request_id,
+            kind: Some(kind),
+        };
         if tx.send(Ok(response)).is_err() {
             break;
         }
@@ -132,16 +147,27 @@ async fn transact_one(
     use transact_request::Kind as Rq;
     use transact_response::Kind as Rs;
     Ok(match kind {
-        Some(Rq::Begin(_)) => Rs::Begun(pb::Begun { transaction_id: broker.transactions().begin(session) }),
+        Some(Rq::Begin(_)) => Rs::Begun(pb::Begun {
+            transaction_id: broker.transactions().begin(session),
+        }),
         Some(Rq::Send(send)) => {
             let records = broker.prepare(send.messages)?;
             let message_ids = records.iter().map(|r| r.message_id).collect();
-            broker.transactions().add_sends(send.transaction_id, session, records)?;
-            Rs::Sent(pb::SendResponse { message_ids, unrouted: 0 })
+            broker
+                .transactions()
+                .add_sends(send.transaction_id, session, records)?;
+            Rs::Sent(pb::SendResponse {
+                message_ids,
+                unrouted: 0,
+            })
         }
         Some(Rq::Commit(c)) => {
             let done = broker.commit_transaction(c.transaction_id, session).await?;
-            Rs::Committed(pb::Committed { transaction_id: c.transaction_id, sent: done.sends, acked: done.acks })
+            Rs::Committed(pb::Committed {
+                transaction_id: c.transaction_id,
+                sent: done.sends,
+                acked: done.acks,
+            })
         }
         Some(Rq::Rollback(r)) => {
             let done = broker.rollback_transaction(r.transaction_id, session).await?;
@@ -151,7 +177,11 @@ async fn transact_one(
                 returned: done.acks,
             })
         }
-        None => return Err(crate::error::BrokerError::InvalidArgument("empty TransactRequest".into())),
+        None => {
+            return Err(crate::error::BrokerError::InvalidArgument(
+                "empty TransactRequest".into(),
+            ));
+        }
     })
 }
 
@@ -163,7 +193,11 @@ struct Session {
 }
 
 impl Session {
-    async fn run(self, mut inbound: Streaming<pb::ConsumeRequest>, mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>) {
+    async fn run(
+        self,
+        mut inbound: Streaming<pb::ConsumeRequest>,
+        mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
+    ) {
         loop {
             tokio::select! {
                 batch = deliveries.recv() => match batch {
@@ -222,7 +256,9 @@ impl Session {
                 retry_after_ms: settle.retry_after_ms,
             },
             Ok(pb::Outcome::Release) => Settlement::Release,
-            Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter { reason: settle.reason },
+            Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter {
+                reason: settle.reason,
+            },
             Ok(pb::Outcome::Unspecified) | Err(_) => {
                 return Err(Status::invalid_argument(format!(
                     "settle needs an outcome (ACK, NACK, RELEASE or DEAD_LETTER), got {}",
@@ -232,12 +268,18 @@ impl Session {
         };
         if let Some(transaction) = settle.transaction_id {
             if how != Settlement::Ack {
-                return Err(Status::invalid_argument("only an ACK can be part of a transaction"));
+                return Err(Status::invalid_argument(
+                    "only an ACK can be part of a transaction",
+                ));
             }
             if let Err(err) = self.broker.transactions().check(transaction) {
                 let refused = u32::try_from(settle.delivery_ids.len()).unwrap_or(u32::MAX);
                 self.queue.revoke(self.consumer, refused);
-                let _ = self.tx.send(Ok(settled_response(Vec::new(), Vec::new(), Some(Status::from(err)))));
+                let _ = self.tx.send(Ok(settled_response(
+                    Vec::new(),
+                    Vec::new(),
+                    Some(Status::from(err)),
+                )));
                 return Ok(());
             }
         }

@@ -118,7 +118,10 @@ pub async fn produce(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow:
             return Ok(latencies);
         };
         if response.context("send failed")?.unrouted > 0 {
-            bail!("the broker dropped messages as unrouted: queue {} is gone", run.queue);
+            bail!(
+                "the broker dropped messages as unrouted: queue {} is gone",
+                run.queue
+            );
         }
         let now_ns = run.now_ns();
         latencies.saturating_record_n(now_ns.saturating_sub(sent_ns) / 1000, n);
@@ -129,7 +132,11 @@ pub async fn produce(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow:
 
 /// Consumes until `stop`: acks good messages (recording their end-to-end
 /// latency), nacks poison ones; returns the latencies.
-pub async fn consume(client: Client, run: Arc<Run>, stop: CancellationToken) -> anyhow::Result<Histogram<u64>> {
+pub async fn consume(
+    client: Client,
+    run: Arc<Run>,
+    stop: CancellationToken,
+) -> anyhow::Result<Histogram<u64>> {
     let mut consumer = client.consume(&run.queue, run.spec.credit).await?;
     let mut latencies = histogram();
     let (mut acks, mut nacks) = (Vec::new(), Vec::new());
@@ -145,7 +152,10 @@ pub async fn consume(client: Client, run: Arc<Run>, stop: CancellationToken) -> 
         while let Some(d) = delivery.take() {
             let body = &d.message.body;
             let (Some(sent_ns), Some(seq)) = (le_u64(body, 0), le_u64(body, 8)) else {
-                bail!("message {} is not from rebound perf (body too short)", d.message.message_id);
+                bail!(
+                    "message {} is not from rebound perf (body too short)",
+                    d.message.message_id
+                );
             };
             if run.spec.is_poison(seq) {
                 nacks.push(d.id);
@@ -193,6 +203,9 @@ mod tests {
         let run = Run::new(spec, "q".into());
         let wire = rebound_client::proto::OutgoingMessage::from(run.message(7, 42));
         assert_eq!(wire.body.len(), 1024);
-        assert_eq!((le_u64(&wire.body, 0), le_u64(&wire.body, 8)), (Some(42), Some(7)));
+        assert_eq!(
+            (le_u64(&wire.body, 0), le_u64(&wire.body, 8)),
+            (Some(42), Some(7))
+        );
     }
 }

@@ -79,7 +79,8 @@ pub struct PerfArgs {
 impl PerfArgs {
     /// The workload with the overrides applied.
     fn spec(&self) -> anyhow::Result<Workload> {
-        let base = workload::named(&self.workload).ok_or_else(|| anyhow!("unknown workload {}", self.workload))?;
+        let base =
+            workload::named(&self.workload).ok_or_else(|| anyhow!("unknown workload {}", self.workload))?;
         let spec = Workload {
             messages: self.messages.unwrap_or(base.messages),
             size: self.size.unwrap_or(base.size),
@@ -105,7 +106,9 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
     let client = args.server.connect().await?;
     let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
     spec.check_settings(&client, &queue).await?;
-    client.create_queue(&queue, &queue, RoutingType::Anycast, true).await?;
+    client
+        .create_queue(&queue, &queue, RoutingType::Anycast, true)
+        .await?;
     eprintln!("perf: workload {} on queue {queue}", spec.name);
     let result = measure(&args.server.server, &client, spec, queue.clone()).await;
     // The queue and, for poison, its auto-created dead-letter queue (whose name
@@ -263,7 +266,10 @@ async fn watch(run: &Run) -> anyhow::Error {
     let (mut last, mut still) = ((0, 0), Duration::ZERO);
     loop {
         tick.tick().await;
-        let now = (run.sent.load(Ordering::Relaxed), run.acked.load(Ordering::Relaxed));
+        let now = (
+            run.sent.load(Ordering::Relaxed),
+            run.acked.load(Ordering::Relaxed),
+        );
         eprintln!(
             "perf {} {:>4}s  sent {:>8} ({:>6}/s)  acked {:>8} ({:>6}/s)  queued {:>8}",
             run.spec.name,
@@ -274,7 +280,11 @@ async fn watch(run: &Run) -> anyhow::Error {
             now.1 - last.1,
             now.0.saturating_sub(now.1),
         );
-        still = if now == last { still + Duration::from_secs(1) } else { Duration::ZERO };
+        still = if now == last {
+            still + Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        };
         if still >= STALL {
             return anyhow!(
                 "no progress for {STALL:?}: {} of {} sends acknowledged, {} of {} good messages acked",

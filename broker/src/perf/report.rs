@@ -100,7 +100,10 @@ impl Report {
         }
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         let latency = |l: &Latency| {
-            format!("p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms", l.p50, l.p99, l.p999, l.max)
+            format!(
+                "p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms",
+                l.p50, l.p99, l.p999, l.max
+            )
         };
         let mut out = std::io::stdout().lock();
         writeln!(

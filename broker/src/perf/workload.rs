@@ -193,7 +193,10 @@ mod tests {
         settings[3] = setting("dead-letter-address", "none");
         assert_eq!(
             mismatches(&settings),
-            ["max-delivery-attempts is 10 (default)", "dead-letter-address is none (default)"]
+            [
+                "max-delivery-attempts is 10 (default)",
+                "dead-letter-address is none (default)"
+            ]
         );
     }
 }
