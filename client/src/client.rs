@@ -65,14 +65,7 @@ impl Client {
     /// Sends one message and returns the id the broker gave it. Returns once the
     /// message is on disk if it is durable.
     pub async fn send(&self, message: OutgoingMessage) -> Result<u64> {
-        let response = self.send_batch(vec![message]).await?;
-        match response.message_ids[..] {
-            [id] => Ok(id),
-            ref ids => Err(Error::Protocol(format!(
-                "one message sent, {} ids returned",
-                ids.len()
-            ))),
-        }
+        only_id(self.send_batch(vec![message]).await?)
     }
 
     /// Sends messages as one batch: the broker accepts or refuses them together and
@@ -114,6 +107,17 @@ fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String {
         // `Connection refused (os error 111)` → `connection refused`.
         Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
         _ => cause.to_string(),
+    }
+}
+
+/// The id of a one-message send.
+pub(crate) fn only_id(response: SendResponse) -> Result<u64> {
+    match response.message_ids[..] {
+        [id] => Ok(id),
+        ref ids => Err(Error::Protocol(format!(
+            "one message sent, {} ids returned",
+            ids.len()
+        ))),
     }
 }
 

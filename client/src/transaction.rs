@@ -185,14 +185,7 @@ impl Transaction {
     /// Sends one message in the transaction and returns the id it will have once
     /// committed.
     pub async fn send(&self, message: OutgoingMessage) -> Result<u64> {
-        let response = self.send_batch(vec![message]).await?;
-        match response.message_ids[..] {
-            [id] => Ok(id),
-            ref ids => Err(Error::Protocol(format!(
-                "one message sent, {} ids returned",
-                ids.len()
-            ))),
-        }
+        crate::client::only_id(self.send_batch(vec![message]).await?)
     }
 
     /// Sends messages in the transaction; the broker validates them now (and
