@@ -13,9 +13,10 @@
 #   rebound   bench/perf.toml; a send is acknowledged once the store has synced it.
 #   rabbitmq  quorum queue (single node), persistent messages, publisher confirms: a
 #             confirm is sent after the Raft WAL is fdatasync'd (batched over messages).
-#   nats      JetStream file store. nats-server 2.9 (Debian 12) has no `sync_interval`
-#             setting (it came in 2.10, default 2 min, `always` to fsync every write):
-#             a publish ack means "written to the page cache", not "on disk".
+#   nats      JetStream file store. From nats-server 2.10 on, this script sets
+#             `sync_interval: always` (fsync every write; the default is every 2 min).
+#             2.9 (Debian 12) has no such setting: there a publish ack means "written
+#             to the page cache", not "on disk".
 #
 # Usage: bench/compare.sh [--quick] [--systems "rebound rabbitmq nats"]
 #                         [--workloads "durable fan poison backlog"] [--out DIR]
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift ;;
     --workloads) WORKLOADS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# Environment/p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -59,6 +60,15 @@ done
 [ -z "$RABBIT_SERVER" ] && command -v rabbitmq-server >/dev/null 2>&1 && {
   RABBIT_SERVER=$(command -v rabbitmq-server); RABBITMQCTL=$(command -v rabbitmqctl); }
 NATS_SERVER=$(command -v nats-server || true)
+NATS_SYNC_ALWAYS=0
+if [ -n "$NATS_SERVER" ]; then
+  # "nats-server: v2.9.10" -> 2 9; `sync_interval` exists from 2.10 on.
+  read -r NATS_MAJOR NATS_MINOR < <("$NATS_SERVER" --version 2>/dev/null \
+    | sed -n 's/.*v\([0-9]*\)\.\([0-9]*\).*/\1 \2/p') || true
+  if [ "${NATS_MAJOR:-0}" -gt 2 ] || { [ "${NATS_MAJOR:-0}" -eq 2 ] && [ "${NATS_MINOR:-0}" -ge 10 ]; }; then
+    NATS_SYNC_ALWAYS=1
+  fi
+fi
 missing=()
 case " $SYSTEMS " in *" rabbitmq "*) [ -n "$RABBIT_SERVER" ] || missing+=(rabbitmq-server) ;; esac
 case " $SYSTEMS " in *" nats "*) [ -n "$NATS_SERVER" ] || missing+=(nats-server) ;; esac
@@ -77,6 +87,18 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/rebound-compare.XXXXXX")
 RESULTS=${OUT:-$WORK/results}
 mkdir -p "$RESULTS"
 SERVER_PIDS=()   # what this script started, stopped by pid only
+CHILD_PID=""     # the client run in progress
+
+# Runs a command in the background and waits for it: bash runs a trap (Ctrl-C) only
+# after a foreground command ends, but interrupts `wait` at once.
+run_bg() {
+  "$@" &
+  CHILD_PID=$!
+  local rc=0
+  wait "$CHILD_PID" || rc=$?
+  CHILD_PID=""
+  return "$rc"
+}
 
 stop_pid() {  # pid: TERM, wait up to 10 s, then KILL
   local pid=$1 i
@@ -98,6 +120,7 @@ stop_servers() {
 
 cleanup() {
   trap - EXIT INT TERM
+  [ -n "$CHILD_PID" ] && stop_pid "$CHILD_PID"
   stop_servers
   rm -rf "$WORK"   # results live here only without --out
 }
@@ -160,8 +183,8 @@ EOF
   SERVER_PIDS+=($!)
   local i
   for i in $(seq 1 60); do
-    timeout 20 env "${RABBIT_ENV[@]}" "$RABBITMQCTL" -n "$RABBIT_NODE" await_startup --timeout 15 \
-      >/dev/null 2>&1 && break
+    run_bg timeout 20 env "${RABBIT_ENV[@]}" "$RABBITMQCTL" -n "$RABBIT_NODE" await_startup \
+      --timeout 15 >/dev/null 2>&1 && break
     sleep 1
   done
   wait_port "$AMQP_PORT" 5 || { log "rabbitmq did not start"; tail "$RESULTS/rabbitmq.server.log" >&2; return 1; }
@@ -171,9 +194,11 @@ EOF
 
 start_nats() {
   local data="$WORK/data-nats"; rm -rf "$data"; mkdir -p "$data"
+  local sync=""
+  [ "$NATS_SYNC_ALWAYS" = 1 ] && sync="sync_interval: always"
   cat >"$data/nats.conf" <<EOF
 listen: 127.0.0.1:$NATS_PORT
-jetstream { store_dir: "$data/js" }
+jetstream { store_dir: "$data/js" $sync }
 EOF
   "$NATS_SERVER" -c "$data/nats.conf" >"$RESULTS/nats.server.log" 2>&1 &
   SERVER_PIDS+=($!); SERVER_PID=$!
@@ -191,14 +216,14 @@ run_one() {  # system workload
   log "$sys $w…"
   case "$sys" in
     rebound)
-      timeout "$CLIENT_TIMEOUT" "$REBOUND_BIN" perf --server "http://127.0.0.1:$REBOUND_PORT" \
+      run_bg timeout "$CLIENT_TIMEOUT" "$REBOUND_BIN" perf --server "http://127.0.0.1:$REBOUND_PORT" \
         --workload "$w" $(overrides "$w") --json >"$out" 2>"$err" || rc=$? ;;
     rabbitmq)
-      timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" rabbitmq --url "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
+      run_bg timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" rabbitmq --url "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
         --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
         --json >"$out" 2>"$err" || rc=$? ;;
     nats)
-      timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" nats --url "nats://127.0.0.1:$NATS_PORT" \
+      run_bg timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" nats --url "nats://127.0.0.1:$NATS_PORT" \
         --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
         --json >"$out" 2>"$err" || rc=$? ;;
   esac
@@ -219,7 +244,11 @@ log "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "Versions: rebound $("${REBOUND_BIN:-true}" --version 2>/dev/null | awk '{print $2}')," \
   "RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')" \
-  "(Erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo '?')), nats-server $("$NATS_SERVER" --version 2>/dev/null | awk '{print $2}')"
+  "(Erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo '?')), nats-server $("${NATS_SERVER:-true}" --version 2>/dev/null | awk '{print $2}')"
+if [ -n "$NATS_SERVER" ]; then
+  if [ "$NATS_SYNC_ALWAYS" = 1 ]; then echo "NATS JetStream ran with sync_interval: always (fsync per write)."
+  else echo "NATS JetStream: this nats-server has no sync_interval; its publish acks are not fsync'd."; fi
+fi
 [ "$QUICK" = 1 ] && echo "(--quick: a tenth of the messages — a smoke test, not a result)"
 echo
 shopt -s nullglob

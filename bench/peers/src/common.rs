@@ -30,10 +30,54 @@ pub struct Workload {
 }
 
 pub const WORKLOADS: &[Workload] = &[
-    Workload { name: "durable", messages: 50_000, size: 1024, producers: 1, consumers: 1, in_flight: 64, batch: 16, credit: 1000, poison_every: None, backlog: false },
-    Workload { name: "fan", messages: 50_000, size: 1024, producers: 4, consumers: 4, in_flight: 64, batch: 16, credit: 1000, poison_every: None, backlog: false },
-    Workload { name: "poison", messages: 10_000, size: 1024, producers: 1, consumers: 1, in_flight: 64, batch: 16, credit: 1000, poison_every: Some(10), backlog: false },
-    Workload { name: "backlog", messages: 500_000, size: 100, producers: 1, consumers: 1, in_flight: 2000, batch: 500, credit: 1000, poison_every: None, backlog: true },
+    Workload {
+        name: "durable",
+        messages: 50_000,
+        size: 1024,
+        producers: 1,
+        consumers: 1,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: None,
+        backlog: false,
+    },
+    Workload {
+        name: "fan",
+        messages: 50_000,
+        size: 1024,
+        producers: 4,
+        consumers: 4,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: None,
+        backlog: false,
+    },
+    Workload {
+        name: "poison",
+        messages: 10_000,
+        size: 1024,
+        producers: 1,
+        consumers: 1,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: Some(10),
+        backlog: false,
+    },
+    Workload {
+        name: "backlog",
+        messages: 500_000,
+        size: 100,
+        producers: 1,
+        consumers: 1,
+        in_flight: 2000,
+        batch: 500,
+        credit: 1000,
+        poison_every: None,
+        backlog: true,
+    },
 ];
 
 pub fn named(name: &str) -> Option<&'static Workload> {
@@ -83,6 +127,8 @@ pub struct Run {
     pub poison_deliveries: AtomicU64,
     /// Good messages delivered more than once.
     pub redelivered_good: AtomicU64,
+    /// First receipt of each message: a redelivered good message counts once.
+    seen: Vec<std::sync::atomic::AtomicBool>,
     pub latency: Mutex<Histogram<u64>>,
     pub send_latency: Mutex<Histogram<u64>>,
 }
@@ -93,6 +139,7 @@ pub fn histogram() -> Histogram<u64> {
 
 impl Run {
     pub fn new(spec: Workload) -> Arc<Run> {
+        let n = spec.messages;
         Arc::new(Run {
             spec,
             epoch: Instant::now(),
@@ -103,6 +150,9 @@ impl Run {
             dead_lettered: AtomicU64::new(0),
             poison_deliveries: AtomicU64::new(0),
             redelivered_good: AtomicU64::new(0),
+            seen: (0..n)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
             latency: Mutex::new(histogram()),
             send_latency: Mutex::new(histogram()),
         })
@@ -125,18 +175,32 @@ impl Run {
     /// A publish sent at `sent_ns` was confirmed.
     pub fn confirmed(&self, sent_ns: u64) {
         let now = self.now_ns();
-        self.send_latency.lock().unwrap().saturating_record(now.saturating_sub(sent_ns) / 1000);
+        self.send_latency
+            .lock()
+            .unwrap()
+            .saturating_record(now.saturating_sub(sent_ns) / 1000);
         self.last_sent_ns.fetch_max(now, Ordering::Relaxed);
         self.sent.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A good message arrived: record its end-to-end latency.
-    pub fn received(&self, sent_ns: u64, redelivered: bool) {
+    /// A good message arrived: record its end-to-end latency. False if it had
+    /// arrived before (its ack then does not count again).
+    pub fn received(&self, seq: u64, sent_ns: u64, redelivered: bool) -> bool {
         if redelivered {
             self.redelivered_good.fetch_add(1, Ordering::Relaxed);
         }
-        let now = self.now_ns();
-        self.latency.lock().unwrap().saturating_record(now.saturating_sub(sent_ns) / 1000);
+        let first = self
+            .seen
+            .get(seq as usize)
+            .is_some_and(|b| !b.swap(true, Ordering::AcqRel));
+        if first {
+            let now = self.now_ns();
+            self.latency
+                .lock()
+                .unwrap()
+                .saturating_record(now.saturating_sub(sent_ns) / 1000);
+        }
+        first
     }
 
     /// A good message's ack went out.
@@ -190,9 +254,18 @@ pub fn rss(pid: Option<u32>) -> (u64, u64) {
 
 /// This process's CPU time (user + system), seconds.
 pub fn process_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
-    let Some((_, rest)) = stat.rsplit_once(')') else { return 0.0 };
-    let ticks: u64 = rest.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum();
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
     ticks as f64 / 100.0
 }
 
@@ -253,7 +326,10 @@ pub fn report(system: &str, run: &Run, o: Outcome) -> Value {
         put("good_done_s", json!(good_done_s));
         put("poison_dlq_s", json!(dlq_s));
         let pd = run.poison_deliveries.load(Ordering::Relaxed);
-        put("deliveries_per_poison", json!(pd as f64 / spec.poison_count().max(1) as f64));
+        put(
+            "deliveries_per_poison",
+            json!(pd as f64 / spec.poison_count().max(1) as f64),
+        );
     }
     if let Some((before, filled, drain_from_s)) = o.backlog {
         let growth = filled as i64 - before as i64;
@@ -261,7 +337,10 @@ pub fn report(system: &str, run: &Run, o: Outcome) -> Value {
         put("rss_growth_bytes", json!(growth));
         put("bytes_per_message", json!(growth as f64 / spec.messages as f64));
     }
-    put("redelivered_good", json!(run.redelivered_good.load(Ordering::Relaxed)));
+    put(
+        "redelivered_good",
+        json!(run.redelivered_good.load(Ordering::Relaxed)),
+    );
     for (k, x) in o.extra {
         v.insert(k, x);
     }

@@ -1,17 +1,20 @@
 //! `peers`: the RabbitMQ and NATS JetStream halves of `bench/compare.sh`.
 //!
-//! It runs the same four workloads as `rebound perf` (durable, fan, poison, backlog)
-//! against a peer broker and prints one JSON object in `rebound perf --json`'s schema,
-//! with `"system": "rabbitmq"` or `"nats"`. A tool for people: nothing in CI uses it.
+//! It runs the workloads of `rebound perf` (durable, fan, poison, backlog; the table in
+//! broker/src/perf/workload.rs, copied in common.rs) against a peer broker and prints
+//! one JSON line in `rebound perf --json`'s schema, with `"system": "rabbitmq"` or
+//! `"nats"`. A tool for people: nothing in CI builds or runs it.
 //!
-//! Measurement, identical for both peers:
-//! - every message carries, in its first 16 bytes, its index and the time it was handed
-//!   to the client library (nanoseconds since the run's start, one process, one clock);
-//! - latency = consumer receipt − that time, for the first receipt of each good message;
-//! - `send_rate` = messages / (first publish → last publisher confirm);
-//! - `e2e_rate` = deliveries / (first publish → last first-receipt);
-//! - each producer keeps at most `--window` publishes unconfirmed (publisher confirms /
-//!   JetStream publish acks); each consumer acks every message on its own.
+//! Measured exactly as rebound perf measures (broker/src/perf/load.rs):
+//! - a body starts with its send time (ns since the run's epoch, LE) and its sequence
+//!   number (LE); one process, one monotonic clock;
+//! - latency_ms = send call → first receipt by a consumer, good messages only;
+//!   send_latency_ms = send call → publisher confirm / publish ack;
+//! - send_rate = messages / (first send → last confirm);
+//!   e2e_rate = good messages / (first send → last ack);
+//! - each producer keeps at most `in_flight` publishes unconfirmed, each consumer holds
+//!   at most `credit` unacked deliveries, and every delivery is acked (or, for poison,
+//!   nacked) on its own.
 mod common;
 mod nats;
 mod rabbit;
@@ -25,7 +28,9 @@ enum System {
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "RabbitMQ / NATS JetStream side of bench/compare.sh: rebound perf's workloads and JSON schema")]
+#[command(
+    about = "RabbitMQ / NATS JetStream side of bench/compare.sh: rebound perf's workloads and JSON schema"
+)]
 struct Cli {
     /// Which peer to drive.
     system: System,
@@ -67,8 +72,8 @@ struct Cli {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let base = common::named(&cli.workload)
-        .ok_or_else(|| anyhow::anyhow!("unknown workload {}", cli.workload))?;
+    let base =
+        common::named(&cli.workload).ok_or_else(|| anyhow::anyhow!("unknown workload {}", cli.workload))?;
     let spec = common::Workload {
         messages: cli.messages.unwrap_or(base.messages),
         size: cli.size.unwrap_or(base.size),
@@ -82,7 +87,16 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = rt.block_on(async {
         match cli.system {
-            System::Rabbitmq => rabbit::run(&cli.url, spec, cli.server_pid, deadline, cli.rabbit_delivery_limit).await,
+            System::Rabbitmq => {
+                rabbit::run(
+                    &cli.url,
+                    spec,
+                    cli.server_pid,
+                    deadline,
+                    cli.rabbit_delivery_limit,
+                )
+                .await
+            }
             System::Nats => nats::run(&cli.url, spec, cli.server_pid, deadline, &cli.nats_retry).await,
         }
     })?;

@@ -30,7 +30,9 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
-use crate::common::{backoff_after, body_fields, report, rss, Outcome, Run, Workload, BACKOFF_MS, MAX_DELIVERIES, POLL};
+use crate::common::{
+    backoff_after, body_fields, report, rss, Outcome, Run, Workload, BACKOFF_MS, MAX_DELIVERIES, POLL,
+};
 
 const STREAM: &str = "BENCH";
 const SUBJECT: &str = "bench.q";
@@ -39,7 +41,9 @@ const DLQ_STREAM: &str = "BENCHDLQ";
 const DLQ_SUBJECT: &str = "bench.dlq";
 
 async fn connect(url: &str) -> Result<async_nats::Client> {
-    async_nats::connect(url).await.with_context(|| format!("connecting to {url}"))
+    async_nats::connect(url)
+        .await
+        .with_context(|| format!("connecting to {url}"))
 }
 
 fn e<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> anyhow::Error {
@@ -118,7 +122,9 @@ async fn consume(client: async_nats::Client, run: Arc<Run>, mode: String) -> Res
         .map_err(e("messages"))?;
     while let Some(m) = msgs.next().await {
         let m = m.map_err(e("pull"))?;
-        let Some((sent_ns, seq)) = body_fields(&m.payload) else { bail!("foreign message") };
+        let Some((sent_ns, seq)) = body_fields(&m.payload) else {
+            bail!("foreign message")
+        };
         let delivered = m.info().map(|i| i.delivered).unwrap_or(1).max(1) as u32;
         if run.spec.is_poison(seq) {
             run.poison_deliveries.fetch_add(1, Ordering::Relaxed);
@@ -132,20 +138,28 @@ async fn consume(client: async_nats::Client, run: Arc<Run>, mode: String) -> Res
             };
             m.ack_with(kind).await.map_err(e("nak"))?;
         } else {
-            run.received(sent_ns, delivered > 1);
+            let first = run.received(seq, sent_ns, delivered > 1);
             m.ack().await.map_err(e("ack"))?;
-            run.acked_one();
+            if first {
+                run.acked_one();
+            }
         }
     }
     bail!("the consumer stream ended")
 }
 
 /// The dead-letter "queue": moves messages that exhausted MaxDeliver to `BENCHDLQ`.
-async fn dlq_mover(mut advisories: async_nats::Subscriber, js: jetstream::Context, run: Arc<Run>) -> Result<()> {
+async fn dlq_mover(
+    mut advisories: async_nats::Subscriber,
+    js: jetstream::Context,
+    run: Arc<Run>,
+) -> Result<()> {
     let st = js.get_stream(STREAM).await.map_err(e("get stream"))?;
     while let Some(a) = advisories.next().await {
         let v: Value = serde_json::from_slice(&a.payload)?;
-        let Some(seq) = v.get("stream_seq").and_then(Value::as_u64) else { continue };
+        let Some(seq) = v.get("stream_seq").and_then(Value::as_u64) else {
+            continue;
+        };
         let msg = match st.get_raw_message(seq).await {
             Ok(m) => m,
             Err(err) => {
@@ -164,7 +178,13 @@ async fn dlq_mover(mut advisories: async_nats::Subscriber, js: jetstream::Contex
     Ok(())
 }
 
-pub async fn run(url: &str, spec: Workload, pid: Option<u32>, deadline: Instant, mode: &str) -> Result<Value> {
+pub async fn run(
+    url: &str,
+    spec: Workload,
+    pid: Option<u32>,
+    deadline: Instant,
+    mode: &str,
+) -> Result<Value> {
     if mode != "nak-delay" && mode != "ack-wait" {
         bail!("--nats-retry must be nak-delay or ack-wait");
     }
@@ -192,7 +212,8 @@ pub async fn run(url: &str, spec: Workload, pid: Option<u32>, deadline: Instant,
     if let Some(sub) = advisories {
         consumer_tasks.push(tokio::spawn(dlq_mover(sub, js.clone(), run.clone())));
     }
-    let spawn_consumers = |conns: Vec<async_nats::Client>, tasks: &mut Vec<tokio::task::JoinHandle<Result<()>>>| {
+    let spawn_consumers = |conns: Vec<async_nats::Client>,
+                           tasks: &mut Vec<tokio::task::JoinHandle<Result<()>>>| {
         for c in conns {
             tasks.push(tokio::spawn(consume(c, run.clone(), mode.to_string())));
         }
@@ -238,7 +259,10 @@ pub async fn run(url: &str, spec: Workload, pid: Option<u32>, deadline: Instant,
     if poison > 0 {
         while run.dead_lettered.load(Ordering::Relaxed) < poison {
             if Instant::now() > deadline {
-                bail!("timed out: {} of {poison} poison messages dead-lettered", run.dead_lettered.load(Ordering::Relaxed));
+                bail!(
+                    "timed out: {} of {poison} poison messages dead-lettered",
+                    run.dead_lettered.load(Ordering::Relaxed)
+                );
             }
             tokio::time::sleep(POLL).await;
         }
@@ -251,12 +275,22 @@ pub async fn run(url: &str, spec: Workload, pid: Option<u32>, deadline: Instant,
     let mut extra = Map::new();
     extra.insert(
         "durability".into(),
-        json!("file storage; nats-server 2.9.10 acks a publish once written to the OS page cache: no fsync per message (sync_interval is not configurable before 2.10)"),
+        json!("file storage; a publish is acked once written, fsync'd per write only with sync_interval: always (nats-server 2.10+; bench/compare.sh sets it when available)"),
     );
     if poison > 0 {
         extra.insert("nats_retry".into(), json!(mode));
-        extra.insert("dlq".into(), json!("MAX_DELIVERIES advisory -> get msg -> publish to BENCHDLQ (acked) -> delete from BENCH"));
+        extra.insert(
+            "dlq".into(),
+            json!("MAX_DELIVERIES advisory -> get msg -> publish to BENCHDLQ (acked) -> delete from BENCH"),
+        );
     }
-    let outcome = Outcome { queue: STREAM.into(), end_s, backlog, poison_dlq_s, rss_end: rss(pid), extra };
+    let outcome = Outcome {
+        queue: STREAM.into(),
+        end_s,
+        backlog,
+        poison_dlq_s,
+        rss_end: rss(pid),
+        extra,
+    };
     Ok(report("nats", &run, outcome))
 }

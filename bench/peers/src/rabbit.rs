@@ -47,7 +47,10 @@ async fn connect(url: &str) -> Result<Connection> {
 }
 
 async fn declare(ch: &Channel, spec: &Workload, delivery_limit: u32) -> Result<()> {
-    let durable = QueueDeclareOptions { durable: true, ..Default::default() };
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
     for q in [QUEUE, DLQ] {
         let _ = ch.queue_delete(s(q), QueueDeleteOptions::default()).await;
     }
@@ -55,15 +58,28 @@ async fn declare(ch: &Channel, spec: &Workload, delivery_limit: u32) -> Result<(
         ch.queue_declare(s(QUEUE), durable, quorum_args()).await?;
         return Ok(());
     }
-    let ex = ExchangeDeclareOptions { durable: true, ..Default::default() };
-    ch.exchange_declare(s(DLX), ExchangeKind::Fanout, ex, FieldTable::default()).await?;
-    ch.queue_declare(s(DLQ), durable, quorum_args()).await?;
-    ch.queue_bind(s(DLQ), s(DLX), s(""), QueueBindOptions::default(), FieldTable::default())
+    let ex = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare(s(DLX), ExchangeKind::Fanout, ex, FieldTable::default())
         .await?;
+    ch.queue_declare(s(DLQ), durable, quorum_args()).await?;
+    ch.queue_bind(
+        s(DLQ),
+        s(DLX),
+        s(""),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
     let mut args = quorum_args();
     args.insert(s("x-delivery-limit"), AMQPValue::LongInt(delivery_limit as i32));
     args.insert(s("x-dead-letter-exchange"), AMQPValue::LongString(DLX.into()));
-    args.insert(s("x-dead-letter-strategy"), AMQPValue::LongString("at-least-once".into()));
+    args.insert(
+        s("x-dead-letter-strategy"),
+        AMQPValue::LongString("at-least-once".into()),
+    );
     args.insert(s("x-overflow"), AMQPValue::LongString("reject-publish".into()));
     ch.queue_declare(s(QUEUE), durable, args).await?;
     Ok(())
@@ -73,9 +89,9 @@ async fn produce(conn: Connection, run: Arc<Run>, index: u32) -> Result<()> {
     let ch = conn.create_channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let props = BasicProperties::default().with_delivery_mode(2); // persistent
-    // Up to in_flight publishes without their confirm. Each publish is its own future
-    // (lapin hands every frame to its I/O thread and would otherwise make the producer
-    // wait for that hand-off before writing the next one).
+                                                                  // Up to in_flight publishes without their confirm. Each publish is its own future
+                                                                  // (lapin hands every frame to its I/O thread and would otherwise make the producer
+                                                                  // wait for that hand-off before writing the next one).
     let mut inflight = FuturesUnordered::new();
     let settle = |r: Result<(u64, bool)>| -> Result<()> {
         let (sent_ns, acked) = r?;
@@ -107,10 +123,18 @@ async fn produce(conn: Connection, run: Arc<Run>, index: u32) -> Result<()> {
 
 async fn consume(conn: Connection, run: Arc<Run>, tag: String) -> Result<()> {
     let ch = conn.create_channel().await?;
-    ch.basic_qos(run.spec.credit.min(u16::MAX as u32) as u16, BasicQosOptions::default())
-        .await?;
+    ch.basic_qos(
+        run.spec.credit.min(u16::MAX as u32) as u16,
+        BasicQosOptions::default(),
+    )
+    .await?;
     let mut deliveries = ch
-        .basic_consume(s(QUEUE), s(&tag), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume(
+            s(QUEUE),
+            s(&tag),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
         .await?;
     // Every delivery gets its own basic.ack / basic.nack. AMQP acks have no reply, so
     // they are pipelined (as other AMQP clients write them without waiting): lapin's
@@ -137,8 +161,8 @@ async fn consume(conn: Connection, run: Arc<Run>, tag: String) -> Result<()> {
                         (false, acker.nack(BasicNackOptions { requeue: true, multiple: false }).await)
                     }) as std::pin::Pin<Box<dyn std::future::Future<Output = (bool, lapin::Result<bool>)> + Send>>);
                 } else {
-                    run.received(sent_ns, d.redelivered);
-                    settling.push(Box::pin(async move { (true, acker.ack(BasicAckOptions::default()).await) }));
+                    let first = run.received(seq, sent_ns, d.redelivered);
+                    settling.push(Box::pin(async move { (first, acker.ack(BasicAckOptions::default()).await) }));
                 }
             }
         }
@@ -215,15 +239,23 @@ pub async fn run(
     let mut poison_dlq_s = None;
     let poison = spec.poison_count();
     if poison > 0 {
-        let passive = QueueDeclareOptions { passive: true, durable: true, ..Default::default() };
+        let passive = QueueDeclareOptions {
+            passive: true,
+            durable: true,
+            ..Default::default()
+        };
         loop {
             let q = ach.queue_declare(s(DLQ), passive, FieldTable::default()).await?;
-            run.dead_lettered.store(q.message_count() as u64, Ordering::Relaxed);
+            run.dead_lettered
+                .store(q.message_count() as u64, Ordering::Relaxed);
             if q.message_count() as u64 >= poison {
                 break;
             }
             if Instant::now() > deadline {
-                bail!("timed out: {} of {poison} poison messages dead-lettered", q.message_count());
+                bail!(
+                    "timed out: {} of {poison} poison messages dead-lettered",
+                    q.message_count()
+                );
             }
             tokio::time::sleep(POLL).await;
         }
@@ -240,7 +272,10 @@ pub async fn run(
     );
     if poison > 0 {
         extra.insert("x_delivery_limit".into(), json!(delivery_limit));
-        extra.insert("redelivery_delay".into(), json!("none: quorum queues requeue at once"));
+        extra.insert(
+            "redelivery_delay".into(),
+            json!("none: quorum queues requeue at once"),
+        );
     }
     let outcome = Outcome {
         queue: QUEUE.into(),

@@ -43,7 +43,12 @@ fn main() {
     );
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for v in &rows {
-        let lat = |k: &str| v["latency_ms"].get(k).and_then(Value::as_f64).map_or("–".into(), |x| format!("{x:.2}"));
+        let lat = |k: &str| {
+            v["latency_ms"]
+                .get(k)
+                .and_then(Value::as_f64)
+                .map_or("–".into(), |x| format!("{x:.2}"))
+        };
         let send_p50 = v["send_latency_ms"]
             .get("p50")
             .and_then(Value::as_f64)
