@@ -1190,7 +1190,8 @@ fn place(
             delivery_count: 0,
             failures: Vec::new(),
             stored,
-            record: (!stored).then(|| Arc::new(record.clone())),
+            // Stored or not, the queue may keep it for a delivery without a read.
+            record: Some(Arc::new(record.clone())),
         };
         if stored {
             ops.push(Op::PutMessage {

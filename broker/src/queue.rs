@@ -22,6 +22,11 @@ use crate::scheduled::Timeline;
 /// How many failure reasons a message keeps; they travel with it to the DLQ.
 pub const MAX_FAILURES_KEPT: usize = 5;
 
+/// Bytes of stored messages a queue keeps in memory as well, so that a queue that
+/// keeps up with its producers delivers without reading storage back. A backlog
+/// beyond this costs only its index entries: the bodies stay on disk until delivery.
+pub const BODY_CACHE_BYTES: u64 = 8 << 20;
+
 /// A message reference held by a queue.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -36,7 +41,8 @@ pub struct Entry {
     pub failures: Vec<FailureRecord>,
     /// Whether the message is in storage (durable message on a durable queue).
     pub stored: bool,
-    /// The message itself, kept in memory only when it is not stored.
+    /// The message itself: always when it is not stored; for a stored message a copy
+    /// kept while the queue's body cache has room ([`BODY_CACHE_BYTES`]).
     pub record: Option<Arc<MessageRecord>>,
 }
 
@@ -147,6 +153,8 @@ struct State {
     next_consumer: usize,
     delivering: u64,
     bytes: u64,
+    /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
+    cached: u64,
     counters: Counters,
     closed: bool,
 }
@@ -463,6 +471,7 @@ impl Queue {
         st.ready.clear();
         st.scheduled.clear();
         st.expiring.clear();
+        st.cached = 0;
         drop(st);
         self.wake.notify_one();
     }
@@ -530,7 +539,14 @@ impl Queue {
 }
 
 impl State {
-    fn insert(&mut self, entry: Entry, due_ms: u64, now_ms: u64) {
+    fn insert(&mut self, mut entry: Entry, due_ms: u64, now_ms: u64) {
+        if entry.stored && entry.record.is_some() {
+            if self.cached + entry.size <= BODY_CACHE_BYTES {
+                self.cached += entry.size;
+            } else {
+                entry.record = None;
+            }
+        }
         let id = entry.id;
         let place = if due_ms > now_ms {
             self.scheduled.insert(due_ms, id);
@@ -559,6 +575,9 @@ impl State {
             self.expiring.remove(slot.entry.expiration_ms, id);
         }
         self.bytes -= slot.entry.size;
+        if slot.entry.stored && slot.entry.record.is_some() {
+            self.cached -= slot.entry.size;
+        }
         Some(slot.entry)
     }
 }
@@ -701,6 +720,25 @@ mod tests {
         assert_eq!(ids(&picks), vec![2, 4, 6]);
         let _all = q.attach(2, 10, None).unwrap();
         assert_eq!(ids(&q.pick(100, &is_even).0), vec![1, 3, 5]);
+    }
+
+    #[test]
+    fn stored_bodies_are_cached_only_up_to_the_budget() {
+        let q = queue();
+        let big = |id| Entry {
+            size: BODY_CACHE_BYTES / 2,
+            record: Some(Arc::new(MessageRecord::default())),
+            ..entry(id, 4)
+        };
+        q.enqueue([(big(1), 0), (big(2), 0), (big(3), 0)], 100);
+        let _rx = q.attach(1, 10, None).unwrap();
+        let picks = q.pick(100, &|_, _| true).0;
+        let cached: Vec<bool> = picks.iter().map(|p| p.entry.record.is_some()).collect();
+        assert_eq!(cached, vec![true, true, false]);
+        // An ack frees its share of the budget for the next message.
+        q.take_delivered(1, &[picks[0].delivery_id]);
+        q.enqueue([(big(4), 0)], 100);
+        assert!(q.pick(100, &|_, _| true).0[0].entry.record.is_some());
     }
 
     #[test]
