@@ -704,3 +704,59 @@ routing-type = "multicast"
         "moved {moved:?}; the messages must stay where they were"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill9_in_the_middle_of_a_retry_loses_and_duplicates_nothing() {
+    const N: usize = 200;
+    let mut broker = Broker::start_with_config(DLQ_CONFIG).await;
+    let client = broker.client().await;
+    let batch = (0..N)
+        .map(|i| OutgoingMessage::new("orders", format!("m{i}")))
+        .collect();
+    client.send_batch(batch).await.unwrap();
+    let mut c = client.consume("orders", 50).await.unwrap();
+    for _ in 0..N {
+        let d = next(&mut c).await;
+        c.nack(&[d.id], "poison").await.unwrap();
+    }
+    c.flush().await.unwrap();
+    drop(c);
+    assert_eq!(client.queue("DLQ").await.unwrap().messages, N as u64);
+
+    // 100 messages a second: the kill lands while the retry is half done.
+    let retrying = {
+        let client = client.clone();
+        tokio::spawn(async move { client.retry_messages(&Selection::new("DLQ"), false, 100).await })
+    };
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    broker.kill9();
+    assert!(
+        retrying.await.unwrap().is_err(),
+        "the retry was cut off by the kill"
+    );
+    broker.restart().await;
+
+    let client = broker.client().await;
+    let mut bodies = Vec::new();
+    for queue in ["orders", "DLQ"] {
+        let browsed = client.browse(queue, 1000).await.unwrap();
+        bodies.extend(
+            browsed
+                .iter()
+                .map(|b| String::from_utf8_lossy(&b.message.body).into_owned()),
+        );
+    }
+    let moved = client.queue("orders").await.unwrap().messages;
+    assert!(
+        moved > 0 && moved < N as u64,
+        "the kill came mid-retry: {moved} moved"
+    );
+    bodies.sort();
+    let total = bodies.len();
+    bodies.dedup();
+    assert_eq!(
+        (total, bodies.len()),
+        (N, N),
+        "every message in exactly one of the two queues"
+    );
+}
