@@ -1,8 +1,9 @@
 //! What both peers share: the workload table, the message body, the counters, the
 //! latency histograms, /proc readings and the JSON report.
 //!
-//! Everything here mirrors `rebound perf` (broker/src/perf/): keep [`WORKLOADS`] in step
-//! with broker/src/perf/workload.rs and [`report`] with broker/src/perf/report.rs.
+//! The workload table and the helpers `rebound perf` measures with come from the broker
+//! crate itself (`rebound_broker::perf`), so both sides run the same loads; keep
+//! [`report`] in step with broker/src/perf/report.rs.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,96 +11,16 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-/// One named load, as in broker/src/perf/workload.rs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Workload {
-    pub name: &'static str,
-    pub messages: u64,
-    pub size: usize,
-    pub producers: u32,
-    pub consumers: u32,
-    /// Unconfirmed publishes per producer.
-    pub in_flight: usize,
-    /// rebound's messages per `Send` call; AMQP and JetStream publish one at a time
-    /// (pipelined inside the window), so the peers report batch 1.
-    pub batch: usize,
-    /// Each consumer's window: AMQP prefetch, JetStream pull batch / max_ack_pending.
-    pub credit: u32,
-    pub poison_every: Option<u64>,
-    pub backlog: bool,
+pub use rebound_broker::perf::{histogram, named, process_cpu_s, Workload};
+
+/// Good messages the consumers must ack.
+pub fn good_messages(spec: &Workload) -> u64 {
+    spec.messages - spec.poison_count()
 }
 
-pub const WORKLOADS: &[Workload] = &[
-    Workload {
-        name: "durable",
-        messages: 50_000,
-        size: 1024,
-        producers: 1,
-        consumers: 1,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: None,
-        backlog: false,
-    },
-    Workload {
-        name: "fan",
-        messages: 50_000,
-        size: 1024,
-        producers: 4,
-        consumers: 4,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: None,
-        backlog: false,
-    },
-    Workload {
-        name: "poison",
-        messages: 10_000,
-        size: 1024,
-        producers: 1,
-        consumers: 1,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: Some(10),
-        backlog: false,
-    },
-    Workload {
-        name: "backlog",
-        messages: 500_000,
-        size: 100,
-        producers: 1,
-        consumers: 1,
-        in_flight: 2000,
-        batch: 500,
-        credit: 1000,
-        poison_every: None,
-        backlog: true,
-    },
-];
-
-pub fn named(name: &str) -> Option<&'static Workload> {
-    WORKLOADS.iter().find(|w| w.name == name)
-}
-
-impl Workload {
-    pub fn poison_count(&self) -> u64 {
-        self.poison_every.map_or(0, |every| self.messages / every)
-    }
-    /// The 10th, 20th, … message (0-based seq 9, 19, …), as in rebound perf.
-    pub fn is_poison(&self, seq: u64) -> bool {
-        self.poison_every.is_some_and(|every| seq % every == every - 1)
-    }
-    pub fn good_messages(&self) -> u64 {
-        self.messages - self.poison_count()
-    }
-    /// Producer `index`'s contiguous share of the sequence numbers.
-    pub fn share(&self, index: u32) -> std::ops::Range<u64> {
-        let at = |i: u32| self.messages * u64::from(i) / u64::from(self.producers);
-        at(index)..at(index + 1)
-    }
+/// Producer `index`'s contiguous share of the sequence numbers.
+pub fn share(spec: &Workload, index: u32) -> std::ops::Range<u64> {
+    rebound_broker::perf::share(spec.messages, spec.producers, index)
 }
 
 /// The poison retry policy both peers are set up to approximate (rebound's
@@ -131,10 +52,6 @@ pub struct Run {
     seen: Vec<std::sync::atomic::AtomicBool>,
     pub latency: Mutex<Histogram<u64>>,
     pub send_latency: Mutex<Histogram<u64>>,
-}
-
-pub fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
 }
 
 impl Run {
@@ -211,7 +128,7 @@ impl Run {
 
     /// Polls until every good message is acked.
     pub async fn wait_acked(&self, deadline: Instant) -> anyhow::Result<()> {
-        let good = self.spec.good_messages();
+        let good = good_messages(&self.spec);
         while self.acked.load(Ordering::Relaxed) < good {
             if Instant::now() > deadline {
                 anyhow::bail!(
@@ -252,23 +169,6 @@ pub fn rss(pid: Option<u32>) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// This process's CPU time (user + system), seconds.
-pub fn process_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let ticks: u64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum();
-    ticks as f64 / 100.0
-}
-
 fn latency(h: &Histogram<u64>) -> Value {
     let ms = |us: u64| us as f64 / 1000.0;
     json!({
@@ -294,7 +194,7 @@ pub struct Outcome {
 pub fn report(system: &str, run: &Run, o: Outcome) -> Value {
     let spec = &run.spec;
     let s = |ns: u64| ns as f64 / 1e9;
-    let good = spec.good_messages();
+    let good = good_messages(spec);
     let send_done_s = s(run.last_sent_ns.load(Ordering::Relaxed));
     let good_done_s = s(run.last_ack_ns.load(Ordering::Relaxed));
     let mut v = Map::new();

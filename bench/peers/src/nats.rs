@@ -31,7 +31,8 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::common::{
-    backoff_after, body_fields, report, rss, Outcome, Run, Workload, BACKOFF_MS, MAX_DELIVERIES, POLL,
+    backoff_after, body_fields, report, rss, share, Outcome, Run, Workload, BACKOFF_MS, MAX_DELIVERIES,
+    POLL,
 };
 
 const STREAM: &str = "BENCH";
@@ -92,7 +93,7 @@ async fn setup(js: &jetstream::Context, spec: &Workload, mode: &str) -> Result<(
 async fn produce(client: async_nats::Client, run: Arc<Run>, index: u32) -> Result<()> {
     let js = jetstream::new(client);
     let mut inflight = FuturesUnordered::new();
-    for seq in run.spec.share(index) {
+    for seq in share(&run.spec, index) {
         let (body, sent_ns) = run.body(seq);
         let ack = js.publish(SUBJECT, body.into()).await.map_err(e("publish"))?;
         let ack = ack.into_future();

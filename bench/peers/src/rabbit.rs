@@ -24,7 +24,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::{json, Map, Value};
 
-use crate::common::{body_fields, report, rss, Outcome, Run, Workload, POLL};
+use crate::common::{body_fields, report, rss, share, Outcome, Run, Workload, POLL};
 
 const QUEUE: &str = "bench.q";
 const DLX: &str = "bench.dlx";
@@ -101,7 +101,7 @@ async fn produce(conn: Connection, run: Arc<Run>, index: u32) -> Result<()> {
         run.confirmed(sent_ns);
         Ok(())
     };
-    for seq in run.spec.share(index) {
+    for seq in share(&run.spec, index) {
         let (body, sent_ns) = run.body(seq);
         let ch = ch.clone();
         let props = props.clone();

@@ -18,6 +18,12 @@ mod load;
 mod report;
 mod workload;
 
+// The peer-broker clients of bench/compare.sh (bench/peers) run the same workloads and
+// measure them the same way: these are what they share with `rebound perf`.
+pub use load::{HEADER, histogram, share};
+pub use report::process_cpu_s;
+pub use workload::{WORKLOADS, Workload, named};
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -30,9 +36,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServerArgs;
-use load::{HEADER, Run, histogram};
+use load::Run;
 use report::{Extra, Latency, Report};
-use workload::{PERF_CONFIG, WORKLOADS, Workload};
+use workload::PERF_CONFIG;
 
 /// A run that neither sends nor acks anything for this long has stalled.
 const STALL: Duration = Duration::from_secs(30);
