@@ -42,6 +42,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::error::StorageError;
 use crate::group_commit::{Committer, Journal};
@@ -99,6 +100,30 @@ pub struct SledStore {
     large: Arc<LargeDir>,
 }
 
+/// How long opening waits for sled's file lock before giving up.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Opens sled, waiting (up to [`LOCK_WAIT`]) while its file lock is still held.
+///
+/// sled releases the lock only when its background threads have let go of the
+/// database, a moment after the last handle is dropped, so a store reopened at once in
+/// the same process, or by a broker started while the previous one is exiting, can
+/// find it still taken. Another live process holding it still fails, after the wait.
+fn open_when_unlocked(config: &sled::Config) -> sled::Result<sled::Db> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            // sled 0.34.7 reports a held lock only through this message.
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock") && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            result => return result,
+        }
+    }
+}
+
 impl SledStore {
     /// Opens (or creates) the store in `dir` with default options.
     pub fn open(dir: &Path) -> Result<SledStore, StorageError> {
@@ -108,11 +133,12 @@ impl SledStore {
     /// Opens (or creates) the store in `dir`, deleting large-message body
     /// files that no record references (left by a crash).
     pub fn open_with(dir: &Path, options: SledOptions) -> Result<SledStore, StorageError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .segment_size(SEGMENT_SIZE)
-            .cache_capacity(options.cache_capacity)
-            .open()?;
+        let db = open_when_unlocked(
+            &sled::Config::new()
+                .path(dir)
+                .segment_size(SEGMENT_SIZE)
+                .cache_capacity(options.cache_capacity),
+        )?;
         let large = Arc::new(LargeDir::open(dir)?);
         // Make the directory entries of the files sled created (and of
         // `large/`) durable ourselves rather than rely on sled having done it.
