@@ -30,6 +30,17 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The journal has a gap or a damaged record before its end: commits that
+    /// were acknowledged cannot be recovered. The store does not open.
+    #[error("journal segment {file} is damaged at byte {offset}: {reason}")]
+    CorruptJournal {
+        /// The segment file.
+        file: String,
+        /// Where in it.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
     /// A record is bigger than [`MAX_RECORD_BYTES`](crate::MAX_RECORD_BYTES);
     /// nothing of the commit was written.
     #[error("record under key {key} is {size} bytes, the limit is {max}")]

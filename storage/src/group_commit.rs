@@ -14,8 +14,10 @@
 //!    already queued, up to [`MAX_GROUP_REQUESTS`] requests or
 //!    [`MAX_GROUP_BYTES`] bytes.
 //! 3. It folds the group into one [`WriteSet`], writes and syncs the files of
-//!    its large bodies and fsyncs `large/` once ([`crate::large`]), applies
-//!    the set as one atomic engine batch, calls [`Journal::sync`] once,
+//!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
+//!    the set as one record to the journal and `fdatasync`s it once
+//!    ([`crate::journal`]), applies the set to the engine as one atomic batch
+//!    (visible, durable at the next checkpoint, [`crate::checkpoint`]),
 //!    unlinks the body files the group made obsolete, and answers every
 //!    waiter with the same result.
 //!
@@ -29,15 +31,17 @@
 //! syncs per commit, 8 committers ~6.7–7.3k at 0.21, 64 committers
 //! ~31–33k at 0.03 (about 35 commits per sync).
 //!
-//! Failure handling: if writing a body file or applying the batch fails, every
-//! waiter of that group gets the error, nothing of the group is visible (the
-//! batch is atomic) and the group's new body files are deleted again.
-//! If the *sync* fails, the kernel may already have dropped the dirty pages
-//! (the "fsyncgate" lesson), so a later successful sync would prove nothing:
-//! the committer stays failed and answers every later request with that error.
-//! The same holds for a failed fsync of `large/`. After a failed journal sync
-//! no body file is deleted, old or new: either may be what the records say
-//! after a restart, and the sweep at open sorts it out.
+//! Failure handling: if writing a body file or the journal record fails, every
+//! waiter of that group gets the error, nothing of the group is visible and
+//! the group's new body files are deleted again (the next record overwrites
+//! the failed one). If the *sync* fails, the kernel may already have dropped
+//! the dirty pages (the "fsyncgate" lesson), so a later successful sync would
+//! prove nothing: the committer stays failed and answers every later request
+//! with that error. The same holds for a failed fsync of `large/`, a failed
+//! apply (the journal has the group, the engine does not) and a failed
+//! checkpoint. After a failed journal sync no body file is deleted, old or
+//! new: either may be what the records say after a restart, and the sweep at
+//! open sorts it out.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -49,9 +53,12 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::checkpoint::{Checkpointer, Failure, Job};
 use crate::error::StorageError;
-use crate::keys::{self, Key};
-use crate::large::{LargeBody, LargeDir, MarkerView, same_body};
+use crate::journal::Journal;
+use crate::keys::Key;
+use crate::large::{LargeBody, LargeDir, same_body, stored_marker};
+use crate::memtable::Memtable;
 use crate::write_set::{Staged, WriteSet, stage};
 use crate::{Commit, MessageId, Op};
 
@@ -61,16 +68,21 @@ pub(crate) const MAX_GROUP_REQUESTS: usize = 4096;
 /// (large bodies included).
 pub(crate) const MAX_GROUP_BYTES: usize = 16 << 20;
 
-/// What the committer needs from an engine.
-pub(crate) trait Journal: Send + 'static {
-    /// The stored keys starting with `prefix`.
+/// What the committer and the checkpointer need from an engine (each has a
+/// clone).
+pub(crate) trait Engine: Clone + Send + 'static {
+    /// The engine's value type, cheap to clone.
+    type Value: Clone + AsRef<[u8]> + From<Vec<u8>> + Send + Sync + 'static;
+    /// The keys under `prefix` in the engine.
     fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError>;
-    /// The value stored under `key` (applied, not necessarily durable).
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
-    /// Applies all writes atomically (visible to readers, not yet durable).
-    fn apply(&self, writes: WriteSet) -> Result<(), StorageError>;
-    /// Makes everything applied so far durable.
-    fn sync(&self) -> Result<(), StorageError>;
+    /// The large-body marker of the value under `key` in the engine, if any.
+    fn marker(&self, key: &[u8]) -> Result<Option<LargeBody>, StorageError>;
+    /// Applies writes (visible at once, durable at the next checkpoint).
+    fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<Self::Value>)>)
+    -> Result<(), StorageError>;
+    /// Records that every journal record up to `seq` is applied and makes
+    /// everything applied so far durable.
+    fn checkpoint(&self, seq: u64) -> Result<(), StorageError>;
 }
 
 /// Counters shared between the committer thread and [`Committer::counters`].
@@ -90,7 +102,16 @@ pub(crate) struct CommitCounters {
 
 struct Request {
     staged: Staged,
-    reply: oneshot::Sender<Result<(), StorageError>>,
+    reply: Reply,
+}
+
+/// Who waits for a request, and for what.
+enum Reply {
+    /// A commit: answered once durable.
+    Commit(oneshot::Sender<Result<(), StorageError>>),
+    /// [`Committer::drain`]: answered once the engine holds everything
+    /// committed before (blocking, hence a std channel).
+    Drain(mpsc::Sender<Result<(), StorageError>>),
 }
 
 /// Handle to the committer thread.
@@ -102,15 +123,36 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    /// Starts the committer thread, which owns `journal` from now on and
-    /// writes large bodies to `large`.
-    pub(crate) fn start(journal: impl Journal, large: Arc<LargeDir>) -> Result<Committer, StorageError> {
+    /// Starts the committer thread, which owns `journal` from now on, applies
+    /// to `engine`, writes large bodies to `large` and hands finished journal
+    /// segments to a checkpointer of the store in `store`.
+    pub(crate) fn start<E: Engine>(
+        engine: E,
+        journal: Journal,
+        memtable: Arc<Memtable<E::Value>>,
+        large: Arc<LargeDir>,
+        store: PathBuf,
+    ) -> Result<Committer, StorageError> {
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let thread_counters = Arc::clone(&counters);
+        let failure = Failure::default();
+        let checkpointer =
+            Checkpointer::start(engine.clone(), Arc::clone(&memtable), store, Arc::clone(&failure))?;
         let thread = std::thread::Builder::new()
             .name("rebound-commit".into())
-            .spawn(move || run(journal, &large, rx, &thread_counters))
+            .spawn(move || {
+                let committer = Thread {
+                    engine,
+                    journal,
+                    memtable,
+                    large,
+                    checkpointer,
+                    failure,
+                    counters: thread_counters,
+                };
+                committer.run(rx)
+            })
             .map_err(|e| StorageError::io("spawning the committer thread", e))?;
         Ok(Committer {
             requests: Mutex::new(Some(tx)),
@@ -127,11 +169,33 @@ impl Committer {
             Err(e) => return Commit::ready(Err(e)),
         };
         let (reply, done) = oneshot::channel();
+        match self.send(Request {
+            staged,
+            reply: Reply::Commit(reply),
+        }) {
+            Ok(()) => Commit::from(done),
+            Err(e) => Commit::ready(Err(e)),
+        }
+    }
+
+    /// Blocks until the engine itself holds every commit made before, so that
+    /// reading the engine alone sees them all (for [`crate::Store::recover`]).
+    pub(crate) fn drain(&self) -> Result<(), StorageError> {
+        let (reply, done) = mpsc::channel();
+        self.send(Request {
+            staged: stage(Vec::new())?,
+            reply: Reply::Drain(reply),
+        })?;
+        // A dropped sender means the checkpointer stopped on a failure.
+        done.recv().unwrap_or(Err(StorageError::Closed))
+    }
+
+    fn send(&self, request: Request) -> Result<(), StorageError> {
         let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        match requests.as_ref().map(|tx| tx.send(Request { staged, reply })) {
-            Some(Ok(())) => Commit::from(done),
+        match requests.as_ref().map(|tx| tx.send(request)) {
+            Some(Ok(())) => Ok(()),
             // Closed, or the thread is gone.
-            Some(Err(_)) | None => Commit::ready(Err(StorageError::Closed)),
+            Some(Err(_)) | None => Err(StorageError::Closed),
         }
     }
 
@@ -169,85 +233,137 @@ impl Drop for Committer {
     }
 }
 
-/// The committer thread's loop; returns the result of the final sync.
-fn run(
-    journal: impl Journal,
-    large: &LargeDir,
-    requests: Receiver<Request>,
-    counters: &Counters,
-) -> Result<(), StorageError> {
-    let mut failed: Option<StorageError> = None;
-    while let Ok(first) = requests.recv() {
-        let mut bytes = first.staged.bytes;
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
-            let Ok(next) = requests.try_recv() else { break };
-            bytes += next.staged.bytes;
-            group.push(next);
-        }
-
-        let ops: usize = group.iter().map(|r| r.staged.ops).sum();
-        let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|r| (r.staged, r.reply)).unzip();
-        let result = match failed.clone() {
-            Some(e) => Err(e),
-            None => write_group(&journal, large, writes, counters, &mut failed),
-        };
-        if result.is_ok() {
-            counters
-                .commits
-                .fetch_add(replies.len() as u64, Ordering::Relaxed);
-            counters.ops.fetch_add(ops as u64, Ordering::Relaxed);
-        }
-        for reply in replies {
-            // The caller may have stopped waiting; its commit is durable anyway.
-            let _ = reply.send(result.clone());
-        }
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => journal.sync(),
-    }
+/// What the committer thread owns.
+struct Thread<E: Engine> {
+    engine: E,
+    journal: Journal,
+    memtable: Arc<Memtable<E::Value>>,
+    large: Arc<LargeDir>,
+    checkpointer: Checkpointer<E::Value>,
+    failure: Failure,
+    counters: Arc<Counters>,
 }
 
-/// Applies one group as one batch and makes it durable, large bodies first,
-/// obsolete body files last. A failed sync is recorded in `failed`.
-fn write_group(
-    journal: &impl Journal,
-    large: &LargeDir,
-    group: Vec<Staged>,
-    counters: &Counters,
-    failed: &mut Option<StorageError>,
-) -> Result<(), StorageError> {
-    let mut set = WriteSet::default();
-    let mut existing = |prefix: &[u8]| journal.keys_with_prefix(prefix);
-    for staged in group {
-        set.add(staged, &mut existing)?;
-    }
-    let mut bodies = Bodies::default();
-    if let Err(e) = bodies.place(&mut set, journal, large) {
-        bodies.discard(large);
-        if let StorageError::Io {
-            context: DIR_SYNC, ..
-        } = e
-        {
-            tracing::error!(error = %e, "fsync of the large-message directory failed; the store refuses all further commits");
-            *failed = Some(e.clone());
+impl<E: Engine> Thread<E> {
+    /// The loop; after the last request, has everything applied and
+    /// checkpointed and removes the journal (so the next open has nothing to
+    /// replay), returning the result of that.
+    fn run(mut self, requests: Receiver<Request>) -> Result<(), StorageError> {
+        while let Ok(first) = requests.recv() {
+            let mut bytes = first.staged.bytes;
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
+                let Ok(next) = requests.try_recv() else { break };
+                bytes += next.staged.bytes;
+                group.push(next);
+            }
+
+            let ops: usize = group.iter().map(|r| r.staged.ops).sum();
+            let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|r| (r.staged, r.reply)).unzip();
+            let result = match self.failure.get() {
+                Some(e) => Err(e.clone()),
+                None if ops == 0 => Ok(()),
+                None => self.write_group(writes),
+            };
+            if result.is_ok() {
+                let counters = &self.counters;
+                let commits = replies.iter().filter(|r| matches!(r, Reply::Commit(_))).count();
+                counters.commits.fetch_add(commits as u64, Ordering::Relaxed);
+                counters.ops.fetch_add(ops as u64, Ordering::Relaxed);
+            }
+            let mut drains = Vec::new();
+            for reply in replies {
+                match reply {
+                    // The caller may have stopped waiting; its commit is durable anyway.
+                    Reply::Commit(reply) => {
+                        let _ = reply.send(result.clone());
+                    }
+                    Reply::Drain(reply) => drains.push(reply),
+                }
+            }
+            if !drains.is_empty() {
+                self.checkpointer.submit(Job {
+                    table: self.memtable.freeze(),
+                    seq: self.journal.last_seq(),
+                    segment: None,
+                    done: drains,
+                });
+            }
         }
-        return Err(e);
+        let Thread {
+            journal,
+            memtable,
+            checkpointer,
+            failure,
+            ..
+        } = self;
+        checkpointer.submit(Job {
+            table: memtable.freeze(),
+            seq: journal.last_seq(),
+            segment: None,
+            done: Vec::new(),
+        });
+        checkpointer.finish();
+        if let Some(e) = failure.get() {
+            return Err(e.clone());
+        }
+        journal.remove()
     }
-    if let Err(e) = journal.apply(set) {
-        bodies.discard(large);
-        return Err(e);
+
+    /// Makes one group durable in the journal and readable from the
+    /// memtable, large bodies first, obsolete body files last. A fatal error
+    /// is recorded in `failure`.
+    fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
+        let mut set = WriteSet::default();
+        let mut existing = |prefix: &[u8]| {
+            self.memtable
+                .keys_with_prefix(prefix, || self.engine.keys_with_prefix(prefix))
+        };
+        for staged in group {
+            set.add(staged, &mut existing)?;
+        }
+        let mut bodies = Bodies::default();
+        let marker = |key: &[u8]| match self.memtable.get(key) {
+            Some(value) => Ok(value.and_then(|v| stored_marker(key, v.as_ref()))),
+            None => self.engine.marker(key),
+        };
+        if let Err(e) = bodies.place(&mut set, marker, &self.large) {
+            bodies.discard(&self.large);
+            if let StorageError::Io {
+                context: DIR_SYNC, ..
+            } = e
+            {
+                tracing::error!(error = %e, "fsync of the large-message directory failed; the store refuses all further commits");
+                let _ = self.failure.set(e.clone());
+            }
+            return Err(e);
+        }
+        if let Err(e) = self.journal.append(set.writes()) {
+            bodies.discard(&self.large);
+            return Err(e);
+        }
+        self.journal.sync().inspect_err(|e| {
+            tracing::error!(error = %e, "journal sync failed; the store refuses all further commits");
+            let _ = self.failure.set(e.clone());
+        })?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        // The tables a segment's records went to are frozen before the first
+        // record of the next segment joins the active one.
+        if let Some(segment) = self.journal.take_completed() {
+            self.checkpointer.submit(Job {
+                table: self.memtable.freeze(),
+                seq: segment.last_seq,
+                segment: Some(segment),
+                done: Vec::new(),
+            });
+        }
+        self.memtable
+            .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
+        for path in &bodies.obsolete {
+            self.large.remove(path);
+        }
+        Ok(())
     }
-    journal.sync().inspect_err(|e| {
-        tracing::error!(error = %e, "sync failed; the store refuses all further commits");
-        *failed = Some(e.clone());
-    })?;
-    counters.syncs.fetch_add(1, Ordering::Relaxed);
-    for path in &bodies.obsolete {
-        large.remove(path);
-    }
-    Ok(())
 }
 
 const DIR_SYNC: &str = "fsync of the large-message directory";
@@ -271,7 +387,7 @@ impl Bodies {
     fn place(
         &mut self,
         set: &mut WriteSet,
-        journal: &impl Journal,
+        marker: impl Fn(&[u8]) -> Result<Option<LargeBody>, StorageError>,
         large: &LargeDir,
     ) -> Result<(), StorageError> {
         let mut by_id: HashMap<MessageId, (usize, Bytes)> = HashMap::new();
@@ -279,10 +395,7 @@ impl Bodies {
             let Ok(Key::Message { queue, id }) = Key::decode(key) else {
                 continue;
             };
-            let old = match journal.get(key)? {
-                Some(stored) => stored_marker(key, &stored),
-                None => None,
-            };
+            let old = marker(key)?;
             if let Some(old) = &old {
                 self.obsolete.push(large.path(queue, id, old.generation));
             }
@@ -321,20 +434,6 @@ impl Bodies {
     fn discard(&mut self, large: &LargeDir) {
         for path in self.written.drain(..) {
             large.remove(&path);
-        }
-    }
-}
-
-/// The large-body marker of a stored message value. A value that does not
-/// decode is treated as having none (with a warning): refusing would make the
-/// key impossible to remove or replace, and at worst its file is left for the
-/// sweep to keep.
-fn stored_marker(key: &[u8], value: &[u8]) -> Option<LargeBody> {
-    match <MarkerView as prost::Message>::decode(value) {
-        Ok(view) => view.large,
-        Err(e) => {
-            tracing::warn!(key = %keys::hex(key), error = %e, "stored message does not decode; any body file it has is left in place");
-            None
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | `0x02` | queue `u32` ‖ message `u64`     | [`DeliveryState`]              |
 //! | `0x10` | address name, UTF-8             | [`AddressRecord`]              |
 //! | `0x11` | queue `u32`                     | [`QueueRecord`]                |
+//! | `0x20` | (nothing)                       | journal checkpoint, `u64` BE   |
 //!
 //! This module is pure: no engine, no I/O, so it is unit- and property-tested
 //! on its own.
@@ -31,6 +32,9 @@ pub const STATE: u8 = 0x02;
 pub const ADDRESS: u8 = 0x10;
 /// Kind prefix of a [`QueueRecord`](crate::records::QueueRecord) key.
 pub const QUEUE: u8 = 0x11;
+/// The one key of the journal checkpoint: the seq of the last journal record
+/// known to be durable in the engine (see `journal.rs`).
+pub const JOURNAL_CHECKPOINT: u8 = 0x20;
 
 /// A decoded key: which record a stored key names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,6 +57,8 @@ pub enum Key {
     Address(String),
     /// A queue definition.
     Queue(QueueId),
+    /// The journal checkpoint.
+    JournalCheckpoint,
 }
 
 /// Why a byte string is not a valid key.
@@ -82,6 +88,7 @@ impl Key {
             Key::State { queue, id } => state(*queue, *id).to_vec(),
             Key::Address(name) => address(name),
             Key::Queue(queue) => self::queue(*queue).to_vec(),
+            Key::JournalCheckpoint => vec![JOURNAL_CHECKPOINT],
         }
     }
 
@@ -111,6 +118,8 @@ impl Key {
                 let rest: [u8; 4] = rest.try_into().map_err(|_| bad_length())?;
                 Ok(Key::Queue(u32::from_be_bytes(rest)))
             }
+            JOURNAL_CHECKPOINT if rest.is_empty() => Ok(Key::JournalCheckpoint),
+            JOURNAL_CHECKPOINT => Err(bad_length()),
             other => Err(KeyError::UnknownKind(Some(other))),
         }
     }
@@ -180,6 +189,7 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(queue, id)| Key::State { queue, id }),
             ".*".prop_map(Key::Address),
             any::<u32>().prop_map(Key::Queue),
+            Just(Key::JournalCheckpoint),
         ]
     }
 
@@ -216,6 +226,7 @@ mod tests {
         assert_eq!(hex(&state(0x0102_0304, 5)), "02010203040000000000000005");
         assert_eq!(hex(&queue(7)), "1100000007");
         assert_eq!(address("a.b"), b"\x10a.b");
+        assert_eq!(Key::JournalCheckpoint.encode(), [0x20]);
     }
 
     #[test]

@@ -101,6 +101,20 @@ impl LargeBody {
     }
 }
 
+/// The large-body marker of a stored message value. A value that does not
+/// decode is treated as having none (with a warning): refusing would make the
+/// key impossible to remove or replace, and at worst its file is left for the
+/// sweep to keep.
+pub(crate) fn stored_marker(key: &[u8], value: &[u8]) -> Option<LargeBody> {
+    match <MarkerView as prost::Message>::decode(value) {
+        Ok(view) => view.large,
+        Err(e) => {
+            tracing::warn!(key = %crate::keys::hex(key), error = %e, "stored message does not decode; any body file it has is left in place");
+            None
+        }
+    }
+}
+
 /// The file name of a body.
 pub(crate) fn file_name(queue: QueueId, id: MessageId, generation: u32) -> String {
     if generation == 0 {

@@ -160,10 +160,13 @@
 
 #![warn(missing_docs)]
 
+mod checkpoint;
 pub mod error;
 mod group_commit;
+mod journal;
 pub mod keys;
 pub mod large;
+mod memtable;
 pub mod records;
 pub mod sled_store;
 mod write_set;

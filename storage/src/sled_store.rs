@@ -1,12 +1,18 @@
 //! [`SledStore`]: the [`Store`] on sled 0.34.7. The only file that imports
 //! sled.
 //!
+//! Commits are made durable by the journal ([`crate::journal`]); sled holds
+//! the same writes, applied after they are journaled, and is made durable at
+//! checkpoints ([`crate::checkpoint`]). sled's own background flusher is off
+//! (`flush_every_ms(None)`): it writes when its IO buffer is full and at
+//! checkpoints. Opening replays the journal records after the checkpoint
+//! recorded under [`keys::JOURNAL_CHECKPOINT`] into sled.
+//!
 //! sled's own durability has three gaps (reference §1.2), closed here:
 //!
 //! * `flush()` ends in `sync_file_range`, which does not flush the drive's
-//!   write cache. After every group flush the committer therefore also calls
-//!   `sync_data()` (fdatasync) on a read-only handle of `<dir>/db`, sled's one
-//!   log file.
+//!   write cache. A checkpoint therefore also calls `sync_data()`
+//!   (fdatasync) on a read-only handle of `<dir>/db`, sled's one log file.
 //! * A log write bigger than `segment_size / 4 - 20` bytes goes to a file
 //!   under `<dir>/blobs/` that sled never fsyncs. We make that impossible:
 //!   see [`SEGMENT_SIZE`] and the derivation of [`MAX_INLINE_RECORD_BYTES`]
@@ -45,11 +51,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::StorageError;
-use crate::group_commit::{Committer, Journal};
+use crate::group_commit::{Committer, Engine};
+use crate::journal::{self, Journal};
 use crate::keys::{self, Key};
-use crate::large::{LargeDir, MarkerView};
+use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
+use crate::memtable::Memtable;
 use crate::records::{self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord};
-use crate::write_set::WriteSet;
 use crate::{
     Commit, IndexEntry, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store,
     StoreStats,
@@ -97,6 +104,8 @@ pub struct SledStore {
     // Declared first so that dropping the store stops the committer first.
     committer: Committer,
     db: sled::Db,
+    /// Journaled writes sled does not have yet: read before sled.
+    memtable: Arc<Memtable<sled::IVec>>,
     large: Arc<LargeDir>,
 }
 
@@ -130,15 +139,37 @@ impl SledStore {
         SledStore::open_with(dir, SledOptions::default())
     }
 
-    /// Opens (or creates) the store in `dir`, deleting large-message body
-    /// files that no record references (left by a crash).
+    /// Opens (or creates) the store in `dir`: replays the journal into sled,
+    /// checkpoints, and deletes large-message body files that no record
+    /// references (left by a crash).
     pub fn open_with(dir: &Path, options: SledOptions) -> Result<SledStore, StorageError> {
         let db = open_when_unlocked(
             &sled::Config::new()
                 .path(dir)
                 .segment_size(SEGMENT_SIZE)
-                .cache_capacity(options.cache_capacity),
+                .cache_capacity(options.cache_capacity)
+                .flush_every_ms(None),
         )?;
+        let log = File::open(dir.join("db"))
+            .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
+        let engine = SledEngine {
+            db: db.clone(),
+            log: Arc::new(log),
+        };
+        let checkpoint = engine.checkpointed()?;
+        let replayed = journal::replay(dir, checkpoint, |writes| {
+            engine.apply(writes.into_iter().map(|(k, v)| (k, v.map(sled::IVec::from))))
+        })?;
+        if replayed.records > 0 {
+            tracing::info!(records = replayed.records, "replayed the journal");
+        }
+        // After a restart sled hands out ids from its last persisted counter plus
+        // two intervals, and persists the new counter only with the next flush:
+        // without one, a second crash would hand out the same ids again. Drawing
+        // an id now puts that counter update before the checkpoint's flush.
+        db.generate_id()?;
+        engine.checkpoint(replayed.last_seq)?;
+        let journal = Journal::start(dir, replayed)?;
         let large = Arc::new(LargeDir::open(dir)?);
         // Make the directory entries of the files sled created (and of
         // `large/`) durable ourselves rather than rely on sled having done it.
@@ -167,15 +198,32 @@ impl SledStore {
                 "deleted orphaned large-message bodies"
             );
         }
-        let log = File::open(dir.join("db"))
-            .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
-        let committer = Committer::start(SledJournal { db: db.clone(), log }, Arc::clone(&large))?;
-        Ok(SledStore { committer, db, large })
+        let memtable = Arc::new(Memtable::default());
+        let committer = Committer::start(
+            engine,
+            journal,
+            Arc::clone(&memtable),
+            Arc::clone(&large),
+            dir.to_path_buf(),
+        )?;
+        Ok(SledStore {
+            committer,
+            db,
+            memtable,
+            large,
+        })
+    }
+
+    /// The current value of `key`: the memtable's, else sled's.
+    fn value(&self, key: &[u8]) -> Result<Option<sled::IVec>, StorageError> {
+        match self.memtable.get(key) {
+            Some(value) => Ok(value),
+            None => Ok(self.db.get(key)?),
+        }
     }
 
     fn get<M: prost::Message + Default>(&self, key: &[u8]) -> Result<Option<M>, StorageError> {
-        self.db
-            .get(key)?
+        self.value(key)?
             .map(|value| records::decode(key, &value))
             .transpose()
     }
@@ -267,7 +315,7 @@ impl Store for SledStore {
     fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
         let key = keys::message(queue, id);
         loop {
-            let Some(value) = self.db.get(key)? else {
+            let Some(value) = self.value(&key)? else {
                 return Ok(None);
             };
             let mut record: MessageRecord = records::decode(&key, &value)?;
@@ -296,7 +344,7 @@ impl Store for SledStore {
                     // The committer unlinks a body only after the record that
                     // replaced or removed it is applied: if the record changed
                     // meanwhile, read again; if not, the file is really gone.
-                    if self.db.get(key)?.as_deref() == Some(&value[..]) {
+                    if self.value(&key)?.as_deref() == Some(&value[..]) {
                         return Err(corrupt(format!("body file {} is missing", path.display())));
                     }
                 }
@@ -310,6 +358,8 @@ impl Store for SledStore {
     }
 
     fn recover(&self) -> Result<Recovered, StorageError> {
+        // The scans below read sled alone.
+        self.committer.drain()?;
         let addresses: Vec<AddressRecord> = self.scan(&[keys::ADDRESS])?;
         let queues = self
             .scan::<QueueRecord>(&[keys::QUEUE])?
@@ -334,13 +384,37 @@ impl Store for SledStore {
     }
 }
 
-/// The committer's view of sled: the tree plus the log file to fdatasync.
-struct SledJournal {
+/// The committer's (and checkpointer's) view of sled: the tree plus the log
+/// file to fdatasync.
+#[derive(Clone)]
+struct SledEngine {
     db: sled::Db,
-    log: File,
+    log: Arc<File>,
 }
 
-impl Journal for SledJournal {
+impl SledEngine {
+    /// The seq of the last journal record known to be durable in sled.
+    fn checkpointed(&self) -> Result<u64, StorageError> {
+        let key = Key::JournalCheckpoint.encode();
+        match self.db.get(&key)? {
+            None => Ok(0),
+            Some(value) => {
+                value
+                    .as_ref()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| StorageError::Corrupt {
+                        key: keys::hex(&key),
+                        reason: format!("a checkpoint is 8 bytes, this one {}", value.len()),
+                    })
+            }
+        }
+    }
+}
+
+impl Engine for SledEngine {
+    type Value = sled::IVec;
+
     fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError> {
         self.db
             .scan_prefix(prefix)
@@ -349,22 +423,30 @@ impl Journal for SledJournal {
             .collect()
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.db.get(key)?.map(|v| v.to_vec()))
+    fn marker(&self, key: &[u8]) -> Result<Option<LargeBody>, StorageError> {
+        Ok(self
+            .db
+            .get(key)?
+            .and_then(|stored| large_dir::stored_marker(key, &stored)))
     }
 
-    fn apply(&self, writes: WriteSet) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for (key, value) in writes.into_writes() {
+    /// One write at a time, not as a sled batch: a batch seals sled's IO
+    /// buffer and hands it to sled's thread pool every time, which cost more
+    /// than the writes. Atomicity comes from the journal: what a crash cuts
+    /// short is replayed, and readers see the memtable until sled has it all.
+    fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<sled::IVec>)>) -> Result<(), StorageError> {
+        for (key, value) in writes {
             match value {
-                Some(value) => batch.insert(key, value),
-                None => batch.remove(key),
-            }
+                Some(value) => self.db.insert(key, value)?,
+                None => self.db.remove(key)?,
+            };
         }
-        Ok(self.db.apply_batch(batch)?)
+        Ok(())
     }
 
-    fn sync(&self) -> Result<(), StorageError> {
+    fn checkpoint(&self, seq: u64) -> Result<(), StorageError> {
+        self.db
+            .insert(Key::JournalCheckpoint.encode(), &seq.to_be_bytes())?;
         self.db.flush()?;
         self.log
             .sync_data()
@@ -515,6 +597,7 @@ mod tests {
         let store = store_with_queue(dir.path()).await;
         churn(&store, max_large).await;
         // The values sled holds are within a marker's slack of the limit.
+        store.committer.drain().unwrap();
         let value = store.db.get(keys::message(1, 71)).unwrap().unwrap();
         assert!(13 + value.len() > MAX_INLINE_RECORD_BYTES - large::MAX_MARKER_BYTES);
         assert!(13 + value.len() <= MAX_INLINE_RECORD_BYTES);
@@ -547,7 +630,10 @@ mod tests {
         assert!(
             matches!(err, StorageError::RecordTooLarge { size, max: MAX_RECORD_BYTES, .. } if size == MAX_RECORD_BYTES + 1)
         );
-        assert!(store.db.is_empty());
+        // Nothing but the journal checkpoint, in sled or in the memtable.
+        store.committer.drain().unwrap();
+        let keys: Vec<_> = store.db.iter().keys().map(|k| k.unwrap().to_vec()).collect();
+        assert_eq!(keys, vec![Key::JournalCheckpoint.encode()]);
         assert_eq!(store.stats().commits, 0);
         assert_eq!(large_count(dir.path()), 0);
     }

@@ -185,6 +185,13 @@ impl WriteSet {
         self.0.iter_mut()
     }
 
+    /// The writes, in key order, borrowed (for the journal).
+    pub(crate) fn writes(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.0
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_ref().map(|v| v.inline.as_slice())))
+    }
+
     /// The writes, in key order.
     pub(crate) fn into_writes(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
         self.0.into_iter().map(|(k, v)| (k, v.map(|v| v.inline)))

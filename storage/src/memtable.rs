@@ -1,0 +1,143 @@
+//! Writes that are durable in the journal but not yet applied to the engine.
+//!
+//! Why: in a queue that keeps up, a message is stored, delivered from memory
+//! and acknowledged within milliseconds. Applying its put and then its delete
+//! to sled costs two copy-on-write leaf updates for nothing, and that was the
+//! committer's main cost once the journal took over durability. So a group's
+//! writes go into the *active* table here once journaled; a put followed by a
+//! delete of the same key leaves only the delete behind. When the journal
+//! moves to a new segment the active table is frozen and handed to the
+//! checkpointer, which applies what is left to the engine before it
+//! checkpoints ([`crate::checkpoint`]).
+//!
+//! Reads look here first, newest table first, then in the engine: the
+//! committer (large-body markers, prefix deletes) and the store's readers see
+//! every journaled write at once. A frozen table leaves the read path only
+//! after the engine holds its writes.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// Key-level writes, `None` deleting.
+pub(crate) type Table<V> = BTreeMap<Vec<u8>, Option<V>>;
+
+/// The tables not yet in the engine, newest last.
+pub(crate) struct Memtable<V> {
+    tables: RwLock<Tables<V>>,
+}
+
+struct Tables<V> {
+    active: Table<V>,
+    frozen: VecDeque<Arc<Table<V>>>,
+}
+
+impl<V: Clone> Default for Memtable<V> {
+    fn default() -> Self {
+        Memtable {
+            tables: RwLock::new(Tables {
+                active: Table::new(),
+                frozen: VecDeque::new(),
+            }),
+        }
+    }
+}
+
+impl<V: Clone> Memtable<V> {
+    /// Adds journaled writes to the active table.
+    pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) {
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        tables.active.extend(writes);
+    }
+
+    /// The latest journaled write of `key`, if any table has one: `Some(None)`
+    /// means deleted.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<V>> {
+        let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
+        std::iter::once(&tables.active)
+            .chain(tables.frozen.iter().rev().map(|t| &**t))
+            .find_map(|table| table.get(key).cloned())
+    }
+
+    /// The keys under `prefix`, given a function listing those in the engine.
+    pub(crate) fn keys_with_prefix<E>(
+        &self,
+        prefix: &[u8],
+        engine: impl FnOnce() -> Result<Vec<Vec<u8>>, E>,
+    ) -> Result<Vec<Vec<u8>>, E> {
+        // Tables first: one the checkpointer applies meanwhile is then applied
+        // again below, which changes nothing; listing the engine first could miss
+        // its writes once it has left the read path.
+        let (frozen, active): (Vec<_>, Vec<_>) = {
+            let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
+            let under = |table: &Table<V>| -> Vec<(Vec<u8>, bool)> {
+                table
+                    .range(prefix.to_vec()..)
+                    .take_while(|(k, _)| k.starts_with(prefix))
+                    .map(|(k, v)| (k.clone(), v.is_some()))
+                    .collect()
+            };
+            (
+                tables.frozen.iter().flat_map(|t| under(t)).collect(),
+                under(&tables.active),
+            )
+        };
+        let mut keys: BTreeSet<Vec<u8>> = engine()?.into_iter().collect();
+        for (key, present) in frozen.into_iter().chain(active) {
+            if present {
+                keys.insert(key);
+            } else {
+                keys.remove(&key);
+            }
+        }
+        Ok(keys.into_iter().collect())
+    }
+
+    /// Freezes the active table and returns it for the engine.
+    pub(crate) fn freeze(&self) -> Arc<Table<V>> {
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        let table = Arc::new(std::mem::take(&mut tables.active));
+        tables.frozen.push_back(Arc::clone(&table));
+        table
+    }
+
+    /// Drops the oldest frozen table, whose writes the engine now holds.
+    pub(crate) fn release(&self) {
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        tables.frozen.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(k: u8, v: Option<u8>) -> (Vec<u8>, Option<u8>) {
+        (vec![1, k], v)
+    }
+
+    #[test]
+    fn the_newest_write_wins_across_tables() {
+        let m = Memtable::default();
+        m.merge([w(1, Some(1)), w(2, Some(2))].into_iter());
+        m.freeze();
+        m.merge([w(1, None)].into_iter());
+        assert_eq!(m.get(&[1, 1]), Some(None));
+        assert_eq!(m.get(&[1, 2]), Some(Some(2)));
+        assert_eq!(m.get(&[1, 3]), None);
+        m.release();
+        assert_eq!(m.get(&[1, 2]), None);
+        assert_eq!(m.get(&[1, 1]), Some(None));
+    }
+
+    #[test]
+    fn prefix_listing_merges_engine_and_tables() {
+        let m = Memtable::default();
+        m.merge([w(1, None), w(3, Some(3))].into_iter());
+        m.freeze();
+        m.merge([w(3, None), w(4, Some(4)), (vec![2, 9], Some(9))].into_iter());
+        let keys = m
+            .keys_with_prefix(&[1], || Ok::<_, ()>(vec![vec![1, 1], vec![1, 2]]))
+            .unwrap();
+        assert_eq!(keys, vec![vec![1, 2], vec![1, 4]]);
+    }
+}
