@@ -18,7 +18,7 @@
 //! reused safely.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
@@ -38,12 +38,17 @@ pub(crate) struct Job<V> {
     pub(crate) done: Vec<mpsc::Sender<Result<(), StorageError>>>,
 }
 
+/// Frozen tables waiting for the checkpointer before the committer waits too:
+/// bounds the memtable's memory (a segment's worth of writes per table) when
+/// the engine cannot keep up.
+const MAX_QUEUED_JOBS: usize = 4;
+
 /// The first fatal error of the store, shared by committer and checkpointer.
 pub(crate) type Failure = Arc<OnceLock<StorageError>>;
 
 /// Handle to the checkpointer thread.
 pub(crate) struct Checkpointer<V> {
-    jobs: Sender<Job<V>>,
+    jobs: SyncSender<Job<V>>,
     thread: JoinHandle<()>,
 }
 
@@ -56,7 +61,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
         store: PathBuf,
         failure: Failure,
     ) -> Result<Checkpointer<V>, StorageError> {
-        let (jobs, queued) = mpsc::channel::<Job<V>>();
+        let (jobs, queued) = mpsc::sync_channel::<Job<V>>(MAX_QUEUED_JOBS);
         let thread = std::thread::Builder::new()
             .name("rebound-checkpoint".into())
             .spawn(move || {
@@ -86,7 +91,8 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
         Ok(Checkpointer { jobs, thread })
     }
 
-    /// Queues a frozen table (the committer froze tables in this order).
+    /// Queues a frozen table (the committer froze tables in this order);
+    /// blocks while [`MAX_QUEUED_JOBS`] are waiting.
     pub(crate) fn submit(&self, job: Job<V>) {
         // If the thread is gone it recorded why in the failure.
         let _ = self.jobs.send(job);

@@ -334,6 +334,17 @@ fn sync_dir(dir: &Path) -> Result<(), StorageError> {
         .map_err(|e| StorageError::io("fsync of the journal directory", e))
 }
 
+/// Bytes the journal of `store` takes on disk, spare included.
+pub(crate) fn disk_bytes(store: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir(store)) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 /// Turns a checkpointed segment into the spare, or deletes it if there is a
 /// spare already.
 pub(crate) fn recycle(store: &Path, segment: &Path) -> Result<(), StorageError> {

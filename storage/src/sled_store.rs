@@ -46,7 +46,7 @@
 
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -107,6 +107,7 @@ pub struct SledStore {
     /// Journaled writes sled does not have yet: read before sled.
     memtable: Arc<Memtable<sled::IVec>>,
     large: Arc<LargeDir>,
+    dir: PathBuf,
 }
 
 /// How long opening waits for sled's file lock before giving up.
@@ -211,6 +212,7 @@ impl SledStore {
             db,
             memtable,
             large,
+            dir: dir.to_path_buf(),
         })
     }
 
@@ -375,7 +377,7 @@ impl Store for SledStore {
             commits: counters.commits,
             ops: counters.ops,
             syncs: counters.syncs,
-            disk_bytes: self.db.size_on_disk().unwrap_or(0) + self.large.bytes(),
+            disk_bytes: self.db.size_on_disk().unwrap_or(0) + self.large.bytes() + journal::disk_bytes(&self.dir),
         }
     }
 
