@@ -59,13 +59,14 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
         engine: E,
         memtable: Arc<Memtable<V>>,
         store: PathBuf,
+        segment_bytes: u64,
         failure: Failure,
     ) -> Result<Checkpointer<V>, StorageError> {
         let (jobs, queued) = mpsc::sync_channel::<Job<V>>(MAX_QUEUED_JOBS);
         let thread = std::thread::Builder::new()
             .name("rebound-checkpoint".into())
             .spawn(move || {
-                spare(&store);
+                spare(&store, segment_bytes);
                 while let Ok(first) = queued.recv() {
                     // One checkpoint covers every job handed over meanwhile.
                     let mut jobs = vec![first];
@@ -84,7 +85,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                             tracing::warn!(error = %e, "could not recycle a journal segment");
                         }
                     }
-                    spare(&store);
+                    spare(&store, segment_bytes);
                 }
             })
             .map_err(|e| StorageError::io("spawning the checkpointer thread", e))?;
@@ -122,8 +123,8 @@ fn checkpoint<E: Engine>(
 }
 
 /// A missing spare only makes the next segment slower to sync into.
-fn spare(store: &std::path::Path) {
-    if let Err(e) = journal::prepare_spare(store) {
+fn spare(store: &std::path::Path, segment_bytes: u64) {
+    if let Err(e) = journal::prepare_spare(store, segment_bytes) {
         tracing::warn!(error = %e, "could not prepare a spare journal segment");
     }
 }

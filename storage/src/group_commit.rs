@@ -137,8 +137,13 @@ impl Committer {
         let counters = Arc::new(Counters::default());
         let thread_counters = Arc::clone(&counters);
         let failure = Failure::default();
-        let checkpointer =
-            Checkpointer::start(engine.clone(), Arc::clone(&memtable), store, Arc::clone(&failure))?;
+        let checkpointer = Checkpointer::start(
+            engine.clone(),
+            Arc::clone(&memtable),
+            store,
+            journal.segment_bytes(),
+            Arc::clone(&failure),
+        )?;
         let thread = std::thread::Builder::new()
             .name("rebound-commit".into())
             .spawn(move || {

@@ -18,8 +18,9 @@
 //! <store>/journal/spare.wal              zero-filled or recycled, the next segment to use
 //! ```
 //!
-//! A segment is [`SEGMENT_BYTES`] long from the start (written with zeros, or
-//! a recycled segment), so an `fdatasync` after a write inside it has no file
+//! A segment is `segment_bytes` long from the start ([`crate::JOURNAL_SEGMENT_BYTES`] unless
+//! the store was opened with another size; written with zeros, or a recycled
+//! segment), so an `fdatasync` after a write inside it has no file
 //! size to commit. A record that does not fit in what is left starts the next
 //! segment; one larger than a whole segment gets a fresh segment to itself,
 //! which then grows past the nominal size.
@@ -56,8 +57,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StorageError;
 
-/// Nominal size of a segment.
-pub(crate) const SEGMENT_BYTES: u64 = 8 << 20;
+#[cfg(test)]
+use crate::JOURNAL_SEGMENT_BYTES as SEGMENT_BYTES;
+use crate::MIN_JOURNAL_SEGMENT_BYTES;
 
 /// Bytes before a record's payload: len, crc, seq.
 const HEADER_BYTES: usize = 16;
@@ -81,6 +83,8 @@ pub(crate) struct Completed {
 /// The appending end of the journal, owned by the committer thread.
 pub(crate) struct Journal {
     dir: PathBuf,
+    /// Nominal size of a segment.
+    segment_bytes: u64,
     file: File,
     path: PathBuf,
     /// Where the next record goes in `file`.
@@ -197,15 +201,21 @@ impl Journal {
     /// Starts a fresh journal after a replay (whose records must be
     /// checkpointed by now): removes the old segments and opens a new one,
     /// numbered after the last replayed record.
-    pub(crate) fn start(store: &Path, replayed: Replayed) -> Result<Journal, StorageError> {
+    pub(crate) fn start(
+        store: &Path,
+        replayed: Replayed,
+        segment_bytes: u64,
+    ) -> Result<Journal, StorageError> {
         let dir = dir(store);
+        let segment_bytes = segment_bytes.max(MIN_JOURNAL_SEGMENT_BYTES);
         for path in &replayed.segments {
             fs::remove_file(path).map_err(|e| StorageError::io("removing a replayed journal segment", e))?;
         }
         let next_seq = replayed.last_seq + 1;
-        let (file, path) = open_segment(&dir, next_seq, true)?;
+        let (file, path) = open_segment(&dir, next_seq, true, segment_bytes)?;
         Ok(Journal {
             dir,
+            segment_bytes,
             file,
             path,
             offset: 0,
@@ -213,6 +223,11 @@ impl Journal {
             buf: Vec::new(),
             completed: None,
         })
+    }
+
+    /// Nominal size of a segment.
+    pub(crate) fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
     }
 
     /// The seq of the last record appended.
@@ -245,8 +260,8 @@ impl Journal {
         self.buf[0..4].copy_from_slice(&len.to_le_bytes());
         self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
 
-        if self.offset > 0 && self.offset + self.buf.len() as u64 > SEGMENT_BYTES {
-            let (file, path) = open_segment(&self.dir, seq, false)?;
+        if self.offset > 0 && self.offset + self.buf.len() as u64 > self.segment_bytes {
+            let (file, path) = open_segment(&self.dir, seq, false, self.segment_bytes)?;
             let old = std::mem::replace(&mut self.path, path);
             self.file = file;
             self.offset = 0;
@@ -291,10 +306,15 @@ fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Opens the segment for records from `first_seq` on: the spare if there is
-/// one, else a new file (zero-filled when `zero_fill`, else just sized, which
-/// is quicker to make but slower to sync into). The directory entry is made
-/// durable before any record goes in.
-fn open_segment(dir: &Path, first_seq: u64, zero_fill: bool) -> Result<(File, PathBuf), StorageError> {
+/// one, else a new file of `len` bytes (zero-filled when `zero_fill`, else
+/// just sized, which is quicker to make but slower to sync into). The
+/// directory entry is made durable before any record goes in.
+fn open_segment(
+    dir: &Path,
+    first_seq: u64,
+    zero_fill: bool,
+    len: u64,
+) -> Result<(File, PathBuf), StorageError> {
     let path = dir.join(segment_name(first_seq));
     let context = "creating a journal segment";
     match fs::rename(dir.join(SPARE), &path) {
@@ -302,10 +322,9 @@ fn open_segment(dir: &Path, first_seq: u64, zero_fill: bool) -> Result<(File, Pa
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let file = File::create(&path).map_err(|e| StorageError::io(context, e))?;
             if zero_fill {
-                fill_zeros(&file).map_err(|e| StorageError::io(context, e))?;
+                fill_zeros(&file, len).map_err(|e| StorageError::io(context, e))?;
             } else {
-                file.set_len(SEGMENT_BYTES)
-                    .map_err(|e| StorageError::io(context, e))?;
+                file.set_len(len).map_err(|e| StorageError::io(context, e))?;
             }
         }
         Err(e) => return Err(StorageError::io(context, e)),
@@ -318,11 +337,14 @@ fn open_segment(dir: &Path, first_seq: u64, zero_fill: bool) -> Result<(File, Pa
     Ok((file, path))
 }
 
-fn fill_zeros(file: &File) -> io::Result<()> {
+fn fill_zeros(file: &File, len: u64) -> io::Result<()> {
     let zeros = vec![0u8; 1 << 20];
     let mut writer = io::BufWriter::new(file);
-    for _ in 0..SEGMENT_BYTES / zeros.len() as u64 {
-        writer.write_all(&zeros)?;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64);
+        writer.write_all(&zeros[..n as usize])?;
+        left -= n;
     }
     writer.flush()?;
     file.sync_data()
@@ -357,9 +379,9 @@ pub(crate) fn recycle(store: &Path, segment: &Path) -> Result<(), StorageError> 
     result.map_err(|e| StorageError::io("recycling a journal segment", e))
 }
 
-/// Makes a zero-filled spare segment if there is none, so that the first
-/// segment change does not write into a sparse file.
-pub(crate) fn prepare_spare(store: &Path) -> Result<(), StorageError> {
+/// Makes a zero-filled spare segment of `len` bytes if there is none, so that
+/// the next segment change does not write into a sparse file.
+pub(crate) fn prepare_spare(store: &Path, len: u64) -> Result<(), StorageError> {
     let dir = dir(store);
     let spare = dir.join(SPARE);
     if spare.exists() {
@@ -368,7 +390,7 @@ pub(crate) fn prepare_spare(store: &Path) -> Result<(), StorageError> {
     let context = "preparing a spare journal segment";
     let partial = dir.join("spare.tmp");
     let file = File::create(&partial).map_err(|e| StorageError::io(context, e))?;
-    fill_zeros(&file).map_err(|e| StorageError::io(context, e))?;
+    fill_zeros(&file, len).map_err(|e| StorageError::io(context, e))?;
     fs::rename(&partial, &spare).map_err(|e| StorageError::io(context, e))
 }
 
@@ -462,7 +484,7 @@ mod tests {
     fn records_replay_in_order_after_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         let replayed = replay(dir.path(), 0, |_| Ok(())).unwrap();
-        let mut journal = Journal::start(dir.path(), replayed).unwrap();
+        let mut journal = Journal::start(dir.path(), replayed, SEGMENT_BYTES).unwrap();
         for n in 1..=5 {
             assert!(append(&mut journal, &writes(n)).is_none());
         }
@@ -477,7 +499,12 @@ mod tests {
     #[test]
     fn a_torn_tail_ends_the_log_and_the_next_start_continues_after_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(dir.path(), replay(dir.path(), 0, |_| Ok(())).unwrap()).unwrap();
+        let mut journal = Journal::start(
+            dir.path(),
+            replay(dir.path(), 0, |_| Ok(())).unwrap(),
+            SEGMENT_BYTES,
+        )
+        .unwrap();
         append(&mut journal, &writes(1));
         append(&mut journal, &writes(2));
         let path = journal.path.clone();
@@ -489,7 +516,7 @@ mod tests {
         let (replayed, seen) = replay_all(dir.path(), 0).unwrap();
         assert_eq!(seen, vec![writes(1)]);
         assert_eq!(replayed.last_seq, 1);
-        let mut journal = Journal::start(dir.path(), replayed).unwrap();
+        let mut journal = Journal::start(dir.path(), replayed, SEGMENT_BYTES).unwrap();
         append(&mut journal, &writes(9));
         drop(journal);
         let (_, seen) = replay_all(dir.path(), 1).unwrap();
@@ -499,7 +526,12 @@ mod tests {
     #[test]
     fn records_roll_over_segments_and_recycled_segments_do_not_replay_old_records() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(dir.path(), replay(dir.path(), 0, |_| Ok(())).unwrap()).unwrap();
+        let mut journal = Journal::start(
+            dir.path(),
+            replay(dir.path(), 0, |_| Ok(())).unwrap(),
+            SEGMENT_BYTES,
+        )
+        .unwrap();
         let big = vec![(vec![7], Some(vec![7u8; (SEGMENT_BYTES / 3) as usize]))];
         let mut completed = Vec::new();
         for _ in 0..7 {
@@ -523,7 +555,12 @@ mod tests {
     #[test]
     fn a_missing_segment_is_reported_not_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(dir.path(), replay(dir.path(), 0, |_| Ok(())).unwrap()).unwrap();
+        let mut journal = Journal::start(
+            dir.path(),
+            replay(dir.path(), 0, |_| Ok(())).unwrap(),
+            SEGMENT_BYTES,
+        )
+        .unwrap();
         let big = vec![(vec![7], Some(vec![7u8; (SEGMENT_BYTES / 3) as usize]))];
         let mut completed = Vec::new();
         for _ in 0..7 {

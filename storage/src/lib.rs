@@ -217,6 +217,15 @@ pub const MAX_INLINE_RECORD_BYTES: usize = 128 << 10;
 /// under `large/` rather than in sled; see "Large messages" above.
 pub const LARGE_BODY_THRESHOLD: usize = 64 << 10;
 
+/// Nominal size of a journal segment by default, 8 MiB (Artemis's
+/// `journal-file-size` is 10 MiB). A segment's writes wait in memory until it
+/// is checkpointed, so this also bounds that memory ([`SledOptions`]).
+pub const JOURNAL_SEGMENT_BYTES: u64 = 8 << 20;
+
+/// The smallest journal segment [`SledOptions`] accepts, 4 KiB; smaller
+/// values are raised to it.
+pub const MIN_JOURNAL_SEGMENT_BYTES: u64 = 4 << 10;
+
 /// The durable state of the broker.
 ///
 /// Dyn-compatible: the broker holds an `Arc<dyn Store>`.

@@ -58,8 +58,8 @@ use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
 use crate::memtable::Memtable;
 use crate::records::{self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord};
 use crate::{
-    Commit, IndexEntry, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store,
-    StoreStats,
+    Commit, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered,
+    RecoveredQueue, Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -85,6 +85,11 @@ pub struct SledOptions {
     /// sled's page-cache budget in bytes. It measures the on-disk size of
     /// cached pages, so real memory use is higher (sled #986, #1410).
     pub cache_capacity: u64,
+    /// Nominal size of a journal segment ([`JOURNAL_SEGMENT_BYTES`] by
+    /// default, at least [`crate::MIN_JOURNAL_SEGMENT_BYTES`]). Writes reach sled
+    /// once per segment, so smaller segments mean more checkpoints and less
+    /// memory; the crash tests use tiny ones to checkpoint often.
+    pub journal_segment_bytes: u64,
 }
 
 impl Default for SledOptions {
@@ -94,6 +99,7 @@ impl Default for SledOptions {
     fn default() -> SledOptions {
         SledOptions {
             cache_capacity: 32 << 20,
+            journal_segment_bytes: JOURNAL_SEGMENT_BYTES,
         }
     }
 }
@@ -170,7 +176,7 @@ impl SledStore {
         // an id now puts that counter update before the checkpoint's flush.
         db.generate_id()?;
         engine.checkpoint(replayed.last_seq)?;
-        let journal = Journal::start(dir, replayed)?;
+        let journal = Journal::start(dir, replayed, options.journal_segment_bytes)?;
         let large = Arc::new(LargeDir::open(dir)?);
         // Make the directory entries of the files sled created (and of
         // `large/`) durable ourselves rather than rely on sled having done it.
@@ -377,7 +383,9 @@ impl Store for SledStore {
             commits: counters.commits,
             ops: counters.ops,
             syncs: counters.syncs,
-            disk_bytes: self.db.size_on_disk().unwrap_or(0) + self.large.bytes() + journal::disk_bytes(&self.dir),
+            disk_bytes: self.db.size_on_disk().unwrap_or(0)
+                + self.large.bytes()
+                + journal::disk_bytes(&self.dir),
         }
     }
 

@@ -4,7 +4,10 @@
 //!
 //! Modelled on sled's `tests/test_crash_recovery.rs`. The second test mixes
 //! in 1 MiB messages, whose bodies live in files under `large/`, and also
-//! checks that no orphaned body file survives a reopen.
+//! checks that no orphaned body file survives a reopen. The third uses
+//! journal segments of 16 KiB, so that the child changes segment and
+//! checkpoints every few dozen commits and the kills land in the middle of
+//! checkpoints, segment changes and recycling.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -15,14 +18,42 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rebound_storage::large::LARGE_DIR;
-use rebound_storage::{MessageRecord, Op, QueueRecord, SledStore, Store};
+use rebound_storage::{MessageRecord, Op, QueueRecord, SledOptions, SledStore, Store};
 
 /// Set in the child's environment to the store directory.
 const CHILD_DIR: &str = "REBOUND_STORAGE_CRASH_CHILD_DIR";
 /// Set in the child's environment to make every fourth message 1 MiB.
 const CHILD_LARGE: &str = "REBOUND_STORAGE_CRASH_CHILD_LARGE";
+/// Set in the child's environment to use tiny journal segments.
+const CHILD_SMALL_SEGMENTS: &str = "REBOUND_STORAGE_CRASH_CHILD_SMALL_SEGMENTS";
 const SOURCE: u32 = 1;
 const DLQ: u32 = 2;
+
+/// How a run stores its messages.
+#[derive(Clone, Copy)]
+struct Mode {
+    /// Every fourth message is 1 MiB.
+    mixed: bool,
+    /// Journal segments of 16 KiB.
+    small_segments: bool,
+}
+
+impl Mode {
+    fn from_env() -> Mode {
+        Mode {
+            mixed: std::env::var_os(CHILD_LARGE).is_some(),
+            small_segments: std::env::var_os(CHILD_SMALL_SEGMENTS).is_some(),
+        }
+    }
+
+    fn open(self, dir: &Path) -> SledStore {
+        let mut options = SledOptions::default();
+        if self.small_segments {
+            options.journal_segment_bytes = 16 << 10;
+        }
+        SledStore::open_with(dir, options).unwrap()
+    }
+}
 
 /// Whether message `id` is a large one in a mixed run.
 fn is_large(id: u64) -> bool {
@@ -50,14 +81,15 @@ fn crash_child() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else {
         return;
     };
-    let mixed = std::env::var_os(CHILD_LARGE).is_some();
+    let mode = Mode::from_env();
+    let mixed = mode.mixed;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(Path::new(&dir)).unwrap());
+        let store: Arc<dyn Store> = Arc::new(mode.open(Path::new(&dir)));
         let queues = [SOURCE, DLQ].map(|id| {
             Op::PutQueue(QueueRecord {
                 id,
@@ -104,14 +136,17 @@ fn crash_child() {
 
 /// Runs the child until it has acknowledged `at_least` commits, kills it, and
 /// returns what it acknowledged: (queue, id) pairs, later ones last.
-fn run_child_and_kill(dir: &Path, at_least: usize, mixed: bool) -> Vec<(u32, u64)> {
+fn run_child_and_kill(dir: &Path, at_least: usize, mode: Mode) -> Vec<(u32, u64)> {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .stdout(Stdio::piped());
-    if mixed {
+    if mode.mixed {
         command.env(CHILD_LARGE, "1");
+    }
+    if mode.small_segments {
+        command.env(CHILD_SMALL_SEGMENTS, "1");
     }
     let mut child = command.spawn().unwrap();
     let mut acked = Vec::new();
@@ -132,22 +167,40 @@ fn run_child_and_kill(dir: &Path, at_least: usize, mixed: bool) -> Vec<(u32, u64
 
 #[test]
 fn acknowledged_commits_survive_sigkill() {
-    kill_and_check(&[300, 1000, 50], false);
+    let mode = Mode {
+        mixed: false,
+        small_segments: false,
+    };
+    kill_and_check(&[300, 1000, 50], mode);
 }
 
 #[test]
 fn acknowledged_large_commits_survive_sigkill_without_orphans() {
-    kill_and_check(&[100, 400, 20, 250], true);
+    let mode = Mode {
+        mixed: true,
+        small_segments: false,
+    };
+    kill_and_check(&[100, 400, 20, 250], mode);
+}
+
+#[test]
+fn acknowledged_commits_survive_sigkill_across_checkpoints() {
+    let mode = Mode {
+        mixed: false,
+        small_segments: true,
+    };
+    kill_and_check(&[700, 2000, 90, 1500, 333, 3000], mode);
 }
 
 /// Kills a child after each of `rounds` acknowledged-commit counts and
 /// checks what survived.
-fn kill_and_check(rounds: &[usize], mixed: bool) {
+fn kill_and_check(rounds: &[usize], mode: Mode) {
+    let mixed = mode.mixed;
     let dir = tempfile::tempdir().unwrap();
     let mut in_source = BTreeSet::new();
     let mut in_dlq = BTreeSet::new();
     for (round, &at_least) in rounds.iter().enumerate() {
-        let acked = run_child_and_kill(dir.path(), at_least, mixed);
+        let acked = run_child_and_kill(dir.path(), at_least, mode);
         assert!(
             acked.len() >= at_least,
             "round {round}: child acknowledged only {} commits",
@@ -162,7 +215,7 @@ fn kill_and_check(rounds: &[usize], mixed: bool) {
             }
         }
 
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = mode.open(dir.path());
         let recovered = store.recover().unwrap();
         let ids = |queue: u32| -> BTreeSet<u64> {
             let q = recovered.queues.iter().find(|q| q.record.id == queue).unwrap();
