@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
-use rebound_storage::SledStore;
+use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
@@ -63,7 +63,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
-    let store = SledStore::open(&data_dir)
+    let mut options = SledOptions::default();
+    if let Some(size) = config.journal_file_size {
+        options.journal_segment_bytes = size;
+    }
+    let store = SledStore::open_with(&data_dir, options)
         .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
     let shutdown = CancellationToken::new();
     let broker = Broker::open(&config, Arc::new(store), shutdown.clone()).await?;

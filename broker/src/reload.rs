@@ -7,7 +7,7 @@
 //! addresses and queues it declares. A file that does not load is rejected with an
 //! error naming file, line and key, and the settings in force stay.
 //!
-//! `listen` and `data-dir` are read only at start-up.
+//! `listen`, `data-dir` and `journal-file-size` are read only at start-up.
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -21,6 +21,7 @@
 //! data-dir = "./data"
 //! persist-delivery-count-before-delivery = false
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
+//! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
 //!
 //! [[address-settings]]
 //! match = "#"                     # every address
@@ -77,7 +78,9 @@ pub mod settings;
 
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
-pub use model::{AddressConfig, Config, QueueConfig, RoutingType, UnknownRoutingType};
+pub use model::{
+    AddressConfig, Config, JOURNAL_FILE_SIZE_RANGE, QueueConfig, RoutingType, UnknownRoutingType,
+};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,

@@ -18,6 +18,11 @@ use crate::error::{ConfigError, Document};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 
+/// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
+/// segment's writes are held in memory until it is checkpointed, so the top
+/// bounds that memory.
+pub const JOURNAL_FILE_SIZE_RANGE: std::ops::RangeInclusive<u64> = (4 << 10)..=(1 << 30);
+
 /// The whole broker configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -31,6 +36,9 @@ pub struct Config {
     pub persist_delivery_count_before_delivery: bool,
     /// How often to check the file for changes, in ms; `None` = the broker's default (5000).
     pub config_reload_period_ms: Option<u64>,
+    /// Size of a journal segment in bytes, within [`JOURNAL_FILE_SIZE_RANGE`];
+    /// `None` = the store's default (8 MiB). Read at start-up.
+    pub journal_file_size: Option<u64>,
     /// The `[[address-settings]]` entries.
     pub address_settings: SettingsRepository,
     /// Addresses (and their queues) to create at start-up.
@@ -133,6 +141,7 @@ struct RawConfig {
     #[serde(default)]
     persist_delivery_count_before_delivery: bool,
     config_reload_period: Option<Spanned<i64>>,
+    journal_file_size: Option<Spanned<i64>>,
     #[serde(default)]
     address_settings: Vec<RawSettingsEntry>,
     #[serde(default)]
@@ -212,6 +221,9 @@ impl RawConfig {
             persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
             config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
                 "config-reload-period".into()
+            })?,
+            journal_file_size: checked(doc, self.journal_file_size, check::journal_file_size, || {
+                "journal-file-size".into()
             })?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
@@ -326,6 +338,20 @@ mod check {
             1.. => Ok(value.unsigned_abs()),
             _ => Err(format!("must be greater than 0 (got {value})")),
         }
+    }
+
+    pub(super) fn journal_file_size(value: i64) -> Result<u64, String> {
+        let range = super::JOURNAL_FILE_SIZE_RANGE;
+        u64::try_from(value)
+            .ok()
+            .filter(|size| range.contains(size))
+            .ok_or_else(|| {
+                format!(
+                    "must be between {} and {} bytes (got {value})",
+                    range.start(),
+                    range.end()
+                )
+            })
     }
 
     pub(super) fn count(value: i64) -> Result<u32, String> {
@@ -482,6 +508,7 @@ mod tests {
         let config = parse(&uncommented);
         let s = config.address_settings.effective("x");
         assert_eq!(config.config_reload_period_ms, Some(5000));
+        assert_eq!(config.journal_file_size, Some(8 << 20));
         assert_eq!(s.redelivery_delay_multiplier, 2.0);
         assert!(s.redelivery_schedule.is_some());
     }
@@ -494,6 +521,7 @@ mod tests {
             data-dir = "/var/lib/rebound"
             persist-delivery-count-before-delivery = true
             config-reload-period = 250
+            journal-file-size = 65536
 
             [[address-settings]]
             match = "a.*"
@@ -524,6 +552,7 @@ mod tests {
         assert_eq!(config.data_dir, Some(PathBuf::from("/var/lib/rebound")));
         assert!(config.persist_delivery_count_before_delivery);
         assert_eq!(config.config_reload_period_ms, Some(250));
+        assert_eq!(config.journal_file_size, Some(65536));
         let resolved = config.address_settings.resolve("a.b");
         assert!(
             resolved
@@ -722,7 +751,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `address-settings`, `addresses`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `address-settings`, `addresses`",
             ),
             (
                 "listen = 61616",
@@ -862,6 +891,11 @@ mod tests {
             err("config-reload-period = 0").to_string(),
             "test.toml:1:24: config-reload-period: must be greater than 0 (got 0)"
         );
+        assert_eq!(
+            err("journal-file-size = 100").to_string(),
+            "test.toml:1:21: journal-file-size: must be between 4096 and 1073741824 bytes (got 100)"
+        );
+        assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
     }
 
     #[test]

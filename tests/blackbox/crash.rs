@@ -11,6 +11,10 @@
 //! up record is caught. Sends or acks that were in flight at the kill may go
 //! either way (an ack sent but not confirmed may have removed its message);
 //! that is the only freedom the broker has.
+//!
+//! The broker runs with 64 KiB journal segments (`journal-file-size`), so
+//! that it moves journaled writes into the message store many times per run
+//! and the kills also land in the middle of those checkpoints.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +32,8 @@ const KILLS: usize = 6;
 const UPTIME_MS: std::ops::Range<u64> = 150..1200;
 /// Messages per send call, and per consumer ack.
 const BATCH: usize = 20;
+/// Journal segments small enough to checkpoint every few hundred messages.
+const CONFIG: &str = "journal-file-size = 65536";
 /// How long a client task may take to notice the broker is gone.
 const NOTICE: Duration = Duration::from_secs(10);
 
@@ -142,7 +148,7 @@ async fn consume(url: String, ledger: Arc<Ledger>) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack() {
-    let mut broker = Broker::start().await;
+    let mut broker = Broker::start_with_config(CONFIG).await;
     broker
         .client()
         .await
