@@ -5,11 +5,14 @@
 #
 #   bench/run-perf.sh RUNS WORKLOAD...      e.g. bench/run-perf.sh 3 durable fan poison backlog
 #   bench/run-perf.sh restart MESSAGES      restart time with MESSAGES durable 100 B messages queued
+#   bench/run-perf.sh restart MESSAGES kill same, but the broker is killed with SIGKILL rather
+#                                           than stopped, so the restart replays the journal
 #
-# Uses target/release/rebound (cargo build --release -p rebound-broker) on port 61999.
+# Uses target/release/rebound (cargo build --release -p rebound-broker), or the
+# binary REBOUND_BIN names, on port 61999.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rebound=target/release/rebound
+rebound=${REBOUND_BIN:-target/release/rebound}
 port=61999
 server="127.0.0.1:$port"
 scratch=$(mktemp -d /tmp/rebound-bench.XXXXXX)
@@ -27,18 +30,19 @@ start() {
   started_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 }
 
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
+stop() { kill "${1:--TERM}" "$pid"; { wait "$pid"; } 2>/dev/null || true; pid=; }
 
 if [[ $1 == restart ]]; then
   messages=$2
+  how=${3:-stop}
   rm -rf "$scratch/data"
   start
   "$rebound" queue create --server "$server" --address backlog --queue backlog >/dev/null
   "$rebound" send --server "$server" --address backlog --body "$(head -c 100 /dev/zero | tr '\0' x)" --count "$messages" >/dev/null
-  stop
+  if [[ $how == kill ]]; then stop -KILL; else stop; fi
   start
   queued=$("$rebound" queue stat --server "$server" --queue backlog --json | sed 's/.*"messages":\([0-9]*\).*/\1/')
-  echo "{\"system\":\"rebound\",\"restart_messages\":$queued,\"restart_ms\":$started_ms}"
+  echo "{\"system\":\"rebound\",\"restart_messages\":$queued,\"restart_after\":\"$how\",\"restart_ms\":$started_ms}"
   stop
   exit 0
 fi

@@ -1,11 +1,11 @@
 //! The committer: the single thread that writes, and the only place that
 //! decides when to sync.
 //!
-//! A durable commit costs one flush plus one `fdatasync`, a few milliseconds
-//! on the project's virtio disk, whatever its size. Committing each request on
-//! its own therefore caps throughput at roughly 1.5k commits/s however many
-//! producers there are (reference §8.1). Instead one dedicated std thread owns
-//! all writes (shape B of the reference, §1.4):
+//! A durable commit costs one `fdatasync` of the journal, whatever its size.
+//! Committing each request on its own therefore caps throughput at the disk's
+//! sync rate (a few thousand a second on the project's virtio disk, a few
+//! hundred when it is busy) however many producers there are. Instead one
+//! dedicated std thread owns all writes:
 //!
 //! 1. [`Committer::submit`] sends the staged request and a oneshot sender over
 //!    an unbounded channel and returns at once: the caller's thread never
@@ -16,20 +16,14 @@
 //! 3. It folds the group into one [`WriteSet`], writes and syncs the files of
 //!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
 //!    the set as one record to the journal and `fdatasync`s it once
-//!    ([`crate::journal`]), applies the set to the engine as one atomic batch
-//!    (visible, durable at the next checkpoint, [`crate::checkpoint`]),
-//!    unlinks the body files the group made obsolete, and answers every
-//!    waiter with the same result.
+//!    ([`crate::journal`]), merges the set into the memtable (readable at
+//!    once; it reaches the engine at the next checkpoint,
+//!    [`crate::checkpoint`]), unlinks the body files the group made obsolete,
+//!    and answers every waiter with the same result.
 //!
 //! While it syncs, new requests queue up and ride the next group, so the
 //! number of syncs adapts to the load: one producer pays one sync per commit,
-//! N concurrent producers share them. The reference (§8.1) measured sled at
-//! about 1.5k msg/s for 1, 8 or 64 producers syncing on their own, and 14.8k
-//! msg/s at 64 producers with this shape (sync_file_range only). Ours, with
-//! the extra fdatasync, one 1 KiB message per commit, on the same machine
-//! (`examples/commit_throughput.rs`): 1 committer ~1.6–1.9k msg/s at 1.00
-//! syncs per commit, 8 committers ~6.7–7.3k at 0.21, 64 committers
-//! ~31–33k at 0.03 (about 35 commits per sync).
+//! N concurrent producers share them. The crate docs have the figures.
 //!
 //! Failure handling: if writing a body file or the journal record fails, every
 //! waiter of that group gets the error, nothing of the group is visible and
@@ -37,11 +31,10 @@
 //! the failed one). If the *sync* fails, the kernel may already have dropped
 //! the dirty pages (the "fsyncgate" lesson), so a later successful sync would
 //! prove nothing: the committer stays failed and answers every later request
-//! with that error. The same holds for a failed fsync of `large/`, a failed
-//! apply (the journal has the group, the engine does not) and a failed
-//! checkpoint. After a failed journal sync no body file is deleted, old or
-//! new: either may be what the records say after a restart, and the sweep at
-//! open sorts it out.
+//! with that error. The same holds for a failed fsync of `large/` and a
+//! failed checkpoint (the journal could no longer be reused safely). After a
+//! failed journal sync no body file is deleted, old or new: either may be
+//! what the records say after a restart, and the sweep at open sorts it out.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -30,7 +30,7 @@
 //!
 //! 1. body files written and `sync_data`ed, then `large/` fsynced once per
 //!    group (new names, link counts);
-//! 2. sled batch applied, flushed, log fdatasynced;
+//! 2. the group's journal record appended and fdatasynced;
 //! 3. files the group made obsolete (removed, overwritten, deleted queues)
 //!    unlinked, then the waiters answered.
 //!

@@ -1,5 +1,6 @@
 //! rebound's durable storage: the [`Store`] trait the broker programs
-//! against, and [`SledStore`], its implementation on sled with group commit.
+//! against, and [`SledStore`], its implementation: a write-ahead journal with
+//! group commit in front of sled.
 //!
 //! The broker holds an `Arc<dyn Store>`; no engine type appears in this
 //! crate's API (errors are boxed into [`StorageError`]), so another engine can
@@ -11,7 +12,7 @@
 //! record keyed by queue and [`MessageId`]; a multicast message is stored once
 //! per queue it reaches. That duplicates the body per subscription, but an
 //! acknowledgement never coordinates across queues and a dead-letter move is
-//! one atomic batch.
+//! one atomic commit.
 //!
 //! # Key layout
 //!
@@ -23,30 +24,56 @@
 //! 0x02 | queue u32 | message u64  -> DeliveryState   (only once written)
 //! 0x10 | address name (UTF-8)     -> AddressRecord
 //! 0x11 | queue u32                -> QueueRecord
+//! 0x20                            -> journal checkpoint (u64 BE)
 //! ```
 //!
-//! Because every kind lives in the same tree, one `apply_batch` is atomic
-//! across kinds: a DLQ move (remove from queue A, insert into queue B, delete
-//! the state) is a single commit.
-//!
-//! Next to sled's files, the store directory holds `large/`, one file per
-//! message reference whose body is stored outside sled:
+//! # Files
 //!
 //! ```text
-//! <dir>/db, conf, snap.*      sled (its blobs/ stays empty, see below)
-//! <dir>/large/q<queue>-m<id>.body           body of a large message
-//! <dir>/large/q<queue>-m<id>.g<gen>.body    same, written again (gen >= 1)
+//! <dir>/journal/<seq>.wal                    journal segments (the durability point)
+//! <dir>/journal/spare.wal                    the next segment, zero-filled or recycled
+//! <dir>/db, conf, snap.*                     sled (its blobs/ stays empty, see below)
+//! <dir>/large/q<queue>-m<id>.body            body of a large message
+//! <dir>/large/q<queue>-m<id>.g<gen>.body     same, written again (gen >= 1)
 //! ```
 //!
-//! The `0x01` record of such a message has no body and a marker (tag 100,
-//! see [`records`]) with the body's length and file generation.
+//! # How a commit becomes durable
+//!
+//! The write path has three stages, one file each:
+//!
+//! 1. **Group commit** (`src/group_commit.rs`): one committer thread takes
+//!    every commit queued, folds them into one set of key-level writes
+//!    (`src/write_set.rs`), appends that set to the journal as *one record*
+//!    and `fdatasync`s the journal once, then answers every waiter.
+//! 2. **Journal** (`src/journal.rs`, the on-disk format is documented there):
+//!    preallocated 8 MiB segments ([`JOURNAL_SEGMENT_BYTES`]), so a sync never
+//!    has a file size to commit; records carry a length, a crc32 and a
+//!    sequence number, and replay stops at the first record that is not whole.
+//!    One record per group is what makes a commit atomic: after a crash a
+//!    group is replayed whole or not at all, so a DLQ move (remove from queue
+//!    A, insert into queue B, delete the state) is in exactly one queue.
+//! 3. **Checkpoint** (`src/checkpoint.rs`): journaled writes are readable at
+//!    once from an in-memory table (`src/memtable.rs`) and reach sled only
+//!    when the journal moves to its next segment: a checkpointer thread
+//!    applies the table to sled, records the journal position in sled under
+//!    `0x20`, makes sled durable (`flush()` and `fdatasync`) and recycles the
+//!    segment. A message acked within the same segment (a queue that keeps
+//!    up) never reaches sled at all. Opening the store replays the journal
+//!    after the recorded position into sled.
+//!
+//! Artemis's journal works the same way (pre-filled, reused journal files,
+//! compacted into the bindings and messages it keeps); sled plays the part of
+//! the compacted state.
 //!
 //! # Record encoding
 //!
 //! Values are protobuf messages encoded with prost; the types in [`records`]
 //! *are* the on-disk format. Compatibility rule: never reuse a tag, only add
 //! fields whose zero value means "as before". A value that fails to decode is
-//! reported as [`StorageError::Corrupt`] with its key in hex, never a panic.
+//! reported as [`StorageError::Corrupt`] with its key in hex, never a panic; a
+//! journal with a gap or a damaged record before its end is refused with
+//! [`StorageError::CorruptJournal`] naming the file and offset, rather than
+//! silently dropping acknowledged commits.
 //! A message (key plus its full encoded record, body included) may be at most
 //! [`MAX_RECORD_BYTES`]; what is stored in sled (every other record, and a
 //! message without the body it keeps in a file) at most
@@ -58,11 +85,14 @@
 //! As in Artemis, a body above [`LARGE_BODY_THRESHOLD`] (64 KiB), or one that
 //! would push the record over [`MAX_INLINE_RECORD_BYTES`], is written to its
 //! own file under `large/` rather than into the journal ([`large`] has the
-//! details). The committer does it inside the group, in this order:
+//! details). The `0x01` record of such a message has no body and a marker
+//! (tag 100, see [`records`]) with the body's length and file generation. The
+//! committer does it inside the group, in this order:
 //!
 //! 1. write each body file and `sync_data` it; then fsync `large/` once for
 //!    the whole group;
-//! 2. apply the sled batch (records carry the marker), flush, fdatasync;
+//! 2. append the group's record (records carry the marker) to the journal and
+//!    fdatasync it;
 //! 3. unlink the files of messages the group removed, replaced or whose queue
 //!    it deleted; then answer the waiters.
 //!
@@ -70,11 +100,11 @@
 //! a crash leaves at worst a body no record references, never a record
 //! without its body. Opening the store deletes such orphans (a file whose
 //! `(queue, id, generation)` is not what the record under `0x01|queue|id`
-//! says). Should a body file vanish anyway (deleted by hand, lost by the file
-//! system), [`Store::recover`] still lists the message (with a warning in
-//! the log), so that the broker's indexes match the journal, and
-//! [`Store::read_message`] reports [`StorageError::Corrupt`] naming the key
-//! and the file; it never panics.
+//! says, after the journal is replayed). Should a body file vanish anyway
+//! (deleted by hand, lost by the file system), [`Store::recover`] still lists
+//! the message (with a warning in the log), so that the broker's indexes
+//! match the store, and [`Store::read_message`] reports
+//! [`StorageError::Corrupt`] naming the key and the file; it never panics.
 //!
 //! Fan-out: a multicast message is one record per queue; when one group
 //! stores the same message id with the same body for several queues, the
@@ -96,13 +126,15 @@
 //!
 //! # Durability
 //!
-//! A [`Commit`] resolves only after its ops are applied *and* durable. sled
-//! alone does not give that; [`sled_store`] closes the gaps:
+//! A [`Commit`] resolves only after its ops are in a journal record that has
+//! been `fdatasync`ed, and readable. sled is only the checkpoint target, and
+//! its own durability gaps are closed at every checkpoint ([`sled_store`]):
 //!
 //! * sled's `flush()` uses `sync_file_range`, which leaves data in the drive's
-//!   volatile cache: after each group flush we `fdatasync` sled's log file;
+//!   volatile cache: after the flush we `fdatasync` sled's log file, and only
+//!   then may the journal segments it covers be reused;
 //! * log items above `segment_size / 4 - 20` bytes become blob files that sled
-//!   never fsyncs: segments are 16 MiB and sled values are capped
+//!   never fsyncs: sled's segments are 16 MiB and its values are capped
 //!   ([`MAX_INLINE_RECORD_BYTES`]) so that even a whole page of maximum-size
 //!   records stays inline, so no blob is written; larger bodies go to our own
 //!   fsynced files (above);
@@ -110,53 +142,56 @@
 //!
 //! A store dropped without [`Store::close`] (or a killed process) keeps every
 //! commit that was acknowledged; the crash tests kill a child process with
-//! SIGKILL and check exactly that.
+//! SIGKILL and check exactly that, one of them with 16 KiB journal segments
+//! so that the kills land in the middle of checkpoints. A failed journal
+//! sync, directory sync or checkpoint is fatal: the store refuses every
+//! later commit (see `src/group_commit.rs` for why a retried fsync proves
+//! nothing).
 //!
-//! # Disk space
+//! # Disk space and memory
 //!
 //! An ack removes the message's keys (and its body file, once the removal is
-//! durable). sled reuses the log space of removed records when it rewrites
-//! segments, but never shrinks its file: a store's size follows its peak
-//! backlog (a churn test of 100,000 × 1 KiB messages, enqueued and acked five
-//! times, held about 1.7× the live data and did not shrink after draining).
-//! Size disks for the largest backlog, not the average; a compacting engine
-//! behind [`Store`] would be the fix.
+//! durable). The journal holds the segment being written, the segments not
+//! yet checkpointed (at most 4 waiting; commits wait beyond that) and one
+//! spare: normally 16 MiB, at most about 50 MiB with the default segment
+//! size. The same writes are held in memory until their checkpoint.
+//! sled reuses the log space of removed records when it rewrites segments,
+//! but never shrinks its file: a store's size follows its peak backlog (a
+//! churn test of 100,000 × 1 KiB messages, enqueued and acked five times,
+//! held about 1.7× the live data and did not shrink after draining). Size
+//! disks for the largest backlog, not the average; a compacting engine behind
+//! [`Store`] would be the fix.
 //!
 //! # Group commit
 //!
-//! A flush plus fdatasync costs milliseconds whatever the batch size, so
-//! commits are grouped (`src/group_commit.rs`): one committer thread takes the
-//! first queued request, drains everything else already queued, applies the
-//! lot as one atomic batch, syncs once, and answers all waiters. Concurrent
-//! producers share syncs; a lone producer pays one per commit.
+//! An `fdatasync` costs a fraction of a millisecond to milliseconds whatever
+//! the batch size, so commits are grouped: while the committer syncs, new
+//! commits queue up and ride the next group. Concurrent producers share syncs;
+//! a lone producer pays one per commit.
 //!
 //! Measured on the project machine (2 vCPU, ext4 on virtio, release build,
 //! `cargo run --release -p rebound-storage --example commit_throughput`),
-//! each committer awaiting one 1 KiB `PutMessage` per commit:
+//! each committer awaiting one 1 KiB `PutMessage` per commit, three 3 s runs;
+//! next to them the disk did 6,800–7,300 `fdatasync`/s of 4 KiB into a
+//! preallocated file and 4,800–5,500 appending (`bench/fsync_rate.py`):
 //!
 //! | committers | msgs/s        | syncs per commit |
 //! |-----------:|--------------:|-----------------:|
-//! | 1          | 1,600–1,950   | 1.00             |
-//! | 8          | 6,700–7,250   | 0.21–0.22        |
-//! | 64         | 30,800–32,900 | 0.03             |
+//! | 1          | 6,100–6,400   | 1.00             |
+//! | 8          | 23,900–24,600 | 0.21–0.22        |
+//! | 64         | 70,500–76,600 | 0.027            |
 //!
-//! (Two 3 s runs on a shared machine; the reference measured 1.5k msg/s for
-//! any number of producers when each commit syncs on its own.)
+//! Before the journal (commit 1a7d9b8), each group was a sled batch, a
+//! `flush()` and an `fdatasync` of sled's growing log; run alternately with
+//! the journal build, twice, it gave 2,400–2,500, 10,400–10,800 and
+//! 49,600–50,500 msgs/s (the journal: 6,300–6,700, 23,000–23,400 and
+//! 72,500–72,800). sled's flush hands every IO buffer to its thread pool,
+//! and the sync had file-size metadata to commit.
 //!
 //! Large messages (same example, `3 /tmp 1048576 1,8,64`), 1 MiB bodies each
-//! written to a file and `sync_data`ed inside the group:
-//!
-//! | committers | msgs/s  | MiB/s   | syncs per commit |
-//! |-----------:|--------:|--------:|-----------------:|
-//! | 1          | 89–335  | 89–335  | 1.00             |
-//! | 8          | 177–341 | 177–341 | 0.17–0.24        |
-//! | 64         | 264     | 264     | 0.06             |
-//!
-//! (Three runs, very noisy on the shared machine; 4 MiB bodies reached
-//! 380–490 MiB/s.) Here the disk's write bandwidth, not the sync count, is
-//! the limit, so grouping helps less. The 1 KiB figures above did not change
-//! with large-message support (re-measured side by side with the old code:
-//! 1.4–2.3k, 7.2k, 26.7–28.3k msg/s against 1.4–1.9k, 6.6–9.9k, 24.6–27.4k).
+//! written to a file and `sync_data`ed inside the group, are bound by the
+//! disk's write bandwidth rather than the sync count: 460–650 MiB/s with 1
+//! committer, 560–650 MiB/s with 8 or 64 (two runs).
 
 #![warn(missing_docs)]
 
@@ -374,7 +409,7 @@ pub struct StoreStats {
     pub commits: u64,
     /// Ops in those commits.
     pub ops: u64,
-    /// Group flush + fdatasync cycles.
+    /// Journal fdatasyncs, one per group.
     pub syncs: u64,
     /// Bytes the engine uses on disk.
     pub disk_bytes: u64,

@@ -19,7 +19,8 @@
 //!   below. Message bodies that would not fit go to our own fsynced files
 //!   under `<dir>/large/` instead ([`crate::large`]).
 //! * `flush_async` deadlocks when called concurrently (sled #1308): it is
-//!   never called; the committer uses the blocking `flush()` on its own thread.
+//!   never called; the checkpointer uses the blocking `flush()` on its own
+//!   thread.
 //!
 //! # Why no write ever becomes a blob
 //!
