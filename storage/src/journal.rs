@@ -57,8 +57,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StorageError;
 
-#[cfg(test)]
-use crate::JOURNAL_SEGMENT_BYTES as SEGMENT_BYTES;
 use crate::MIN_JOURNAL_SEGMENT_BYTES;
 
 /// Bytes before a record's payload: len, crc, seq.
@@ -464,6 +462,21 @@ mod tests {
         vec![(vec![1, n], Some(vec![n; 100])), (vec![2, n], None)]
     }
 
+    /// Segment size of the tests: small, so that rolling over is cheap.
+    const SEGMENT_BYTES: u64 = 64 << 10;
+
+    /// A journal started on an empty directory.
+    fn fresh(dir: &Path) -> Journal {
+        Journal::start(dir, replay(dir, 0, |_| Ok(())).unwrap(), SEGMENT_BYTES).unwrap()
+    }
+
+    /// Appends `n` records of a third of a segment each; returns the
+    /// segments completed meanwhile.
+    fn append_thirds(journal: &mut Journal, n: usize) -> Vec<Completed> {
+        let third = vec![(vec![7], Some(vec![7u8; (SEGMENT_BYTES / 3) as usize]))];
+        (0..n).filter_map(|_| append(journal, &third)).collect()
+    }
+
     fn append(journal: &mut Journal, w: &[Write]) -> Option<Completed> {
         journal
             .append(w.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
@@ -483,8 +496,7 @@ mod tests {
     #[test]
     fn records_replay_in_order_after_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let replayed = replay(dir.path(), 0, |_| Ok(())).unwrap();
-        let mut journal = Journal::start(dir.path(), replayed, SEGMENT_BYTES).unwrap();
+        let mut journal = fresh(dir.path());
         for n in 1..=5 {
             assert!(append(&mut journal, &writes(n)).is_none());
         }
@@ -499,12 +511,7 @@ mod tests {
     #[test]
     fn a_torn_tail_ends_the_log_and_the_next_start_continues_after_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(
-            dir.path(),
-            replay(dir.path(), 0, |_| Ok(())).unwrap(),
-            SEGMENT_BYTES,
-        )
-        .unwrap();
+        let mut journal = fresh(dir.path());
         append(&mut journal, &writes(1));
         append(&mut journal, &writes(2));
         let path = journal.path.clone();
@@ -526,26 +533,15 @@ mod tests {
     #[test]
     fn records_roll_over_segments_and_recycled_segments_do_not_replay_old_records() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(
-            dir.path(),
-            replay(dir.path(), 0, |_| Ok(())).unwrap(),
-            SEGMENT_BYTES,
-        )
-        .unwrap();
-        let big = vec![(vec![7], Some(vec![7u8; (SEGMENT_BYTES / 3) as usize]))];
-        let mut completed = Vec::new();
-        for _ in 0..7 {
-            completed.extend(append(&mut journal, &big));
-        }
+        let mut journal = fresh(dir.path());
+        let mut completed = append_thirds(&mut journal, 7);
         assert_eq!(journal.last_seq(), 7);
         assert_eq!(completed.len(), 3, "{completed:?}");
         assert_eq!(completed[0].last_seq, 2);
         // The first segment is checkpointed and becomes the spare; the next
         // segment change reuses it, its old records must not come back.
         recycle(dir.path(), &completed[0].path).unwrap();
-        for _ in 0..3 {
-            completed.extend(append(&mut journal, &big));
-        }
+        completed.extend(append_thirds(&mut journal, 3));
         drop(journal);
         let (replayed, seen) = replay_all(dir.path(), 2).unwrap();
         assert_eq!(replayed.last_seq, 10);
@@ -553,19 +549,24 @@ mod tests {
     }
 
     #[test]
+    fn a_record_larger_than_a_segment_gets_one_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = fresh(dir.path());
+        let huge = vec![(vec![8], Some(vec![8u8; 2 * SEGMENT_BYTES as usize]))];
+        assert!(append(&mut journal, &writes(1)).is_none());
+        assert_eq!(append(&mut journal, &huge).map(|c| c.last_seq), Some(1));
+        assert_eq!(append(&mut journal, &writes(3)).map(|c| c.last_seq), Some(2));
+        drop(journal);
+        let (replayed, seen) = replay_all(dir.path(), 0).unwrap();
+        assert_eq!(replayed.last_seq, 3);
+        assert_eq!(seen, vec![writes(1), huge, writes(3)]);
+    }
+
+    #[test]
     fn a_missing_segment_is_reported_not_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::start(
-            dir.path(),
-            replay(dir.path(), 0, |_| Ok(())).unwrap(),
-            SEGMENT_BYTES,
-        )
-        .unwrap();
-        let big = vec![(vec![7], Some(vec![7u8; (SEGMENT_BYTES / 3) as usize]))];
-        let mut completed = Vec::new();
-        for _ in 0..7 {
-            completed.extend(append(&mut journal, &big));
-        }
+        let mut journal = fresh(dir.path());
+        let completed = append_thirds(&mut journal, 7);
         drop(journal);
         fs::remove_file(&completed[1].path).unwrap();
         let err = replay_all(dir.path(), 0).err().expect("a gap");
