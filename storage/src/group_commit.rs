@@ -53,7 +53,7 @@ use crate::keys::Key;
 use crate::large::{LargeBody, LargeDir, same_body, stored_marker};
 use crate::memtable::Memtable;
 use crate::write_set::{Staged, WriteSet, stage};
-use crate::{Commit, MessageId, Op};
+use crate::{Commit, MessageId, Op, QueueId};
 
 /// Most requests folded into one group.
 pub(crate) const MAX_GROUP_REQUESTS: usize = 4096;
@@ -70,6 +70,9 @@ pub(crate) trait Engine: Clone + Send + 'static {
     fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError>;
     /// The large-body marker of the value under `key` in the engine, if any.
     fn marker(&self, key: &[u8]) -> Result<Option<LargeBody>, StorageError>;
+    /// The highest message id among the message and state keys of `queue`
+    /// in the engine, if it has any.
+    fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError>;
     /// Applies writes (visible at once, durable at the next checkpoint).
     fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<Self::Value>)>)
     -> Result<(), StorageError>;

@@ -53,13 +53,15 @@
 //!    group is replayed whole or not at all, so a DLQ move (remove from queue
 //!    A, insert into queue B, delete the state) is in exactly one queue.
 //! 3. **Checkpoint** (`src/checkpoint.rs`): journaled writes are readable at
-//!    once from an in-memory table (`src/memtable.rs`) and reach sled only
-//!    when the journal moves to its next segment: a checkpointer thread
-//!    applies the table to sled, records the journal position in sled under
-//!    `0x20`, makes sled durable (`flush()` and `fdatasync`) and recycles the
-//!    segment. A message acked within the same segment (a queue that keeps
-//!    up) never reaches sled at all. Opening the store replays the journal
-//!    after the recorded position into sled.
+//!    once from an in-memory table (`src/memtable.rs`), one per segment, and
+//!    reach sled one segment later: a checkpointer thread applies a segment's
+//!    table to sled (leaving out what the next segment writes again, and
+//!    deletes of keys sled cannot have), records the journal position in sled
+//!    under `0x20`, makes sled durable (`flush()` and `fdatasync`) and
+//!    recycles the segment. A message acked within a segment or two (a queue
+//!    that keeps up, a message redelivered after a short delay) never reaches
+//!    sled at all. Opening the store replays the journal after the recorded
+//!    position into sled.
 //!
 //! Artemis's journal works the same way (pre-filled, reused journal files,
 //! compacted into the bindings and messages it keeps); sled plays the part of
@@ -151,10 +153,11 @@
 //! # Disk space and memory
 //!
 //! An ack removes the message's keys (and its body file, once the removal is
-//! durable). The journal holds the segment being written, the segments not
-//! yet checkpointed (at most 4 waiting; commits wait beyond that) and one
-//! spare: normally 16 MiB, at most about 50 MiB with the default segment
-//! size. The same writes are held in memory until their checkpoint.
+//! durable). The journal holds the segment being written, the one the
+//! checkpointer keeps back, those not yet checkpointed (at most 4 waiting;
+//! commits wait beyond that) and one spare: normally 24 MiB, at most about
+//! 60 MiB with the default segment size. The same writes, net of what later
+//! writes replaced, are held in memory until their checkpoint.
 //! sled reuses the log space of removed records when it rewrites segments,
 //! but never shrinks its file: a store's size follows its peak backlog (a
 //! churn test of 100,000 × 1 KiB messages, enqueued and acked five times,

@@ -7,8 +7,8 @@
 //! writes go into the *active* table here once journaled; a put followed by a
 //! delete of the same key leaves only the delete behind. When the journal
 //! moves to a new segment the active table is frozen and handed to the
-//! checkpointer, which applies what is left to the engine before it
-//! checkpoints ([`crate::checkpoint`]).
+//! checkpointer, which applies what is left to the engine, one segment later
+//! and without the deletes the engine does not need ([`crate::checkpoint`]).
 //!
 //! Reads look here first, newest table first, then in the engine: the
 //! committer (large-body markers, prefix deletes) and the store's readers see

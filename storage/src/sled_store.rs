@@ -441,6 +441,25 @@ impl Engine for SledEngine {
             .and_then(|stored| large_dir::stored_marker(key, &stored)))
     }
 
+    fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError> {
+        let mut highest = None;
+        for prefix in [keys::queue_messages(queue), keys::queue_states(queue)] {
+            if let Some(key) = self.db.scan_prefix(prefix).keys().next_back() {
+                let key = key?;
+                match Key::decode(&key) {
+                    Ok(Key::Message { id, .. } | Key::State { id, .. }) => highest = highest.max(Some(id)),
+                    _ => {
+                        return Err(StorageError::Corrupt {
+                            key: keys::hex(&key),
+                            reason: "not a message or state key under a queue's prefix".into(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(highest)
+    }
+
     /// One write at a time, not as a sled batch: a batch seals sled's IO
     /// buffer and hands it to sled's thread pool every time, which cost more
     /// than the writes. Atomicity comes from the journal: what a crash cuts
