@@ -44,9 +44,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::StorageError;
 use crate::group_commit::Engine;
@@ -78,6 +79,9 @@ impl<V> Job<V> {
 /// bounds the memtable's memory (a segment's worth of writes per table) when
 /// the engine cannot keep up.
 const MAX_QUEUED_JOBS: usize = 4;
+
+/// How long commits wait for the checkpointer before the log says so.
+const STALL_WARNING: Duration = Duration::from_secs(10);
 
 /// The first fatal error of the store, shared by committer and checkpointer.
 pub(crate) type Failure = Arc<OnceLock<StorageError>>;
@@ -139,10 +143,36 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
     }
 
     /// Queues a frozen table (the committer froze tables in this order);
-    /// blocks while [`MAX_QUEUED_JOBS`] are waiting.
+    /// waits while [`MAX_QUEUED_JOBS`] are waiting, and says so in the log
+    /// if that lasts (a checkpoint that never ends stalls every commit).
     pub(crate) fn submit(&self, job: Job<V>) {
-        // If the thread is gone it recorded why in the failure.
-        let _ = self.jobs.send(job);
+        let mut job = match self.jobs.try_send(job) {
+            Err(TrySendError::Full(job)) => job,
+            // If the thread is gone it recorded why in the failure.
+            Ok(()) | Err(TrySendError::Disconnected(_)) => return,
+        };
+        let since = Instant::now();
+        let mut warned = false;
+        loop {
+            std::thread::sleep(Duration::from_millis(1));
+            job = match self.jobs.try_send(job) {
+                Err(TrySendError::Full(job)) => job,
+                Ok(()) | Err(TrySendError::Disconnected(_)) => break,
+            };
+            if !warned && since.elapsed() > STALL_WARNING {
+                tracing::error!(
+                    waited_s = since.elapsed().as_secs(),
+                    "commits are waiting for a checkpoint that does not finish"
+                );
+                warned = true;
+            }
+        }
+        if warned {
+            tracing::warn!(
+                waited_s = since.elapsed().as_secs(),
+                "the checkpoint finished; commits go on"
+            );
+        }
     }
 
     /// Lets the thread finish the checkpoints queued and waits for it.

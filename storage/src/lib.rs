@@ -140,7 +140,11 @@
 //!   ([`MAX_INLINE_RECORD_BYTES`]) so that even a whole page of maximum-size
 //!   records stays inline, so no blob is written; larger bodies go to our own
 //!   fsynced files (above);
-//! * concurrent `flush_async` deadlocks in 0.34.7: it is never called.
+//! * concurrent `flush_async` deadlocks in 0.34.7: it is never called;
+//! * `flush()` itself can hang after a long run of writes (sled #1412, seen
+//!   here at one close in twenty with `examples/fill_and_close.rs`): the
+//!   checkpointer flushes every few thousand writes, and commits that wait
+//!   on a checkpoint for more than 10 s say so in the log.
 //!
 //! A store dropped without [`Store::close`] (or a killed process) keeps every
 //! commit that was acknowledged; the crash tests kill a child process with

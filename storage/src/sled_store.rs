@@ -22,6 +22,10 @@
 //!   never called; the checkpointer uses the blocking `flush()` on its own
 //!   thread.
 //!
+//! And one liveness gap: `flush()` can wait forever after a large run of
+//! writes (sled #1412); the checkpointer flushes every
+//! [`FLUSH_EVERY_WRITES`] writes to stay clear of it.
+//!
 //! # Why no write ever becomes a blob
 //!
 //! In `pagecache/logger.rs` (`reserve_inner`) sled sends a log item to a blob
@@ -79,6 +83,17 @@ const INLINE_PAGE_BYTES: usize = SEGMENT_SIZE / 4 - 20 - 32;
 // our sizes); a page adds its header and its `lo`/`hi` bound keys, which are
 // themselves keys of records, counted here as two more entries.
 const _: () = assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_INLINE_RECORD_BYTES + 20) + 64 <= INLINE_PAGE_BYTES);
+
+/// Writes the checkpointer applies to sled between two `flush()` calls.
+///
+/// sled 0.34.7 can hang in `flush()` for good (sled #1412, open): the
+/// caller waits for a stable log position that no IO thread will ever
+/// reach. It happened here when a checkpoint applied a few hundred thousand
+/// writes and then flushed: `examples/fill_and_close.rs` (500,000 messages
+/// into a fresh store, close, again) hung at 2 of 44 closes. Flushing every
+/// 4,096 writes, so that sled writes its IO buffer in small steps as it did
+/// when every group was flushed, the same loop ran 204 closes without one.
+const FLUSH_EVERY_WRITES: usize = 4096;
 
 /// Tuning for [`SledStore::open_with`].
 #[derive(Debug, Clone)]
@@ -469,11 +484,14 @@ impl Engine for SledEngine {
     /// than the writes. Atomicity comes from the journal: what a crash cuts
     /// short is replayed, and readers see the memtable until sled has it all.
     fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<sled::IVec>)>) -> Result<(), StorageError> {
-        for (key, value) in writes {
+        for (i, (key, value)) in writes.enumerate() {
             match value {
                 Some(value) => self.db.insert(key, value)?,
                 None => self.db.remove(key)?,
             };
+            if i % FLUSH_EVERY_WRITES == FLUSH_EVERY_WRITES - 1 {
+                self.db.flush()?;
+            }
         }
         Ok(())
     }
