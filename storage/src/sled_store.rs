@@ -456,10 +456,9 @@ impl Engine for SledEngine {
             .and_then(|stored| large_dir::stored_marker(key, &stored)))
     }
 
-    /// A forward scan, once per queue and process. Not `next_back`: sled
-    /// 0.34.7's reverse iteration retries its tree walk up to a million
-    /// times per step, and the one hang the benchmarks ever showed was a
-    /// broker stuck at the first checkpoint of a queue while this used it.
+    /// A forward scan, once per queue and process, rather than sled's
+    /// reverse iteration (`next_back`), a path of sled 0.34.7 the store
+    /// otherwise never takes.
     fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError> {
         let mut highest = None;
         for prefix in [keys::queue_messages(queue), keys::queue_states(queue)] {
