@@ -145,20 +145,16 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
     /// Queues a frozen table (the committer froze tables in this order);
     /// waits while [`MAX_QUEUED_JOBS`] are waiting, and says so in the log
     /// if that lasts (a checkpoint that never ends stalls every commit).
-    pub(crate) fn submit(&self, job: Job<V>) {
-        let mut job = match self.jobs.try_send(job) {
-            Err(TrySendError::Full(job)) => job,
-            // If the thread is gone it recorded why in the failure.
-            Ok(()) | Err(TrySendError::Disconnected(_)) => return,
-        };
-        let since = Instant::now();
+    pub(crate) fn submit(&self, mut job: Job<V>) {
+        let mut waiting: Option<Instant> = None;
         let mut warned = false;
         loop {
-            std::thread::sleep(Duration::from_millis(1));
             job = match self.jobs.try_send(job) {
                 Err(TrySendError::Full(job)) => job,
+                // If the thread is gone it recorded why in the failure.
                 Ok(()) | Err(TrySendError::Disconnected(_)) => break,
             };
+            let since = *waiting.get_or_insert_with(Instant::now);
             if !warned && since.elapsed() > STALL_WARNING {
                 tracing::error!(
                     waited_s = since.elapsed().as_secs(),
@@ -166,8 +162,9 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                 );
                 warned = true;
             }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        if warned {
+        if let Some(since) = waiting.filter(|_| warned) {
             tracing::warn!(
                 waited_s = since.elapsed().as_secs(),
                 "the checkpoint finished; commits go on"

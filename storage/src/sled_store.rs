@@ -266,10 +266,10 @@ impl SledStore {
     fn recover_queue(&self, record: QueueRecord) -> Result<RecoveredQueue, StorageError> {
         // Both scans ascend by id: a merge join pairs each message with its
         // state, if any, and skips states without a message.
-        let mut states = self.per_message(&keys::queue_states(record.id));
+        let mut states = per_message(&self.db, &keys::queue_states(record.id));
         let mut next_state = states.next().transpose()?;
         let mut messages = Vec::new();
-        for entry in self.per_message(&keys::queue_messages(record.id)) {
+        for entry in per_message(&self.db, &keys::queue_messages(record.id)) {
             let (id, key, value) = entry?;
             let index: MessageIndex = records::decode(&key, &value)?;
             let mut size = value.len() as i64;
@@ -303,25 +303,6 @@ impl SledStore {
             });
         }
         Ok(RecoveredQueue { record, messages })
-    }
-
-    /// The entries under a per-message prefix (`0x01|q` or `0x02|q`) with the
-    /// message id decoded from each key.
-    fn per_message(
-        &self,
-        prefix: &[u8],
-    ) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<> {
-        self.db.scan_prefix(prefix).map(|entry| {
-            let (key, value) = entry?;
-            match Key::decode(&key) {
-                Ok(Key::Message { id, .. } | Key::State { id, .. }) => Ok((id, key, value)),
-                Ok(other) => unreachable!("{other:?} under a per-message prefix"),
-                Err(e) => Err(StorageError::Corrupt {
-                    key: keys::hex(&key),
-                    reason: e.to_string(),
-                }),
-            }
-        })
     }
 }
 
@@ -410,6 +391,25 @@ impl Store for SledStore {
     }
 }
 
+/// The entries under a per-message prefix (`0x01|q` or `0x02|q`) with the
+/// message id decoded from each key.
+fn per_message(
+    db: &sled::Db,
+    prefix: &[u8],
+) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<> {
+    db.scan_prefix(prefix).map(|entry| {
+        let (key, value) = entry?;
+        match Key::decode(&key) {
+            Ok(Key::Message { id, .. } | Key::State { id, .. }) => Ok((id, key, value)),
+            Ok(other) => unreachable!("{other:?} under a per-message prefix"),
+            Err(e) => Err(StorageError::Corrupt {
+                key: keys::hex(&key),
+                reason: e.to_string(),
+            }),
+        }
+    })
+}
+
 /// The committer's (and checkpointer's) view of sled: the tree plus the log
 /// file to fdatasync.
 #[derive(Clone)]
@@ -462,17 +462,8 @@ impl Engine for SledEngine {
     fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError> {
         let mut highest = None;
         for prefix in [keys::queue_messages(queue), keys::queue_states(queue)] {
-            for key in self.db.scan_prefix(prefix).keys() {
-                let key = key?;
-                match Key::decode(&key) {
-                    Ok(Key::Message { id, .. } | Key::State { id, .. }) => highest = highest.max(Some(id)),
-                    _ => {
-                        return Err(StorageError::Corrupt {
-                            key: keys::hex(&key),
-                            reason: "not a message or state key under a queue's prefix".into(),
-                        });
-                    }
-                }
+            for entry in per_message(&self.db, &prefix) {
+                highest = highest.max(Some(entry?.0));
             }
         }
         Ok(highest)
