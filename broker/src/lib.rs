@@ -12,20 +12,17 @@
 //! - [`transaction`]: local transactions (sends and acks committed together).
 //! - [`message`]: validation and wire ⇄ storage conversion.
 //! - [`grpc`]: the `rebound.v1` services; [`error`]: errors and their gRPC codes.
-//! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`cli`]: the
-//!   client subcommands; [`perf`]: `rebound perf`, the load generator.
+//! - [`daemon`]: `rebound serve`; [`reload`]: live config reload.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
 pub mod broker;
-pub mod cli;
 pub mod daemon;
 pub mod dead_letter;
 pub mod dispatch;
 pub mod error;
 pub mod grpc;
 pub mod message;
-pub mod perf;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;

@@ -13,7 +13,7 @@ use crate::error::{BrokerError, Result};
 pub const DEFAULT_PRIORITY: u32 = 4;
 const MAX_NAME_BYTES: usize = 255;
 const MAX_PROPERTY_NAME_BYTES: usize = 256;
-const RESERVED_PREFIXES: [&str; 2] = ["_AMQ_", "_REBOUND_"];
+const RESERVED_PREFIXES: [&str; 2] = rebound_protocol::properties::RESERVED_PREFIXES;
 
 /// Checks an address or queue name: non-empty, at most 255 bytes, no whitespace or
 /// control characters (they make names impossible to type in a CLI or a config).
@@ -183,8 +183,10 @@ mod tests {
         let err = from_outgoing(outgoing("")).unwrap_err().to_string();
         assert!(err.contains("must not be empty"), "{err}");
         let mut m = outgoing("a");
-        m.properties
-            .insert("_AMQ_ORIG_QUEUE".into(), pb::PropertyValue::default());
+        m.properties.insert(
+            rebound_protocol::properties::ORIG_QUEUE.into(),
+            pb::PropertyValue::default(),
+        );
         assert!(from_outgoing(m).unwrap_err().to_string().contains("reserved"));
         let mut m = outgoing("a");
         m.properties.insert(String::new(), pb::PropertyValue::default());

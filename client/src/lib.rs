@@ -46,6 +46,9 @@ pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerSt
 pub use message::{OutgoingMessage, PropertyValue};
 pub use transaction::{Session, Transaction};
 
+/// The names of the properties the broker sets on dead letters and expired messages
+/// (`_AMQ_ORIG_QUEUE`, `_REBOUND_DEAD_LETTER_REASON`, ...) and the reserved prefixes.
+pub use rebound_protocol::properties;
 /// The generated gRPC types and stubs of package `rebound.v1`.
 pub use rebound_protocol::v1 as proto;
 

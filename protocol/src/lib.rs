@@ -4,7 +4,10 @@
 //! field; this crate only compiles them (with protox, so building needs no system
 //! `protoc`) and re-exports the generated types, clients and servers. Two services:
 //! `Messaging` (send, consume) and `Admin` (addresses, queues, counters, browse,
-//! settings).
+//! settings). [`properties`] names the message properties the broker sets and
+//! reserves (`_AMQ_*`, `_REBOUND_*`).
+
+pub mod properties;
 
 /// Generated code for package `rebound.v1`.
 pub mod v1 {

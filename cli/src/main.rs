@@ -2,16 +2,42 @@
 //! client for a running broker.
 //!
 //! This file only parses the command line, sets up logging and turns an error
-//! into one `error: ...` line and an exit code; the subcommands live in
-//! `rebound_broker::cli` and `rebound_broker::daemon`.
+//! into one `error: ...` line and an exit code. `serve` is `rebound_broker::daemon`;
+//! the client subcommands are the other modules here, one file per subcommand
+//! (group), each with its clap arguments and a `run`. They reach the broker only
+//! through `rebound_client`, the documented way for a Rust program to talk to
+//! rebound, so the CLI is that crate's first user. Results go to stdout one record
+//! per line; failures are returned as errors for `main` to print as a single
+//! `error: ...` line. `perf` is the command line of the `rebound_perf` load
+//! generator.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use rebound_broker::cli::{address, config, queue, receive, send, settings};
-use rebound_broker::{daemon, perf};
+use rebound_broker::daemon;
 use tracing_subscriber::EnvFilter;
+
+/// `writeln!` to stdout. Unlike `println!` it returns an error instead of
+/// panicking when stdout is closed, e.g. piped into `head`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
+mod address;
+mod args;
+mod config;
+mod perf;
+mod property;
+mod queue;
+mod receive;
+mod render;
+mod send;
+mod settings;
+mod table;
 
 /// rebound: a message broker modelled on Apache ActiveMQ Artemis, spoken to over gRPC.
 #[derive(Debug, Parser)]

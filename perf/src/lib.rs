@@ -1,11 +1,12 @@
-//! `rebound perf`: the load generator, like `artemis perf client`.
+//! The load generator behind `rebound perf`, like `artemis perf client`.
 //!
-//! It runs one of the named [`workload::WORKLOADS`] against a live broker and
+//! [`run`] runs one of the named [`WORKLOADS`] against a live broker and
 //! reports send and end-to-end rates, latency percentiles and what the broker
 //! spent on it (fsyncs, memory), for people or as one JSON object (schema in
 //! BENCHMARKS.md) for scripts. It exists so that "how fast is durable?" has one
 //! reproducible answer instead of ad-hoc scripts, and so that a peer broker can
-//! be measured the same way.
+//! be measured the same way. The command line (`rebound perf`, in rebound-cli) only
+//! picks the workload, applies its overrides and prints the [`Report`].
 //!
 //! Each run uses a fresh queue `perf.<workload>.<random>` so runs never see each
 //! other's messages, and deletes it afterwards. Producers and consumers each get
@@ -21,24 +22,20 @@ mod workload;
 // The peer-broker clients of bench/compare.sh (bench/peers) run the same workloads and
 // measure them the same way: these are what they share with `rebound perf`.
 pub use load::{HEADER, histogram, share};
-pub use report::process_cpu_s;
-pub use workload::{WORKLOADS, Workload, named};
+pub use report::{Extra, Latency, Report, process_cpu_s};
+pub use workload::{PERF_CONFIG, WORKLOADS, Workload, named};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
-use clap::builder::PossibleValuesParser;
+use anyhow::{Context as _, anyhow};
 use hdrhistogram::Histogram;
 use rebound_client::{Client, RoutingType, ServerInfo};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ServerArgs;
 use load::Run;
-use report::{Extra, Latency, Report};
-use workload::PERF_CONFIG;
 
 /// A run that neither sends nor acks anything for this long has stalled.
 const STALL: Duration = Duration::from_secs(30);
@@ -46,77 +43,21 @@ const STALL: Duration = Duration::from_secs(30);
 /// How often completion (all acked, all dead-lettered) is checked.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Arguments of `rebound perf`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = format!(
-    "Workloads: durable (1→1, 50,000 × 1 KiB), fan (4→4 on one queue), poison (10,000, every \
-     10th always nacked), backlog (500,000 × 100 B sent before any is consumed); see \
-     BENCHMARKS.md.\npoison needs the broker started with: rebound serve --config {PERF_CONFIG}"
-))]
-pub struct PerfArgs {
-    #[command(flatten)]
-    server: ServerArgs,
-    /// The workload to run.
-    #[arg(long, value_parser = PossibleValuesParser::new(WORKLOADS.iter().map(|w| w.name)))]
-    workload: String,
-    /// Messages to send (default: the workload's).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    messages: Option<u64>,
-    /// Body size in bytes, at least 16 (default: the workload's).
-    #[arg(long, value_name = "BYTES")]
-    size: Option<usize>,
-    /// Producers, each on its own connection (default: the workload's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    producers: Option<u32>,
-    /// Consumers, each on its own connection (default: the workload's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    consumers: Option<u32>,
-    /// Unacknowledged sends per producer (default: the workload's).
-    #[arg(long, value_name = "MESSAGES")]
-    in_flight: Option<usize>,
-    /// Messages per Send call (default: the workload's).
-    #[arg(long, value_name = "MESSAGES")]
-    batch: Option<usize>,
-    /// Print the result as one JSON object (schema in BENCHMARKS.md).
-    #[arg(long)]
-    json: bool,
-}
-
-impl PerfArgs {
-    /// The workload with the overrides applied.
-    fn spec(&self) -> anyhow::Result<Workload> {
-        let base =
-            workload::named(&self.workload).ok_or_else(|| anyhow!("unknown workload {}", self.workload))?;
-        let spec = Workload {
-            messages: self.messages.unwrap_or(base.messages),
-            size: self.size.unwrap_or(base.size),
-            producers: self.producers.unwrap_or(base.producers),
-            consumers: self.consumers.unwrap_or(base.consumers),
-            in_flight: self.in_flight.unwrap_or(base.in_flight),
-            batch: self.batch.unwrap_or(base.batch),
-            ..base.clone()
-        };
-        if spec.size < HEADER {
-            bail!("--size must be at least {HEADER}: the body carries the send time and a sequence number");
-        }
-        if spec.batch == 0 || spec.batch > spec.in_flight {
-            bail!("--batch must be between 1 and --in-flight ({})", spec.in_flight);
-        }
-        Ok(spec)
-    }
-}
-
-/// Runs `rebound perf`.
-pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
-    let spec = args.spec()?;
-    let client = args.server.connect().await?;
+/// Runs `spec` against the broker at `url` (`http://host:port` or `host:port`) on a
+/// fresh queue, deletes the queue (and, for `poison`, its dead-letter queue)
+/// afterwards, and returns what was measured. Progress goes to stderr.
+///
+/// `spec` is one of [`WORKLOADS`], possibly with its numbers changed; its `size`
+/// must be at least [`HEADER`] and its `batch` between 1 and `in_flight`.
+pub async fn run(url: &str, spec: Workload) -> anyhow::Result<Report> {
+    let client = Client::connect(url).await?;
     let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
     spec.check_settings(&client, &queue).await?;
     client
         .create_queue(&queue, &queue, RoutingType::Anycast, true)
         .await?;
     eprintln!("perf: workload {} on queue {queue}", spec.name);
-    let result = measure(&args.server.server, &client, spec, queue.clone()).await;
+    let result = measure(url, &client, spec, queue.clone()).await;
     // The queue and, for poison, its auto-created dead-letter queue (whose name
     // embeds the queue's) go, so repeated runs leave nothing behind.
     for q in client.list_queues().await.unwrap_or_default() {
@@ -126,7 +67,7 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
             eprintln!("warning: cannot delete queue {}: {err}", q.name);
         }
     }
-    Ok(result?.print(args.json)?)
+    result
 }
 
 /// Runs the load and gathers the report; `client` is for admin calls only.

@@ -5,7 +5,8 @@
 
 use std::io::Write as _;
 
-use super::{ServerArgs, table};
+use crate::args::ServerArgs;
+use crate::table;
 
 /// Arguments of `rebound settings`.
 #[derive(Debug, clap::Args)]

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::ServerArgs;
-use super::render::{MessageJson, delivery_line};
+use crate::args::ServerArgs;
+use crate::render::{MessageJson, delivery_line};
 
 /// Most credit granted at once, so that a large `--count` does not make the
 /// broker push a huge backlog at us.

@@ -5,8 +5,9 @@ use std::io::Write as _;
 
 use rebound_client::{QueueInfo, RetryMessagesResponse, Selection};
 
-use super::render::{BrowsedJson, QueueJson, browsed_table, plain, queue_fields, routing_name};
-use super::{RoutingArg, ServerArgs, routing_type, table};
+use crate::args::{RoutingArg, ServerArgs, routing_type};
+use crate::render::{BrowsedJson, QueueJson, browsed_table, plain, queue_fields, routing_name};
+use crate::table;
 
 /// `rebound queue` subcommands.
 #[derive(Debug, clap::Subcommand)]

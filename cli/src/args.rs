@@ -1,31 +1,6 @@
-//! The client subcommands of the `rebound` binary.
-//!
-//! One file per subcommand (group), each with its clap arguments and a `run`.
-//! They reach the broker only through `rebound_client`, the documented way for a
-//! Rust program to talk to rebound, so the CLI is that crate's first user. Results
-//! go to stdout one record per line; failures are returned as errors for
-//! `main.rs` to print as a single `error: ...` line.
+//! The arguments the client subcommands share: `--server` and `--routing-type`.
 
 use rebound_client::{Client, RoutingType};
-
-/// `writeln!` to stdout. Unlike `println!` it returns an error instead of
-/// panicking when stdout is closed, e.g. piped into `head`.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)
-    }};
-}
-
-pub mod address;
-pub mod config;
-pub mod property;
-pub mod queue;
-pub mod receive;
-mod render;
-pub mod send;
-pub mod settings;
-mod table;
 
 /// `--server`, taken by every subcommand that talks to a running broker.
 #[derive(Debug, Clone, clap::Args)]
@@ -53,7 +28,7 @@ pub enum RoutingArg {
 }
 
 /// The wire routing type for an optional `--routing-type`.
-fn routing_type(arg: Option<RoutingArg>) -> RoutingType {
+pub fn routing_type(arg: Option<RoutingArg>) -> RoutingType {
     match arg {
         None => RoutingType::Unspecified,
         Some(RoutingArg::Anycast) => RoutingType::Anycast,

@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use rebound_client::{OutgoingMessage, PropertyValue};
 
-use super::{ServerArgs, property};
+use crate::args::ServerArgs;
+use crate::property;
 
 /// Messages per Send call: big enough to amortise the storage commit, small
 /// enough to stay far below any message size limit.

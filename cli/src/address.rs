@@ -1,6 +1,6 @@
 //! `rebound address`: create and delete addresses.
 
-use super::{RoutingArg, ServerArgs, routing_type};
+use crate::args::{RoutingArg, ServerArgs, routing_type};
 
 /// `rebound address` subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -11,12 +11,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use rebound_client::proto::PropertyValue;
 use rebound_client::proto::property_value::Value;
-use rebound_client::{BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType};
+use rebound_client::{BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType, properties};
 use serde::Serialize;
 use serde::ser::Serializer;
 
-use super::table;
-use crate::dead_letter;
+use crate::table;
 
 /// A received message: `rebound receive --json`.
 #[derive(Serialize)]
@@ -158,7 +157,7 @@ pub fn browsed_table(messages: &[BrowsedMessage]) -> String {
             };
             let reason = message
                 .properties
-                .get(dead_letter::REASON)
+                .get(properties::DEAD_LETTER_REASON)
                 .map_or_else(|| "-".to_owned(), property_text);
             vec![
                 message.message_id.to_string(),

@@ -1,0 +1,75 @@
+//! `rebound perf`: the command line of the load generator; the workloads, the
+//! load and the report are the `rebound-perf` crate's.
+
+use anyhow::bail;
+use clap::builder::PossibleValuesParser;
+use rebound_perf::{HEADER, PERF_CONFIG, WORKLOADS, Workload};
+
+use crate::args::ServerArgs;
+
+/// Arguments of `rebound perf`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = format!(
+    "Workloads: durable (1→1, 50,000 × 1 KiB), fan (4→4 on one queue), poison (10,000, every \
+     10th always nacked), backlog (500,000 × 100 B sent before any is consumed); see \
+     BENCHMARKS.md.\npoison needs the broker started with: rebound serve --config {PERF_CONFIG}"
+))]
+pub struct PerfArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The workload to run.
+    #[arg(long, value_parser = PossibleValuesParser::new(WORKLOADS.iter().map(|w| w.name)))]
+    workload: String,
+    /// Messages to send (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    messages: Option<u64>,
+    /// Body size in bytes, at least 16 (default: the workload's).
+    #[arg(long, value_name = "BYTES")]
+    size: Option<usize>,
+    /// Producers, each on its own connection (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    producers: Option<u32>,
+    /// Consumers, each on its own connection (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    consumers: Option<u32>,
+    /// Unacknowledged sends per producer (default: the workload's).
+    #[arg(long, value_name = "MESSAGES")]
+    in_flight: Option<usize>,
+    /// Messages per Send call (default: the workload's).
+    #[arg(long, value_name = "MESSAGES")]
+    batch: Option<usize>,
+    /// Print the result as one JSON object (schema in BENCHMARKS.md).
+    #[arg(long)]
+    json: bool,
+}
+
+impl PerfArgs {
+    /// The workload with the overrides applied.
+    fn spec(&self) -> anyhow::Result<Workload> {
+        let base = rebound_perf::named(&self.workload)
+            .ok_or_else(|| anyhow::anyhow!("unknown workload {}", self.workload))?;
+        let spec = Workload {
+            messages: self.messages.unwrap_or(base.messages),
+            size: self.size.unwrap_or(base.size),
+            producers: self.producers.unwrap_or(base.producers),
+            consumers: self.consumers.unwrap_or(base.consumers),
+            in_flight: self.in_flight.unwrap_or(base.in_flight),
+            batch: self.batch.unwrap_or(base.batch),
+            ..base.clone()
+        };
+        if spec.size < HEADER {
+            bail!("--size must be at least {HEADER}: the body carries the send time and a sequence number");
+        }
+        if spec.batch == 0 || spec.batch > spec.in_flight {
+            bail!("--batch must be between 1 and --in-flight ({})", spec.in_flight);
+        }
+        Ok(spec)
+    }
+}
+
+/// Runs `rebound perf`.
+pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
+    let spec = args.spec()?;
+    let report = rebound_perf::run(&args.server.server, spec).await?;
+    Ok(report.print(args.json)?)
+}
