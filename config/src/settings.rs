@@ -42,6 +42,12 @@ macro_rules! for_each_setting {
             max_redelivery_delay_ms: u64 = "max-redelivery-delay",
                 i64 => check::non_negative,
                 derived("10 × redelivery-delay") = redelivery_delay_ms.saturating_mul(10);
+            /// Upper bound of the delay a consumer asks for itself (a nack's
+            /// `retry-after`), in ms. Default 3,600,000 (1 h); independent of
+            /// the broker-side delays, so that a consumer's "retry in 30 s" is
+            /// kept on a broker that configures none.
+            max_retry_after_ms: u64 = "max-retry-after",
+                i64 => check::non_negative, default = 3_600_000;
             /// Random jitter of the delay, as a fraction in `0.0..=1.0`.
             /// Default 0.0.
             redelivery_collision_avoidance_factor: f64 = "redelivery-collision-avoidance-factor",
