@@ -73,14 +73,14 @@
 mod error;
 pub mod matcher;
 mod model;
+mod routing_type;
 pub mod schedule;
 pub mod settings;
 
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
-pub use model::{
-    AddressConfig, Config, JOURNAL_FILE_SIZE_RANGE, QueueConfig, RoutingType, UnknownRoutingType,
-};
+pub use model::{AddressConfig, Config, JOURNAL_FILE_SIZE_RANGE, QueueConfig};
+pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,

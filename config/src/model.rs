@@ -7,15 +7,14 @@
 //! what the value means ("use -1 for unlimited") and point at the value.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{ConfigError, Document};
 use crate::matcher::Pattern;
+use crate::routing_type::RoutingType;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
@@ -67,48 +66,6 @@ pub struct QueueConfig {
     pub durable: bool,
     /// A message selector, kept as written; it is parsed by the broker.
     pub filter: Option<String>,
-}
-
-/// How an address distributes messages, as in Artemis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RoutingType {
-    /// Point to point: each message goes to one of the address's queues.
-    Anycast,
-    /// Publish/subscribe: each queue gets a copy.
-    Multicast,
-}
-
-impl RoutingType {
-    /// `"anycast"` or `"multicast"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RoutingType::Anycast => "anycast",
-            RoutingType::Multicast => "multicast",
-        }
-    }
-}
-
-impl fmt::Display for RoutingType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string other than `anycast` or `multicast`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("expected `anycast` or `multicast` (got {0:?})")]
-pub struct UnknownRoutingType(pub String);
-
-impl FromStr for RoutingType {
-    type Err = UnknownRoutingType;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "anycast" => Ok(RoutingType::Anycast),
-            "multicast" => Ok(RoutingType::Multicast),
-            _ => Err(UnknownRoutingType(s.to_owned())),
-        }
-    }
 }
 
 impl Config {
@@ -322,7 +279,7 @@ fn unique_name(
 /// Validators: a raw TOML value in, the typed value or a message out. The
 /// address-settings table in `settings.rs` names them per key.
 mod check {
-    use crate::model::RoutingType;
+    use crate::routing_type::RoutingType;
     use crate::schedule::RedeliverySchedule;
 
     pub(super) fn any<T>(value: T) -> Result<T, String> {
@@ -896,18 +853,6 @@ mod tests {
             "test.toml:1:21: journal-file-size: must be between 4096 and 1073741824 bytes (got 100)"
         );
         assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
-    }
-
-    #[test]
-    fn routing_type_strings() {
-        for rt in [RoutingType::Anycast, RoutingType::Multicast] {
-            assert_eq!(rt.as_str().parse::<RoutingType>(), Ok(rt));
-            assert_eq!(rt.to_string(), rt.as_str());
-        }
-        assert_eq!(
-            "Anycast".parse::<RoutingType>(),
-            Err(UnknownRoutingType("Anycast".into()))
-        );
     }
 
     #[test]

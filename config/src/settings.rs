@@ -16,7 +16,7 @@
 use std::fmt;
 
 use crate::matcher::Pattern;
-use crate::model::RoutingType;
+use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
 /// The table of address-settings keys; expands `$callback!` with it.
