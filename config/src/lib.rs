@@ -70,6 +70,7 @@
 //! assert_eq!(resolved.entries[0].source, Source::Match("orders.#".into()));
 //! ```
 
+mod check;
 mod error;
 pub mod matcher;
 mod model;
