@@ -80,13 +80,9 @@ pub mod settings;
 
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
-pub use model::{AddressConfig, Config, JOURNAL_FILE_SIZE_RANGE, QueueConfig};
+pub use model::{AddressConfig, Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE, QueueConfig};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
-
-/// The embedded default configuration (`default.toml`), used when the broker
-/// is started without a file. [`Config::embedded_default`] parses it.
-pub const DEFAULT_TOML: &str = include_str!("../default.toml");

@@ -69,6 +69,10 @@ pub struct QueueConfig {
     pub filter: Option<String>,
 }
 
+/// The embedded default configuration (`default.toml`), used when the broker
+/// is started without a file. [`Config::embedded_default`] parses it.
+pub const DEFAULT_TOML: &str = include_str!("../default.toml");
+
 impl Config {
     /// Reads and parses the file at `path`; errors name the path.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -84,9 +88,9 @@ impl Config {
         raw.validate(&doc)
     }
 
-    /// The built-in configuration, [`crate::DEFAULT_TOML`].
+    /// The built-in configuration, [`DEFAULT_TOML`].
     pub fn embedded_default() -> Config {
-        Config::parse(crate::DEFAULT_TOML, "<embedded default.toml>")
+        Config::parse(DEFAULT_TOML, "<embedded default.toml>")
             .expect("the embedded default.toml is valid (checked by a unit test)")
     }
 }
@@ -336,14 +340,14 @@ mod tests {
         // Uncommenting every `# key = value` line of default.toml must still
         // give a valid file, so the documentation cannot rot.
         let is_key = |k: &str| k.chars().all(|c| c.is_ascii_lowercase() || c == '-');
-        let uncommented: String = crate::DEFAULT_TOML
+        let uncommented: String = DEFAULT_TOML
             .lines()
             .map(|line| match line.strip_prefix("# ") {
                 Some(rest) if rest.split_once(" = ").is_some_and(|(k, _)| is_key(k)) => rest,
                 _ => line,
             })
             .fold(String::new(), |text, line| text + line + "\n");
-        assert_ne!(uncommented, crate::DEFAULT_TOML);
+        assert_ne!(uncommented, DEFAULT_TOML);
         let config = parse(&uncommented);
         let s = config.address_settings.effective("x");
         assert_eq!(config.config_reload_period_ms, Some(5000));
