@@ -70,6 +70,7 @@
 //! assert_eq!(resolved.entries[0].source, Source::Match("orders.#".into()));
 //! ```
 
+mod address;
 mod check;
 mod error;
 pub mod matcher;
@@ -78,9 +79,10 @@ mod routing_type;
 pub mod schedule;
 pub mod settings;
 
+pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
-pub use model::{AddressConfig, Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE, QueueConfig};
+pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{
