@@ -16,14 +16,14 @@
 use std::fmt;
 
 use crate::matcher::Pattern;
-use crate::model::RoutingType;
+use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
 /// The table of address-settings keys; expands `$callback!` with it.
 ///
 /// Each row reads: doc comment, field and effective type, TOML key, raw TOML
 /// type and the validator turning it into the effective type (a function in
-/// `model::check`, resolved where the callback expands), then the fallback:
+/// `check.rs`, resolved where the callback expands), then the fallback:
 /// `default = expr` or `derived("why") = expr`. A derived expression may use
 /// fields of earlier rows by name. `none = "..."` is how `None` is shown.
 macro_rules! for_each_setting {
