@@ -50,7 +50,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::StorageError;
-use crate::group_commit::Engine;
+use crate::engine::Engine;
 use crate::journal::{self, Completed};
 use crate::keys::Key;
 use crate::memtable::{Memtable, Table};

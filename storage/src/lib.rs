@@ -203,11 +203,14 @@
 #![warn(missing_docs)]
 
 mod checkpoint;
+mod engine;
 pub mod error;
 mod group_commit;
 mod journal;
 pub mod keys;
 pub mod large;
+mod limits;
+pub mod memory;
 mod memtable;
 pub mod records;
 pub mod sled_store;
@@ -223,6 +226,7 @@ pub use error::StorageError;
 pub use records::{
     AddressRecord, DeliveryState, FailureRecord, MessageRecord, PropertyValue, QueueRecord, RoutingType,
 };
+pub use memory::MemoryStore;
 pub use sled_store::{SledOptions, SledStore};
 
 /// A queue's id, assigned by the broker.
@@ -263,10 +267,6 @@ pub const LARGE_BODY_THRESHOLD: usize = 64 << 10;
 /// `journal-file-size` is 10 MiB). A segment's writes wait in memory until it
 /// is checkpointed, so this also bounds that memory ([`SledOptions`]).
 pub const JOURNAL_SEGMENT_BYTES: u64 = 8 << 20;
-
-/// The smallest journal segment [`SledOptions`] accepts, 4 KiB; smaller
-/// values are raised to it.
-pub const MIN_JOURNAL_SEGMENT_BYTES: u64 = 4 << 10;
 
 /// The durable state of the broker.
 ///
