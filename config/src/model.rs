@@ -282,6 +282,7 @@ mod tests {
             max-message-size = 512
             redelivery-schedule = "2:10; 4:delete"
             max-redrive = 0
+            max-retry-after = 60000
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -324,7 +325,7 @@ mod tests {
         assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
-        assert_eq!((s.max_message_size, s.max_redrive), (512, 0));
+        assert_eq!((s.max_message_size, s.max_redrive, s.max_retry_after_ms), (512, 0, 60_000));
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),
             Some(&StepAction::Delete)

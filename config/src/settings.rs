@@ -42,12 +42,6 @@ macro_rules! for_each_setting {
             max_redelivery_delay_ms: u64 = "max-redelivery-delay",
                 i64 => check::non_negative,
                 derived("10 × redelivery-delay") = redelivery_delay_ms.saturating_mul(10);
-            /// Upper bound of the delay a consumer asks for itself (a nack's
-            /// `retry-after`), in ms. Default 3,600,000 (1 h); independent of
-            /// the broker-side delays, so that a consumer's "retry in 30 s" is
-            /// kept on a broker that configures none.
-            max_retry_after_ms: u64 = "max-retry-after",
-                i64 => check::non_negative, default = 3_600_000;
             /// Random jitter of the delay, as a fraction in `0.0..=1.0`.
             /// Default 0.0.
             redelivery_collision_avoidance_factor: f64 = "redelivery-collision-avoidance-factor",
@@ -112,6 +106,12 @@ macro_rules! for_each_setting {
             /// Default 3.
             max_redrive: u32 = "max-redrive",
                 i64 => check::count, default = 3;
+            /// Upper bound of the delay a consumer asks for itself (a nack's
+            /// `retry-after`), in ms. Default 3,600,000 (1 h); independent of
+            /// the broker-side delays, so that a consumer's "retry in 30 s" is
+            /// kept on a broker that configures none.
+            max_retry_after_ms: u64 = "max-retry-after",
+                i64 => check::non_negative, default = 3_600_000;
         }
     };
 }
@@ -503,6 +503,7 @@ mod tests {
         assert_eq!(s.max_message_size, 1_048_576);
         assert_eq!(s.redelivery_schedule, None);
         assert_eq!(s.max_redrive, 3);
+        assert_eq!(s.max_retry_after_ms, 3_600_000);
     }
 
     #[test]
@@ -510,7 +511,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 21);
+        assert_eq!(keys.len(), 22);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),

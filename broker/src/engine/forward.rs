@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use super::Broker;
 use super::addresses::Create;
 use super::send::{deliver_arrivals, place};
-use super::settle::removal_ops;
+use super::ops::removal_ops;
 use crate::dead_letter::{self, Reason};
 use crate::error::Result;
 use crate::postoffice::Registry;

@@ -13,7 +13,7 @@ use tracing::info;
 
 use super::addresses::Create;
 use super::forward::Moved;
-use super::settle::removal_ops;
+use super::ops::removal_ops;
 use super::{Broker, parse_filter};
 use crate::dead_letter::{self, Reason};
 use crate::error::Result;

@@ -15,6 +15,7 @@
 //! | `transact.rs` | committing and rolling back local transactions |
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
+//! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //!
 //! These files call each other's methods but never import each other's modules
 //! (only the types they share), so the imports of the engine form no circle.
@@ -40,6 +41,7 @@ mod consume;
 mod dispatch;
 mod forward;
 mod manage;
+mod ops;
 mod recovery;
 mod send;
 mod settle;

@@ -9,11 +9,11 @@
 //!
 use std::sync::Arc;
 
-use rebound_storage::{DeliveryState, Op};
 use tracing::info;
 
 use super::Broker;
 use super::forward::Forward;
+use super::ops::{removal_ops, state_op};
 use crate::dead_letter::Reason;
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
@@ -136,29 +136,5 @@ impl Broker {
     pub(super) async fn persist_counts(&self, queue: &Queue, entries: impl Iterator<Item = &Entry>) -> Result<()> {
         let ops = entries.filter(|e| e.stored).map(|e| state_op(queue, e, 0)).collect();
         self.commit(self.submit(ops)).await
-    }
-}
-
-/// The storage ops that remove `entries` of `queue` (those it stored).
-pub(super) fn removal_ops<'a>(queue: &Queue, entries: impl IntoIterator<Item = &'a Entry>) -> Vec<Op> {
-    entries
-        .into_iter()
-        .filter(|e| e.stored)
-        .map(|e| Op::RemoveMessage {
-            queue: queue.id,
-            id: e.id,
-        })
-        .collect()
-}
-
-fn state_op(queue: &Queue, entry: &Entry, scheduled_at_ms: u64) -> Op {
-    Op::PutState {
-        queue: queue.id,
-        id: entry.id,
-        state: DeliveryState {
-            delivery_count: entry.delivery_count,
-            scheduled_at_ms,
-            failures: entry.failures.clone(),
-        },
     }
 }

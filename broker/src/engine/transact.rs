@@ -17,7 +17,7 @@ use rebound_storage::MessageRecord;
 use tracing::{info, warn};
 
 use super::Broker;
-use super::settle::removal_ops;
+use super::ops::removal_ops;
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::transactions::{Outcome, SessionId};
