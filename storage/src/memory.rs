@@ -11,7 +11,7 @@
 //!
 //! It keeps the whole [`Store`] contract, checked by the same suite as the
 //! sled engine (`tests/contract/`): commits apply whole and in order or not
-//! at all, with the same size limits ([`crate::limits`]); ids increase across
+//! at all, with the same size limits (`src/limits.rs`); ids increase across
 //! reopens; [`Store::recover`] orders as documented on [`Recovered`]. A
 //! commit is applied under one lock before [`Store::commit`] returns, so its
 //! future is ready at once. Nothing survives the process, and there is no
@@ -24,9 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::error::StorageError;
 use crate::limits;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
-use crate::{
-    Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store, StoreStats,
-};
+use crate::{Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store, StoreStats};
 
 /// The [`Store`] in memory. Cheap to create; [`MemoryStore::reopen`] models
 /// a restart over the same data.

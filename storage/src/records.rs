@@ -275,7 +275,11 @@ mod tests {
                 body: Bytes::new(),
                 ..record.clone()
             };
-            assert_eq!(record.encoded_len_without_body(), emptied.encoded_len(), "body {body}");
+            assert_eq!(
+                record.encoded_len_without_body(),
+                emptied.encoded_len(),
+                "body {body}"
+            );
         }
     }
 
