@@ -50,7 +50,8 @@ impl Settings {
 
     /// Puts a new config's settings in force.
     pub fn replace(&self, config: &Config) {
-        *self.repository.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config.address_settings.clone());
+        *self.repository.write().unwrap_or_else(|e| e.into_inner()) =
+            Arc::new(config.address_settings.clone());
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.persist_count_before_delivery
             .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
@@ -71,7 +72,9 @@ mod tests {
 
     #[test]
     fn a_replaced_config_is_seen_at_once_despite_the_cache() {
-        let settings = Settings::new(&config("[[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 5\n"));
+        let settings = Settings::new(&config(
+            "[[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 5\n",
+        ));
         assert_eq!(settings.for_address("orders").max_delivery_attempts, Some(5));
         settings.replace(&config(
             "persist-delivery-count-before-delivery = true\n[[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 2\n",

@@ -245,7 +245,7 @@ impl Consumer {
     }
 
     /// Like [`nack`](Self::nack), but redeliver after `retry_after` instead of the
-    /// configured delay (clamped by the broker to `max-redelivery-delay`).
+    /// configured delay (capped by the broker to the address's `max-retry-after`, default 1 h).
     pub async fn nack_after(
         &mut self,
         delivery_ids: &[u64],

@@ -325,7 +325,10 @@ mod tests {
         assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
-        assert_eq!((s.max_message_size, s.max_redrive, s.max_retry_after_ms), (512, 0, 60_000));
+        assert_eq!(
+            (s.max_message_size, s.max_redrive, s.max_retry_after_ms),
+            (512, 0, 60_000)
+        );
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),
             Some(&StepAction::Delete)

@@ -137,7 +137,12 @@ async fn a_refused_settle_keeps_the_credit_of_a_consumer_that_follows_the_proto(
     finished.commit().await.unwrap();
 
     let mut consumer = client.consume_manual_credit("refused", 1).await.unwrap();
-    let first = consumer.next_timeout(ARRIVAL).await.unwrap().expect("credit 1").id;
+    let first = consumer
+        .next_timeout(ARRIVAL)
+        .await
+        .unwrap()
+        .expect("credit 1")
+        .id;
     let refused = consumer.ack_in(&finished, &[first]).await;
     assert!(refused.is_err(), "an ack in a finished transaction is refused");
     consumer.ack(&[first]).await.unwrap();
@@ -152,7 +157,10 @@ async fn a_refused_settle_keeps_the_credit_of_a_consumer_that_follows_the_proto(
     let mut window = client.consume("refused", 1).await.unwrap();
     let second = window.next_timeout(ARRIVAL).await.unwrap().expect("window 1").id;
     assert!(window.ack_in(&finished, &[second]).await.is_err());
-    assert!(window.next_timeout(SILENCE).await.unwrap().is_none(), "still outstanding");
+    assert!(
+        window.next_timeout(SILENCE).await.unwrap().is_none(),
+        "still outstanding"
+    );
     window.ack(&[second]).await.unwrap();
     assert!(window.next_timeout(ARRIVAL).await.unwrap().is_some());
 }

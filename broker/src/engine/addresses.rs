@@ -242,7 +242,8 @@ impl Broker {
         if !self.settings_for(name).auto_create_queues {
             return Err(BrokerError::QueueNotFound(name.to_owned()));
         }
-        self.queue_or_create(name, name, Some(RoutingType::Anycast), None).await
+        self.queue_or_create(name, name, Some(RoutingType::Anycast), None)
+            .await
     }
 
     /// The named queue, created (durable, auto-created) if it does not exist yet; a
@@ -254,7 +255,10 @@ impl Broker {
         routing: Option<RoutingType>,
         filter: Option<&str>,
     ) -> Result<Arc<Queue>> {
-        match self.create_queue(address, name, routing, true, filter, true).await {
+        match self
+            .create_queue(address, name, routing, true, filter, true)
+            .await
+        {
             Err(BrokerError::QueueExists(_)) => self.queue(name),
             other => other,
         }

@@ -89,7 +89,10 @@ impl Broker {
             delivery_ids
         } else {
             let unknown: HashSet<u64> = unknown.iter().copied().collect();
-            delivery_ids.into_iter().filter(|id| !unknown.contains(id)).collect()
+            delivery_ids
+                .into_iter()
+                .filter(|id| !unknown.contains(id))
+                .collect()
         };
         let (broker, queue) = (self.clone(), queue.clone());
         self.spawn(async move {

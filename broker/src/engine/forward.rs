@@ -13,8 +13,8 @@ use tracing::{info, warn};
 
 use super::Broker;
 use super::addresses::Create;
-use super::send::{deliver_arrivals, place};
 use super::ops::removal_ops;
+use super::send::{deliver_arrivals, place};
 use crate::dead_letter::{self, Reason};
 use crate::error::Result;
 use crate::postoffice::Registry;
@@ -41,7 +41,11 @@ impl Broker {
     /// Moves messages taken from `queue` on to where `Forward` says, or drops them
     /// when there is nowhere to go. On an error, the message that failed and those
     /// not yet moved are back in `queue`.
-    pub(super) async fn forward(self: &Arc<Self>, queue: &Arc<Queue>, items: Vec<(Entry, Forward)>) -> Result<()> {
+    pub(super) async fn forward(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        items: Vec<(Entry, Forward)>,
+    ) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
@@ -91,7 +95,10 @@ impl Broker {
             &reason,
             now_ms(),
         );
-        if let Moved::NoTarget(entry) = self.move_entry(queue, entry, copy, |reg, copy| reg.route(copy)).await? {
+        if let Moved::NoTarget(entry) = self
+            .move_entry(queue, entry, copy, |reg, copy| reg.route(copy))
+            .await?
+        {
             let why = format!("address '{address}' has no queue for it");
             return self.drop_message(queue, entry, &why).await;
         }

@@ -126,7 +126,10 @@ impl Broker {
     /// Removes the selected messages; counted as dropped.
     pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
         let (queue, selected) = self.selected(selection)?;
-        let taken = selected.iter().filter_map(|b| queue.take_idle(b.entry.id)).collect();
+        let taken = selected
+            .iter()
+            .filter_map(|b| queue.take_idle(b.entry.id))
+            .collect();
         self.drop_entries(&queue, taken).await
     }
 
@@ -158,7 +161,10 @@ impl Broker {
                 &Reason::Moved,
                 now,
             );
-            match self.move_entry(&queue, taken, copy, |reg, copy| reg.route(copy)).await? {
+            match self
+                .move_entry(&queue, taken, copy, |reg, copy| reg.route(copy))
+                .await?
+            {
                 Moved::Done => moved += 1,
                 Moved::NoTarget(taken) => {
                     queue.requeue([(taken, 0)], now);

@@ -71,7 +71,11 @@ impl Broker {
 
     /// Routes prepared messages and commits them together with `ops` (a
     /// transaction's acks), then makes them visible. Returns how many found no queue.
-    pub(super) async fn route_sends(self: &Arc<Self>, records: Vec<MessageRecord>, mut ops: Vec<Op>) -> Result<u32> {
+    pub(super) async fn route_sends(
+        self: &Arc<Self>,
+        records: Vec<MessageRecord>,
+        mut ops: Vec<Op>,
+    ) -> Result<u32> {
         let mut addresses: Vec<&str> = records.iter().map(|r| r.address.as_str()).collect();
         addresses.sort_unstable();
         addresses.dedup();
@@ -110,7 +114,12 @@ impl Broker {
 
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere.
-pub(super) fn place(record: MessageRecord, targets: Vec<Arc<Queue>>, ops: &mut Vec<Op>, arrivals: &mut Vec<(Arc<Queue>, Entry)>) {
+pub(super) fn place(
+    record: MessageRecord,
+    targets: Vec<Arc<Queue>>,
+    ops: &mut Vec<Op>,
+    arrivals: &mut Vec<(Arc<Queue>, Entry)>,
+) {
     let size = record.encoded_len() as u64;
     for queue in targets {
         let mut record = record.clone();

@@ -32,12 +32,19 @@ pub enum Settlement {
     /// Not processed: back at once, not counted.
     Release,
     /// Will never succeed: straight to the dead-letter address.
-    DeadLetter { reason: String },
+    DeadLetter {
+        reason: String,
+    },
 }
 
 impl Broker {
     /// Carries out a settlement of deliveries already taken from the queue.
-    pub async fn settle(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>, how: Settlement) -> Result<()> {
+    pub async fn settle(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+        how: Settlement,
+    ) -> Result<()> {
         match how {
             Settlement::Ack => {
                 let n = entries.len() as u64;
@@ -119,7 +126,9 @@ impl Broker {
                         }
                         back.push((entry, due));
                     }
-                    Decision::DeadLetter => forwards.push((entry, Forward::DeadLetter(Reason::MaxDeliveryAttempts))),
+                    Decision::DeadLetter => {
+                        forwards.push((entry, Forward::DeadLetter(Reason::MaxDeliveryAttempts)))
+                    }
                     Decision::Move(target) => forwards.push((entry, Forward::Move(target))),
                     Decision::Delete => forwards.push((entry, Forward::Delete)),
                 }
@@ -133,8 +142,15 @@ impl Broker {
 
     /// Stores the delivery counts of messages about to be delivered
     /// (`persist-delivery-count-before-delivery`).
-    pub(super) async fn persist_counts(&self, queue: &Queue, entries: impl Iterator<Item = &Entry>) -> Result<()> {
-        let ops = entries.filter(|e| e.stored).map(|e| state_op(queue, e, 0)).collect();
+    pub(super) async fn persist_counts(
+        &self,
+        queue: &Queue,
+        entries: impl Iterator<Item = &Entry>,
+    ) -> Result<()> {
+        let ops = entries
+            .filter(|e| e.stored)
+            .map(|e| state_op(queue, e, 0))
+            .collect();
         self.commit(self.submit(ops)).await
     }
 }

@@ -30,7 +30,12 @@ impl Broker {
 
     /// Validates messages and adds them to a transaction of `session`; returns
     /// their ids. They become visible only when it commits.
-    pub fn send_in_transaction(&self, id: u64, session: SessionId, batch: Vec<MessageRecord>) -> Result<Vec<u64>> {
+    pub fn send_in_transaction(
+        &self,
+        id: u64,
+        session: SessionId,
+        batch: Vec<MessageRecord>,
+    ) -> Result<Vec<u64>> {
         let records = self.prepare(batch)?;
         let ids = records.iter().map(|r| r.message_id).collect();
         self.transactions.add_sends(id, session, records)?;

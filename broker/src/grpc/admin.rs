@@ -4,7 +4,9 @@ use std::sync::Arc;
 use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use super::convert::{browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire};
+use super::convert::{
+    browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
+};
 use crate::engine::Broker;
 
 const DEFAULT_BROWSE_LIMIT: usize = 200;

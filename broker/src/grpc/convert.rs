@@ -96,7 +96,9 @@ pub fn routing_from_wire(value: i32) -> Result<Option<RoutingType>> {
         Ok(pb::RoutingType::Unspecified) => Ok(None),
         Ok(pb::RoutingType::Anycast) => Ok(Some(RoutingType::Anycast)),
         Ok(pb::RoutingType::Multicast) => Ok(Some(RoutingType::Multicast)),
-        Err(_) => Err(BrokerError::InvalidArgument(format!("unknown routing type {value}"))),
+        Err(_) => Err(BrokerError::InvalidArgument(format!(
+            "unknown routing type {value}"
+        ))),
     }
 }
 
@@ -220,9 +222,15 @@ mod tests {
     #[test]
     fn routing_types_round_trip_and_unknown_ones_are_refused() {
         for routing in [RoutingType::Anycast, RoutingType::Multicast] {
-            assert_eq!(routing_from_wire(routing_to_wire(routing)).unwrap(), Some(routing));
+            assert_eq!(
+                routing_from_wire(routing_to_wire(routing)).unwrap(),
+                Some(routing)
+            );
         }
         assert_eq!(routing_from_wire(0).unwrap(), None);
-        assert!(matches!(routing_from_wire(42), Err(BrokerError::InvalidArgument(_))));
+        assert!(matches!(
+            routing_from_wire(42),
+            Err(BrokerError::InvalidArgument(_))
+        ));
     }
 }

@@ -160,8 +160,11 @@ async fn transact_one(
             transaction_id: broker.begin_transaction(session),
         }),
         Some(Rq::Send(send)) => {
-            let message_ids =
-                broker.send_in_transaction(send.transaction_id, session, messages_from_wire(send.messages))?;
+            let message_ids = broker.send_in_transaction(
+                send.transaction_id,
+                session,
+                messages_from_wire(send.messages),
+            )?;
             Rs::Sent(pb::SendResponse {
                 message_ids,
                 unrouted: 0,
@@ -244,8 +247,14 @@ impl Session {
                 let answer = move |result: Result<Settled>| {
                     let _ = tx.send(result.map(settled_response).map_err(Status::from));
                 };
-                self.broker
-                    .settle_deliveries(&self.queue, self.consumer, s.delivery_ids, how, s.transaction_id, answer)
+                self.broker.settle_deliveries(
+                    &self.queue,
+                    self.consumer,
+                    s.delivery_ids,
+                    how,
+                    s.transaction_id,
+                    answer,
+                )
             }
             Some(consume_request::Kind::Close(_)) => {
                 self.queue.stop(self.consumer);

@@ -7,9 +7,9 @@ use crate::error::BrokerError;
 impl From<BrokerError> for Status {
     fn from(err: BrokerError) -> Status {
         let code = match &err {
-            BrokerError::QueueNotFound(_) | BrokerError::AddressNotFound(_) | BrokerError::TransactionNotFound(_) => {
-                Code::NotFound
-            }
+            BrokerError::QueueNotFound(_)
+            | BrokerError::AddressNotFound(_)
+            | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists(_) => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } => Code::ResourceExhausted,
@@ -28,7 +28,10 @@ mod tests {
     #[test]
     fn codes_and_words() {
         let status = Status::from(BrokerError::QueueNotFound("q".into()));
-        assert_eq!((status.code(), status.message()), (Code::NotFound, "queue 'q' not found"));
+        assert_eq!(
+            (status.code(), status.message()),
+            (Code::NotFound, "queue 'q' not found")
+        );
         assert_eq!(Status::from(BrokerError::ShuttingDown).code(), Code::Unavailable);
     }
 }

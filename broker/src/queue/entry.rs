@@ -52,7 +52,6 @@ pub struct Dispatched {
     pub record: Arc<MessageRecord>,
 }
 
-
 /// Counters since the broker started, and the gauges derived from the state.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {

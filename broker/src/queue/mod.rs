@@ -23,9 +23,10 @@ use rebound_config::RoutingType;
 use rebound_storage::{MessageId, QueueId};
 use tokio::sync::{Notify, mpsc};
 
-pub use entry::{BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot};
+pub use entry::{
+    BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
+};
 use state::{Consumer, Place, State};
-
 
 /// How far a filtered consumer's pick looks into the ready messages; beyond that it
 /// waits for the next round rather than hold the queue's lock for a long scan.
@@ -295,7 +296,11 @@ impl Queue {
                 consumer: pick.consumer,
                 delivery_id: pick.delivery_id,
             };
-            if st.entries.get(&pick.entry.id).is_some_and(|slot| slot.place == picked) {
+            if st
+                .entries
+                .get(&pick.entry.id)
+                .is_some_and(|slot| slot.place == picked)
+            {
                 if keep {
                     let slot = st.entries.get_mut(&pick.entry.id).expect("checked above");
                     slot.entry.delivery_count -= 1;

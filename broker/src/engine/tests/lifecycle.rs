@@ -31,13 +31,19 @@ async fn each_delivery_uses_one_credit_and_unknown_ids_are_reported() {
     send(&broker, "q", &["1", "2", "3"]).await;
     let mut sub = broker.subscribe("q", 1, "").await.unwrap();
     let first = receive(&mut sub, 1).await;
-    assert!(nothing_within(&mut sub, Duration::from_millis(100)).await, "credit 1");
+    assert!(
+        nothing_within(&mut sub, Duration::from_millis(100)).await,
+        "credit 1"
+    );
     let answer = settle(&broker, &sub, &[first[0].delivery_id, 999], Settlement::Ack, None).await;
     let Settled::Done { settled, unknown } = answer else {
         panic!("{answer:?}")
     };
     assert_eq!((settled, unknown), (vec![first[0].delivery_id], vec![999]));
-    assert!(nothing_within(&mut sub, Duration::from_millis(100)).await, "settling grants no credit");
+    assert!(
+        nothing_within(&mut sub, Duration::from_millis(100)).await,
+        "settling grants no credit"
+    );
     sub.queue.grant(sub.consumer, 2);
     assert_eq!(receive(&mut sub, 2).await.len(), 2);
 }

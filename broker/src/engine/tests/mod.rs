@@ -85,9 +85,16 @@ async fn settle(
 ) -> Settled {
     let (tx, rx) = oneshot::channel();
     broker
-        .settle_deliveries(&sub.queue, sub.consumer, ids.to_vec(), how, transaction, move |r| {
-            let _ = tx.send(r);
-        })
+        .settle_deliveries(
+            &sub.queue,
+            sub.consumer,
+            ids.to_vec(),
+            how,
+            transaction,
+            move |r| {
+                let _ = tx.send(r);
+            },
+        )
         .expect("a valid settle");
     rx.await.expect("answered").expect("durable")
 }

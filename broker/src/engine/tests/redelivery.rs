@@ -102,13 +102,21 @@ async fn a_consumer_that_goes_away_fails_what_it_held_unless_it_closed() {
     let mut closing = broker.subscribe("q", 2, "").await.unwrap();
     let got = receive(&mut closing, 2).await;
     let count = |b: &str| got.iter().find(|d| body(d) == b).unwrap().delivery_count;
-    assert_eq!((count("x"), count("y")), (2, 1), "the crash counted as an attempt");
+    assert_eq!(
+        (count("x"), count("y")),
+        (2, 1),
+        "the crash counted as an attempt"
+    );
     closing.queue.stop(closing.consumer);
     broker.consumer_gone(&closing.queue, closing.consumer).await;
     let mut last = broker.subscribe("q", 2, "").await.unwrap();
     let again = receive(&mut last, 2).await;
     let count = |b: &str| again.iter().find(|d| body(d) == b).unwrap().delivery_count;
-    assert_eq!((count("x"), count("y")), (2, 1), "a graceful close is not an attempt");
+    assert_eq!(
+        (count("x"), count("y")),
+        (2, 1),
+        "a graceful close is not an attempt"
+    );
 }
 
 fn string(s: &str) -> rebound_storage::PropertyValue {

@@ -3,9 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rebound_storage::{
-    Commit, DeliveryState, MessageId, Op, QueueId, Recovered, StorageError, StoreStats,
-};
+use rebound_storage::{Commit, DeliveryState, MessageId, Op, QueueId, Recovered, StorageError, StoreStats};
 
 use super::*;
 use crate::dead_letter;
@@ -89,20 +87,32 @@ async fn close_waits_for_settles_in_flight() {
         let how = if body(d).parse::<u32>().unwrap() % 2 == 0 {
             Settlement::Ack
         } else {
-            Settlement::DeadLetter {
-                reason: "bad".into(),
-            }
+            Settlement::DeadLetter { reason: "bad".into() }
         };
         let answers = answers.clone();
         broker
-            .settle_deliveries(&sub.queue, sub.consumer, vec![d.delivery_id], how, None, move |r| {
-                answers.lock().unwrap().push(r.map(|s| matches!(s, Settled::Done { .. })));
-            })
+            .settle_deliveries(
+                &sub.queue,
+                sub.consumer,
+                vec![d.delivery_id],
+                how,
+                None,
+                move |r| {
+                    answers
+                        .lock()
+                        .unwrap()
+                        .push(r.map(|s| matches!(s, Settled::Done { .. })));
+                },
+            )
             .unwrap();
     }
     broker.close().await.unwrap();
     let answers = std::mem::take(&mut *answers.lock().unwrap());
-    assert_eq!(answers.len(), 100, "every settle was answered before close returned");
+    assert_eq!(
+        answers.len(),
+        100,
+        "every settle was answered before close returned"
+    );
     assert!(answers.iter().all(|a| matches!(a, Ok(true))), "{answers:?}");
 
     // After a restart: no message left in orders, each odd one exactly once in
@@ -112,10 +122,12 @@ async fn close_waits_for_settles_in_flight() {
     let dead = broker.browse("DLQ", "", 1000).unwrap();
     let mut originals: Vec<u64> = dead
         .iter()
-        .map(|b| match &b.record.properties[dead_letter::ORIG_MESSAGE_ID].value {
-            Some(rebound_storage::records::property_value::Value::Int(id)) => *id as u64,
-            other => panic!("{other:?}"),
-        })
+        .map(
+            |b| match &b.record.properties[dead_letter::ORIG_MESSAGE_ID].value {
+                Some(rebound_storage::records::property_value::Value::Int(id)) => *id as u64,
+                other => panic!("{other:?}"),
+            },
+        )
         .collect();
     originals.sort_unstable();
     let mut odd: Vec<u64> = got

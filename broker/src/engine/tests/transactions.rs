@@ -7,7 +7,10 @@ use super::*;
 #[tokio::test]
 async fn sends_are_visible_only_after_the_commit() {
     let (broker, _store) = broker("").await;
-    broker.create_queue("q", "q", None, true, None, false).await.unwrap();
+    broker
+        .create_queue("q", "q", None, true, None, false)
+        .await
+        .unwrap();
     let tx = broker.begin_transaction(1);
     broker
         .send_in_transaction(tx, 1, vec![message("q", "a"), message("q", "b")])
@@ -46,7 +49,10 @@ async fn a_refused_settle_leaves_its_deliveries_outstanding_and_the_credit_alone
     let done = settle(&broker, &sub, &ids(&first), Settlement::Ack, None).await;
     assert!(matches!(done, Settled::Done { ref settled, .. } if settled.len() == 1));
     sub.queue.grant(sub.consumer, 1);
-    assert!(!nothing_within(&mut sub, Duration::from_secs(2)).await, "the next message came");
+    assert!(
+        !nothing_within(&mut sub, Duration::from_secs(2)).await,
+        "the next message came"
+    );
 }
 
 #[tokio::test]
@@ -57,7 +63,14 @@ async fn only_an_ack_may_be_transactional() {
     let got = receive(&mut sub, 1).await;
     let tx = broker.begin_transaction(1);
     let err = broker
-        .settle_deliveries(&sub.queue, sub.consumer, ids(&got), Settlement::Release, Some(tx), |_| {})
+        .settle_deliveries(
+            &sub.queue,
+            sub.consumer,
+            ids(&got),
+            Settlement::Release,
+            Some(tx),
+            |_| {},
+        )
         .unwrap_err();
     assert!(err.to_string().contains("only an ACK"), "{err}");
     assert_eq!(sub.queue.snapshot().delivering, 1);
