@@ -4,10 +4,16 @@
 //! queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
 //! one line scripts and tests wait for (logs go to stderr).
 //!
-//! Shutdown on SIGTERM or SIGINT, in order: health turns NOT_SERVING so balancers
-//! drain; consumer streams end (their unsettled messages stay in storage and return
-//! on restart); the server stops accepting and lets in-flight calls finish; the
-//! queues' dispatchers stop; the store is flushed and fsynced; exit 0.
+//! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
+//! 1. health turns NOT_SERVING, so balancers drain;
+//! 2. the server stops accepting connections, and the engine's shutdown fires:
+//!    consumer and transacted streams end (unsettled deliveries stay in storage and
+//!    return on restart; open transactions are not committed), dispatchers and the
+//!    config watcher stop, new sends are refused with UNAVAILABLE;
+//! 3. the server waits for the calls in flight (sends under way are answered);
+//! 4. the engine waits for every task it runs, so settles and commits already
+//!    under way finish ([`Broker::close`]);
+//! 5. the store is flushed, fsynced and closed; exit 0.
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,11 +24,10 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
-use crate::broker::Broker;
+use crate::engine::Broker;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -69,8 +74,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let store = SledStore::open_with(&data_dir, options)
         .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-    let shutdown = CancellationToken::new();
-    let broker = Broker::open(&config, Arc::new(store), shutdown.clone()).await?;
+    let broker = Broker::open(&config, Arc::new(store)).await?;
 
     let listener = TcpListener::bind(&listen)
         .await
@@ -98,14 +102,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
         // kills, and a change right after it is noticed.
         let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms)?;
-        tokio::spawn(watcher.run(broker.clone()));
+        broker.spawn(watcher.run(broker.clone()));
     }
     info!(%local, data_dir = %data_dir.display(), "serving");
     println!("rebound listening on {local}");
     std::io::stdout().flush()?;
 
     let stop = {
-        let shutdown = shutdown.clone();
+        let broker = broker.clone();
         async move {
             wait_for_signal().await;
             info!("shutting down");
@@ -113,7 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .set_not_serving::<MessagingServer<MessagingService>>()
                 .await;
             health.set_not_serving::<AdminServer<AdminService>>().await;
-            shutdown.cancel();
+            broker.shutdown().cancel();
         }
     };
     tonic::transport::Server::builder()

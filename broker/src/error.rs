@@ -1,10 +1,10 @@
-//! The broker's errors, and their one mapping to gRPC status codes.
+//! The engine's errors.
 //!
-//! Everything inside the broker returns [`BrokerError`]; the gRPC services convert
-//! it with `Status::from` at the edge and nowhere else, so a user always gets the same
-//! code and wording for the same problem.
+//! Everything inside the broker returns [`BrokerError`], one variant per problem a
+//! user can have; the gRPC edge maps it to a status code in one place
+//! (`grpc/status.rs`) and nowhere else, so a user always gets the same code and
+//! wording for the same problem.
 use rebound_storage::StorageError;
-use tonic::{Code, Status};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -31,20 +31,3 @@ pub enum BrokerError {
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
-
-impl From<BrokerError> for Status {
-    fn from(err: BrokerError) -> Status {
-        let code = match &err {
-            BrokerError::QueueNotFound(_)
-            | BrokerError::AddressNotFound(_)
-            | BrokerError::TransactionNotFound(_) => Code::NotFound,
-            BrokerError::QueueExists(_) => Code::AlreadyExists,
-            BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
-            BrokerError::AddressFull { .. } => Code::ResourceExhausted,
-            BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
-            BrokerError::ShuttingDown => Code::Unavailable,
-            BrokerError::Storage(_) => Code::Internal,
-        };
-        Status::new(code, err.to_string())
-    }
-}

@@ -1,25 +1,28 @@
 //! The rebound broker: the engine, its gRPC services, and the `rebound` binary.
 //!
 //! # Layout
-//! - [`broker`]: the engine — addresses, queues, sending, settling, dead-lettering.
+//! - [`engine`]: the engine, [`Broker`](engine::Broker), one file per operation —
+//!   sending, settling, forwarding (dead letters, expiry, moves), management,
+//!   transactions, dispatch, recovery.
 //! - [`postoffice`]: the registry of addresses and queues, and routing.
 //! - [`queue`]: a queue's in-memory state (ready, delivering, scheduled; consumers
 //!   and their credit).
-//! - [`scheduled`]: the scheduled-delivery handler (delayed redeliveries, expiry).
-//! - [`dispatch`]: the per-queue task that hands messages to consumers.
+//! - [`timeline`]: message ids ordered by due time (delayed redeliveries, expiry).
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
-//! - [`transaction`]: local transactions (sends and acks committed together).
-//! - [`message`]: validation and wire ⇄ storage conversion.
-//! - [`grpc`]: the `rebound.v1` services; [`error`]: errors and their gRPC codes.
+//! - [`transactions`]: the open transactions and what each has gathered.
+//! - [`settings`]: the address-settings in force, cached per address.
+//! - [`message`]: the checks on new messages; how selectors see a message.
+//! - [`routing`]: routing types in the store.
+//! - [`error`]: the engine's errors.
+//! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
-pub mod broker;
 pub mod daemon;
 pub mod dead_letter;
-pub mod dispatch;
+pub mod engine;
 pub mod error;
 pub mod grpc;
 pub mod message;
@@ -27,6 +30,8 @@ pub mod postoffice;
 pub mod queue;
 pub mod redelivery;
 pub mod reload;
-pub mod scheduled;
+pub mod routing;
+pub mod settings;
 pub mod time;
-pub mod transaction;
+pub mod timeline;
+pub mod transactions;

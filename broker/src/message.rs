@@ -1,11 +1,10 @@
-//! Messages at the edge: validating what producers send, and converting between the
-//! wire types (`rebound_protocol::v1`) and the stored record (`rebound_storage`).
+//! New messages as the engine accepts them: the checks every producer's message
+//! passes (names, property names, priority), and how a selector sees a message.
 //!
-//! The two are kept apart on purpose: the gRPC contract and the on-disk format evolve
-//! separately, and this file is the only place that knows both.
-use rebound_protocol::v1 as pb;
+//! The wire form is the gRPC edge's business (`grpc/convert.rs`); the engine works
+//! on the stored record (`rebound_storage::MessageRecord`).
+use rebound_storage::MessageRecord;
 use rebound_storage::records::property_value::Value;
-use rebound_storage::{MessageRecord, PropertyValue};
 
 use crate::error::{BrokerError, Result};
 
@@ -32,11 +31,10 @@ pub fn check_name(kind: &str, name: &str) -> Result<()> {
     )))
 }
 
-/// Checks a message a producer sent and turns it into a record (id and timestamp
-/// filled in by the caller).
-pub fn from_outgoing(msg: pb::OutgoingMessage) -> Result<MessageRecord> {
-    check_name("address", &msg.address)?;
-    for name in msg.properties.keys() {
+/// Checks a message a producer sent (its id and timestamp are the broker's to set).
+pub fn check_new(record: &MessageRecord) -> Result<()> {
+    check_name("address", &record.address)?;
+    for name in record.properties.keys() {
         let problem = if name.is_empty() {
             Some("must not be empty")
         } else if name.len() > MAX_PROPERTY_NAME_BYTES {
@@ -52,82 +50,13 @@ pub fn from_outgoing(msg: pb::OutgoingMessage) -> Result<MessageRecord> {
             )));
         }
     }
-    let priority = msg.priority.unwrap_or(DEFAULT_PRIORITY);
-    if priority > 9 {
+    if record.priority > 9 {
         return Err(BrokerError::InvalidArgument(format!(
-            "priority must be 0..=9, got {priority}"
+            "priority must be 0..=9, got {}",
+            record.priority
         )));
     }
-    let properties = msg
-        .properties
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k,
-                PropertyValue {
-                    value: v.value.map(value_from_wire),
-                },
-            )
-        })
-        .collect();
-    Ok(MessageRecord {
-        message_id: 0,
-        address: msg.address,
-        body: msg.body,
-        properties,
-        durable: msg.durable.unwrap_or(true),
-        timestamp_ms: 0,
-        priority,
-        expiration_ms: msg.expiration_ms.unwrap_or(0),
-        routing_type: 0,
-    })
-}
-
-fn value_from_wire(v: pb::property_value::Value) -> Value {
-    use pb::property_value::Value as W;
-    match v {
-        W::String(s) => Value::String(s),
-        W::Int(i) => Value::Int(i),
-        W::Double(d) => Value::Double(d),
-        W::Bool(b) => Value::Bool(b),
-        W::Bytes(b) => Value::Bytes(b),
-    }
-}
-
-fn value_to_wire(v: &Value) -> pb::property_value::Value {
-    use pb::property_value::Value as W;
-    match v {
-        Value::String(s) => W::String(s.clone()),
-        Value::Int(i) => W::Int(*i),
-        Value::Double(d) => W::Double(*d),
-        Value::Bool(b) => W::Bool(*b),
-        Value::Bytes(b) => W::Bytes(b.clone()),
-    }
-}
-
-/// The wire form of a stored message.
-pub fn to_wire(record: &MessageRecord) -> pb::Message {
-    pb::Message {
-        message_id: record.message_id,
-        address: record.address.clone(),
-        body: record.body.clone(),
-        properties: record
-            .properties
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    pb::PropertyValue {
-                        value: v.value.as_ref().map(value_to_wire),
-                    },
-                )
-            })
-            .collect(),
-        durable: record.durable,
-        timestamp_ms: record.timestamp_ms,
-        priority: record.priority,
-        expiration_ms: record.expiration_ms,
-    }
+    Ok(())
 }
 
 /// Message headers and properties as a selector sees them. The JMS header names map
@@ -163,9 +92,10 @@ impl rebound_selector::Properties for Selectable<'_> {
 mod tests {
     use super::*;
 
-    fn outgoing(address: &str) -> pb::OutgoingMessage {
-        pb::OutgoingMessage {
+    fn record(address: &str) -> MessageRecord {
+        MessageRecord {
             address: address.into(),
+            priority: DEFAULT_PRIORITY,
             ..Default::default()
         }
     }
@@ -180,36 +110,19 @@ mod tests {
 
     #[test]
     fn bad_messages_are_refused_with_a_reason() {
-        let err = from_outgoing(outgoing("")).unwrap_err().to_string();
+        let err = check_new(&record("")).unwrap_err().to_string();
         assert!(err.contains("must not be empty"), "{err}");
-        let mut m = outgoing("a");
+        let mut m = record("a");
         m.properties.insert(
             rebound_protocol::properties::ORIG_QUEUE.into(),
-            pb::PropertyValue::default(),
+            Default::default(),
         );
-        assert!(from_outgoing(m).unwrap_err().to_string().contains("reserved"));
-        let mut m = outgoing("a");
-        m.properties.insert(String::new(), pb::PropertyValue::default());
-        assert!(from_outgoing(m).is_err());
-        let mut m = outgoing("a");
-        m.priority = Some(10);
-        assert!(from_outgoing(m).unwrap_err().to_string().contains("priority"));
-    }
-
-    #[test]
-    fn defaults_and_round_trip() {
-        let mut m = outgoing("a");
-        m.properties.insert(
-            "n".into(),
-            pb::PropertyValue {
-                value: Some(pb::property_value::Value::Int(5)),
-            },
-        );
-        let record = from_outgoing(m.clone()).unwrap();
-        assert!(record.durable);
-        assert_eq!(record.priority, DEFAULT_PRIORITY);
-        let wire = to_wire(&record);
-        assert_eq!(wire.properties, m.properties);
-        assert_eq!(wire.address, "a");
+        assert!(check_new(&m).unwrap_err().to_string().contains("reserved"));
+        let mut m = record("a");
+        m.properties.insert(String::new(), Default::default());
+        assert!(check_new(&m).is_err());
+        let mut m = record("a");
+        m.priority = 10;
+        assert!(check_new(&m).unwrap_err().to_string().contains("priority"));
     }
 }

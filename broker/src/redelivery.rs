@@ -17,9 +17,11 @@
 //!
 //! Beyond Artemis: a `redelivery-schedule` (the JMS binding component's
 //! `5:1000; 10:5000; 50:move(queue:dlq$oops)` format) replaces the formula when set,
-//! and a consumer may ask for its own delay (`retry-after`), clamped to
-//! `max-redelivery-delay`. Whichever terminal step comes first wins: the attempts
-//! limit is checked before the schedule.
+//! and a consumer may ask for its own delay (`retry-after`), capped by
+//! `max-retry-after` (default 1 h) rather than by the broker-side delays: a broker
+//! that configures no delay must not turn a consumer's "retry in 30 s" into "now".
+//! Whichever terminal step comes first wins: the attempts limit is checked before
+//! the schedule.
 use rand::Rng;
 use rebound_config::{EffectiveSettings, MoveTarget, StepAction};
 
@@ -63,10 +65,15 @@ pub fn decide(
         None => delay_after_failure(settings, delivery_count, rng),
     };
     let delay_ms = match retry_after_ms {
-        Some(ms) => ms.min(settings.max_redelivery_delay_ms),
+        Some(ms) => ms.min(settings.max_retry_after_ms),
         None => delay_ms,
     };
     Decision::Redeliver { delay_ms }
+}
+
+/// The cap a consumer's `retry-after` of `asked_ms` is shortened to, if it is.
+pub fn retry_after_cap(settings: &EffectiveSettings, asked_ms: u64) -> Option<u64> {
+    (asked_ms > settings.max_retry_after_ms).then_some(settings.max_retry_after_ms)
 }
 
 /// Artemis's redelivery delay after the `delivery_count`-th failed delivery.
@@ -169,7 +176,8 @@ mod tests {
 
     #[test]
     fn retry_after_overrides_and_is_clamped() {
-        let s = settings(100, 2.0, Some(5000));
+        let mut s = settings(100, 2.0, Some(5000));
+        s.max_retry_after_ms = 5000;
         let mut rng = StdRng::seed_from_u64(1);
         assert_eq!(
             decide(&s, 1, Some(2500), &mut rng),
@@ -179,6 +187,20 @@ mod tests {
             decide(&s, 1, Some(60_000), &mut rng),
             Decision::Redeliver { delay_ms: 5000 }
         );
+    }
+
+    #[test]
+    fn retry_after_is_kept_when_no_broker_side_delay_is_configured() {
+        // The default config: no redelivery-delay, so max-redelivery-delay is 0.
+        let s = SettingsRepository::default().effective("any");
+        assert_eq!(s.max_redelivery_delay_ms, 0);
+        let mut rng = StdRng::seed_from_u64(1);
+        assert_eq!(
+            decide(&s, 1, Some(30_000), &mut rng),
+            Decision::Redeliver { delay_ms: 30_000 }
+        );
+        assert_eq!(retry_after_cap(&s, 30_000), None);
+        assert_eq!(retry_after_cap(&s, 7_200_000), Some(3_600_000));
     }
 
     #[test]

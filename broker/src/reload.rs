@@ -16,7 +16,7 @@ use rebound_config::Config;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing::{error, info};
 
-use crate::broker::Broker;
+use crate::engine::Broker;
 
 /// Checks the file every this many ms when the config does not say.
 pub const DEFAULT_RELOAD_PERIOD_MS: u64 = 5000;
@@ -51,7 +51,7 @@ impl Watcher {
                     }
                     info!(path = %path.display(), "config file changed: reloading");
                 }
-                _ = broker.shutdown.cancelled() => return,
+                _ = broker.shutdown().cancelled() => return,
             }
             self.seen = modified(&path);
             match Config::load(&path) {

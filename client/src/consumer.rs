@@ -86,7 +86,8 @@ impl ConsumerBuilder {
     }
 
     /// A steady window of `window` unsettled deliveries: the consumer grants one
-    /// more credit for every delivery it settles. The default, with a window of 10.
+    /// more credit for every delivery the broker confirms as settled (a refused
+    /// settle frees none). The default, with a window of 10.
     pub fn window(mut self, window: u32) -> Self {
         (self.credit, self.replenish) = (window, true);
         self
@@ -147,6 +148,7 @@ impl ConsumerBuilder {
             unknown: Vec::new(),
             rejected: Vec::new(),
             replenish: self.replenish,
+            earned: 0,
         })
     }
 }
@@ -158,7 +160,7 @@ impl ConsumerBuilder {
 /// Every delivery uses one credit, and the broker never has more deliveries
 /// outstanding than it was granted: the initial credit, every
 /// [`grant`](Self::grant), and (with a [`window`](ConsumerBuilder::window)) one
-/// credit per settled delivery. Each delivery must be settled: [`ack`](Self::ack),
+/// credit per delivery the broker confirmed as settled. Each delivery must be settled: [`ack`](Self::ack),
 /// [`nack`](Self::nack), [`release`](Self::release) or
 /// [`dead_letter`](Self::dead_letter). Settles are pipelined;
 /// [`flush`](Self::flush) waits until the broker has made them durable.
@@ -182,6 +184,9 @@ pub struct Consumer {
     rejected: Vec<String>,
     /// Grant a credit per settled delivery (a steady window).
     replenish: bool,
+    /// Credit earned by deliveries the broker confirmed as settled and not yet
+    /// granted; [`next`](Self::next) grants it before it waits.
+    earned: u32,
 }
 
 impl Consumer {
@@ -203,6 +208,10 @@ impl Consumer {
         loop {
             if let Some(delivery) = self.buffered.pop_front() {
                 return Ok(Some(delivery));
+            }
+            if self.earned > 0 {
+                self.grant(self.earned).await?;
+                self.earned = 0;
             }
             if !self.read().await? {
                 return Ok(None);
@@ -236,7 +245,7 @@ impl Consumer {
     }
 
     /// Like [`nack`](Self::nack), but redeliver after `retry_after` instead of the
-    /// configured delay (clamped by the broker to `max-redelivery-delay`).
+    /// configured delay (capped by the broker to the address's `max-retry-after`, default 1 h).
     pub async fn nack_after(
         &mut self,
         delivery_ids: &[u64],
@@ -342,10 +351,6 @@ impl Consumer {
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;
-        if self.replenish {
-            let credit = u32::try_from(delivery_ids.len()).unwrap_or(u32::MAX);
-            self.grant(credit).await?;
-        }
         Ok(())
     }
 
@@ -374,6 +379,12 @@ impl Consumer {
                     .unconfirmed
                     .checked_sub(1)
                     .ok_or_else(|| Error::Protocol("Settled without a settle".into()))?;
+                if self.replenish {
+                    // Only what the broker settled frees credit: a refused settle
+                    // leaves its deliveries outstanding, holding theirs.
+                    let settled = u32::try_from(settled.delivery_ids.len()).unwrap_or(u32::MAX);
+                    self.earned = self.earned.saturating_add(settled);
+                }
                 self.unknown.extend(settled.unknown_delivery_ids);
                 if !settled.error.is_empty() {
                     self.rejected.push(settled.error);

@@ -40,7 +40,7 @@ pub enum HandlerError {
         /// Why, kept with the message.
         reason: String,
         /// Redeliver after this long instead of the configured delay (clamped by
-        /// the broker to `max-redelivery-delay`).
+        /// the broker to the address's `max-retry-after`, default 1 h).
         retry_after: Option<Duration>,
     },
     /// The message can never be processed: it is dead-lettered now, with this reason.

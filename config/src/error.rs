@@ -25,8 +25,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// The file the error is about, as given to [`crate::Config::load`] or as
-    /// the `origin` of [`crate::Config::parse`].
+    /// The file the error is about, as given to `Config::load` or as the
+    /// `origin` of `Config::parse`.
     pub fn file(&self) -> &str {
         &self.file
     }

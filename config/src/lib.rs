@@ -70,22 +70,21 @@
 //! assert_eq!(resolved.entries[0].source, Source::Match("orders.#".into()));
 //! ```
 
+mod address;
+mod check;
 mod error;
 pub mod matcher;
 mod model;
+mod routing_type;
 pub mod schedule;
 pub mod settings;
 
+pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
-pub use model::{
-    AddressConfig, Config, JOURNAL_FILE_SIZE_RANGE, QueueConfig, RoutingType, UnknownRoutingType,
-};
+pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
+pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
-
-/// The embedded default configuration (`default.toml`), used when the broker
-/// is started without a file. [`Config::embedded_default`] parses it.
-pub const DEFAULT_TOML: &str = include_str!("../default.toml");

@@ -1,19 +1,21 @@
-//! The configuration model and its loading from TOML.
+//! The whole configuration, [`Config`], and its loading from TOML: the
+//! broker-wide keys and the `[[address-settings]]` entries here, the
+//! `[[addresses]]` in `address.rs`.
 //!
-//! Loading happens in two steps. serde reads the text into private `Raw*`
-//! structs that mirror the file (kebab-case keys, unknown keys refused, byte
-//! spans kept); then conversion validates every value and builds the public
-//! types. Validation is ours rather than serde's so that messages can say
-//! what the value means ("use -1 for unlimited") and point at the value.
+//! Loading happens in two steps. serde reads the text into crate-private
+//! `Raw*` structs that mirror the file (kebab-case keys, unknown keys refused,
+//! byte spans kept); then conversion validates every value and builds the
+//! public types. Validation is ours rather than serde's so that messages can
+//! say what the value means ("use -1 for unlimited") and point at the value.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::address::{AddressConfig, RawAddress, addresses};
+use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
@@ -45,71 +47,9 @@ pub struct Config {
     pub addresses: Vec<AddressConfig>,
 }
 
-/// An address declared in the configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AddressConfig {
-    /// The address name.
-    pub name: String,
-    /// How messages sent to the address reach its queues.
-    pub routing_type: RoutingType,
-    /// Queues bound to the address.
-    pub queues: Vec<QueueConfig>,
-}
-
-/// A queue declared under an address.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueConfig {
-    /// The queue name, unique across all addresses.
-    pub name: String,
-    /// Defaults to the address's routing type.
-    pub routing_type: RoutingType,
-    /// Whether messages survive a restart.
-    pub durable: bool,
-    /// A message selector, kept as written; it is parsed by the broker.
-    pub filter: Option<String>,
-}
-
-/// How an address distributes messages, as in Artemis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RoutingType {
-    /// Point to point: each message goes to one of the address's queues.
-    Anycast,
-    /// Publish/subscribe: each queue gets a copy.
-    Multicast,
-}
-
-impl RoutingType {
-    /// `"anycast"` or `"multicast"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RoutingType::Anycast => "anycast",
-            RoutingType::Multicast => "multicast",
-        }
-    }
-}
-
-impl fmt::Display for RoutingType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string other than `anycast` or `multicast`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("expected `anycast` or `multicast` (got {0:?})")]
-pub struct UnknownRoutingType(pub String);
-
-impl FromStr for RoutingType {
-    type Err = UnknownRoutingType;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "anycast" => Ok(RoutingType::Anycast),
-            "multicast" => Ok(RoutingType::Multicast),
-            _ => Err(UnknownRoutingType(s.to_owned())),
-        }
-    }
-}
+/// The embedded default configuration (`default.toml`), used when the broker
+/// is started without a file. [`Config::embedded_default`] parses it.
+pub const DEFAULT_TOML: &str = include_str!("../default.toml");
 
 impl Config {
     /// Reads and parses the file at `path`; errors name the path.
@@ -126,9 +66,9 @@ impl Config {
         raw.validate(&doc)
     }
 
-    /// The built-in configuration, [`crate::DEFAULT_TOML`].
+    /// The built-in configuration, [`DEFAULT_TOML`].
     pub fn embedded_default() -> Config {
-        Config::parse(crate::DEFAULT_TOML, "<embedded default.toml>")
+        Config::parse(DEFAULT_TOML, "<embedded default.toml>")
             .expect("the embedded default.toml is valid (checked by a unit test)")
     }
 }
@@ -146,29 +86,6 @@ struct RawConfig {
     address_settings: Vec<RawSettingsEntry>,
     #[serde(default)]
     addresses: Vec<RawAddress>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawAddress {
-    name: Spanned<String>,
-    routing_type: Option<Spanned<String>>,
-    #[serde(default)]
-    queues: Vec<RawQueue>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawQueue {
-    name: Spanned<String>,
-    routing_type: Option<Spanned<String>>,
-    #[serde(default = "yes")]
-    durable: bool,
-    filter: Option<String>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 macro_rules! define_raw_settings_entry {
@@ -199,20 +116,6 @@ macro_rules! define_raw_settings_entry {
 
 for_each_setting!(define_raw_settings_entry);
 
-/// Runs `check` on an optional spanned value, locating a failure at the value.
-fn checked<R, T>(
-    doc: &Document<'_>,
-    value: Option<Spanned<R>>,
-    check: fn(R) -> Result<T, String>,
-    key: impl FnOnce() -> String,
-) -> Result<Option<T>, ConfigError> {
-    let Some(value) = value else { return Ok(None) };
-    let start = value.span().start;
-    check(value.into_inner())
-        .map(Some)
-        .map_err(|message| doc.error(start, Some(key()), message))
-}
-
 impl RawConfig {
     fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
         Ok(Config {
@@ -222,13 +125,29 @@ impl RawConfig {
             config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
                 "config-reload-period".into()
             })?,
-            journal_file_size: checked(doc, self.journal_file_size, check::journal_file_size, || {
+            journal_file_size: checked(doc, self.journal_file_size, check_journal_file_size, || {
                 "journal-file-size".into()
             })?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
         })
     }
+}
+
+/// The validator of `journal-file-size`. It lives with the range it checks
+/// against rather than in `check.rs`, which would then import this file.
+fn check_journal_file_size(value: i64) -> Result<u64, String> {
+    let range = JOURNAL_FILE_SIZE_RANGE;
+    u64::try_from(value)
+        .ok()
+        .filter(|size| range.contains(size))
+        .ok_or_else(|| {
+            format!(
+                "must be between {} and {} bytes (got {value})",
+                range.start(),
+                range.end()
+            )
+        })
 }
 
 fn address_settings(
@@ -255,194 +174,11 @@ fn address_settings(
     Ok(repository)
 }
 
-fn addresses(doc: &Document<'_>, raw: Vec<RawAddress>) -> Result<Vec<AddressConfig>, ConfigError> {
-    // Names must be unique: addresses among addresses, queues across all of
-    // them (a queue is looked up by name alone). Values: line first seen.
-    let mut address_lines = HashMap::new();
-    let mut queue_lines = HashMap::new();
-    let mut addresses = Vec::with_capacity(raw.len());
-    for (i, address) in raw.into_iter().enumerate() {
-        let at = format!("addresses[{i}]");
-        let name = unique_name(
-            doc,
-            address.name,
-            &format!("{at}.name"),
-            "address",
-            &mut address_lines,
-        )?;
-        let routing_type = checked(doc, address.routing_type, check::routing_type, || {
-            format!("{at}.routing-type")
-        })?
-        .unwrap_or(RoutingType::Anycast);
-        let mut queues = Vec::with_capacity(address.queues.len());
-        for (j, queue) in address.queues.into_iter().enumerate() {
-            let at = format!("{at}.queues[{j}]");
-            queues.push(QueueConfig {
-                name: unique_name(doc, queue.name, &format!("{at}.name"), "queue", &mut queue_lines)?,
-                routing_type: checked(doc, queue.routing_type, check::routing_type, || {
-                    format!("{at}.routing-type")
-                })?
-                .unwrap_or(routing_type),
-                durable: queue.durable,
-                filter: queue.filter,
-            });
-        }
-        addresses.push(AddressConfig {
-            name,
-            routing_type,
-            queues,
-        });
-    }
-    Ok(addresses)
-}
-
-/// Checks that `name` is non-empty and not yet in `seen` (name → line).
-fn unique_name(
-    doc: &Document<'_>,
-    name: Spanned<String>,
-    key: &str,
-    what: &str,
-    seen: &mut HashMap<String, usize>,
-) -> Result<String, ConfigError> {
-    let start = name.span().start;
-    let name = name.into_inner();
-    let problem = if name.is_empty() {
-        Some(format!("{what} name must not be empty"))
-    } else {
-        seen.get(&name)
-            .map(|line| format!("duplicate {what} `{name}`, first defined on line {line}"))
-    };
-    if let Some(message) = problem {
-        return Err(doc.error(start, Some(key.to_owned()), message));
-    }
-    seen.insert(name.clone(), doc.line(start));
-    Ok(name)
-}
-
-/// Validators: a raw TOML value in, the typed value or a message out. The
-/// address-settings table in `settings.rs` names them per key.
-mod check {
-    use crate::model::RoutingType;
-    use crate::schedule::RedeliverySchedule;
-
-    pub(super) fn any<T>(value: T) -> Result<T, String> {
-        Ok(value)
-    }
-
-    pub(super) fn non_negative(value: i64) -> Result<u64, String> {
-        u64::try_from(value).map_err(|_| format!("must not be negative (got {value})"))
-    }
-
-    pub(super) fn positive(value: i64) -> Result<u64, String> {
-        match value {
-            1.. => Ok(value.unsigned_abs()),
-            _ => Err(format!("must be greater than 0 (got {value})")),
-        }
-    }
-
-    pub(super) fn journal_file_size(value: i64) -> Result<u64, String> {
-        let range = super::JOURNAL_FILE_SIZE_RANGE;
-        u64::try_from(value)
-            .ok()
-            .filter(|size| range.contains(size))
-            .ok_or_else(|| {
-                format!(
-                    "must be between {} and {} bytes (got {value})",
-                    range.start(),
-                    range.end()
-                )
-            })
-    }
-
-    pub(super) fn count(value: i64) -> Result<u32, String> {
-        let value = non_negative(value)?;
-        u32::try_from(value).map_err(|_| format!("must be at most {} (got {value})", u32::MAX))
-    }
-
-    pub(super) fn multiplier(value: f64) -> Result<f64, String> {
-        if value.is_finite() && value >= 1.0 {
-            Ok(value)
-        } else {
-            Err(format!("must be a number >= 1.0 (got {value})"))
-        }
-    }
-
-    pub(super) fn fraction(value: f64) -> Result<f64, String> {
-        if (0.0..=1.0).contains(&value) {
-            Ok(value)
-        } else {
-            Err(format!("must be between 0.0 and 1.0 (got {value})"))
-        }
-    }
-
-    /// `-1` = unlimited. Artemis also reads `0` as unlimited, which
-    /// surprises people, so we refuse it.
-    pub(super) fn delivery_attempts(value: i64) -> Result<Option<u32>, String> {
-        match value {
-            -1 => Ok(None),
-            0 => Err("must not be 0; use -1 for unlimited".to_owned()),
-            _ => count(value).map(Some).map_err(|_| {
-                format!(
-                    "must be -1 (unlimited) or between 1 and {} (got {value})",
-                    u32::MAX
-                )
-            }),
-        }
-    }
-
-    pub(super) fn minus_one_or_non_negative(value: i64) -> Result<Option<u64>, String> {
-        match value {
-            -1 => Ok(None),
-            _ => non_negative(value)
-                .map(Some)
-                .map_err(|_| format!("must be -1 (off) or >= 0 (got {value})")),
-        }
-    }
-
-    pub(super) fn minus_one_or_positive(value: i64) -> Result<Option<u64>, String> {
-        match value {
-            -1 => Ok(None),
-            _ => positive(value)
-                .map(Some)
-                .map_err(|_| format!("must be -1 (unlimited) or > 0 (got {value})")),
-        }
-    }
-
-    /// The empty string explicitly unsets an inherited address (Artemis's
-    /// convention), hence `Some(None)` once wrapped by the caller.
-    pub(super) fn unless_empty(value: String) -> Result<Option<String>, String> {
-        Ok(Some(value).filter(|v| !v.is_empty()))
-    }
-
-    pub(super) fn routing_type(value: String) -> Result<RoutingType, String> {
-        value.parse().map_err(|e| format!("{e}"))
-    }
-
-    /// Like an address, an empty schedule unsets an inherited one.
-    pub(super) fn schedule(value: String) -> Result<Option<RedeliverySchedule>, String> {
-        if value.trim().is_empty() {
-            return Ok(None);
-        }
-        RedeliverySchedule::parse(&value)
-            .map(Some)
-            .map_err(|e| format!("invalid schedule: {e}"))
-    }
-
-    pub(super) fn host_port(value: String) -> Result<String, String> {
-        let valid = value
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if valid {
-            Ok(value)
-        } else {
-            Err(format!("expected \"host:port\" (got {value:?})"))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::address::QueueConfig;
+    use crate::routing_type::RoutingType;
     use crate::schedule::StepAction;
     use crate::settings::Source;
 
@@ -497,14 +233,14 @@ mod tests {
         // Uncommenting every `# key = value` line of default.toml must still
         // give a valid file, so the documentation cannot rot.
         let is_key = |k: &str| k.chars().all(|c| c.is_ascii_lowercase() || c == '-');
-        let uncommented: String = crate::DEFAULT_TOML
+        let uncommented: String = DEFAULT_TOML
             .lines()
             .map(|line| match line.strip_prefix("# ") {
                 Some(rest) if rest.split_once(" = ").is_some_and(|(k, _)| is_key(k)) => rest,
                 _ => line,
             })
             .fold(String::new(), |text, line| text + line + "\n");
-        assert_ne!(uncommented, crate::DEFAULT_TOML);
+        assert_ne!(uncommented, DEFAULT_TOML);
         let config = parse(&uncommented);
         let s = config.address_settings.effective("x");
         assert_eq!(config.config_reload_period_ms, Some(5000));
@@ -546,6 +282,7 @@ mod tests {
             max-message-size = 512
             redelivery-schedule = "2:10; 4:delete"
             max-redrive = 0
+            max-retry-after = 60000
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -588,7 +325,10 @@ mod tests {
         assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
-        assert_eq!((s.max_message_size, s.max_redrive), (512, 0));
+        assert_eq!(
+            (s.max_message_size, s.max_redrive, s.max_retry_after_ms),
+            (512, 0, 60_000)
+        );
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),
             Some(&StepAction::Delete)
@@ -636,36 +376,6 @@ mod tests {
                 .redelivery_schedule
                 .is_some()
         );
-    }
-
-    #[test]
-    fn queue_defaults_follow_the_address() {
-        let config = parse(
-            r##"
-            [[addresses]]
-            name = "news"
-            routing-type = "multicast"
-              [[addresses.queues]]
-              name = "news.all"
-              [[addresses.queues]]
-              name = "news.red"
-              durable = false
-              filter = "color = 'red'"
-              routing-type = "anycast"
-            [[addresses]]
-            name = "jobs"
-            "##,
-        );
-        let news = &config.addresses[0];
-        assert_eq!(news.routing_type, RoutingType::Multicast);
-        assert_eq!(news.queues[0].routing_type, RoutingType::Multicast);
-        assert!(news.queues[0].durable);
-        assert_eq!(news.queues[0].filter, None);
-        assert_eq!(news.queues[1].routing_type, RoutingType::Anycast);
-        assert!(!news.queues[1].durable);
-        assert_eq!(news.queues[1].filter.as_deref(), Some("color = 'red'"));
-        assert_eq!(config.addresses[1].routing_type, RoutingType::Anycast);
-        assert!(config.addresses[1].queues.is_empty());
     }
 
     #[test]
@@ -846,39 +556,6 @@ mod tests {
     }
 
     #[test]
-    fn address_errors() {
-        let cases = [
-            (
-                "[[addresses]]\nname = \"a\"\n[[addresses]]\nname = \"a\"",
-                "test.toml:4:8: addresses[1].name: duplicate address `a`, first defined on line 2",
-            ),
-            (
-                "[[addresses]]\nname = \"\"",
-                "test.toml:2:8: addresses[0].name: address name must not be empty",
-            ),
-            (
-                "[[addresses]]\nname = \"a\"\nrouting-type = \"fanout\"",
-                "test.toml:3:16: addresses[0].routing-type: expected `anycast` or `multicast` (got \"fanout\")",
-            ),
-            (
-                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\n[[addresses]]\nname = \"b\"\n[[addresses.queues]]\nname = \"q\"",
-                "test.toml:8:8: addresses[1].queues[0].name: duplicate queue `q`, first defined on line 4",
-            ),
-            (
-                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"q\"\nrouting-type = \"x\"",
-                "test.toml:5:16: addresses[0].queues[0].routing-type: expected `anycast` or `multicast` (got \"x\")",
-            ),
-            (
-                "[[addresses]]\nrouting-type = \"anycast\"",
-                "test.toml:1:1: addresses[0]: missing field `name`",
-            ),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(err(text).to_string(), expected, "{text}");
-        }
-    }
-
-    #[test]
     fn broker_level_errors() {
         assert_eq!(
             err("listen = \"61616\"").to_string(),
@@ -896,18 +573,6 @@ mod tests {
             "test.toml:1:21: journal-file-size: must be between 4096 and 1073741824 bytes (got 100)"
         );
         assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
-    }
-
-    #[test]
-    fn routing_type_strings() {
-        for rt in [RoutingType::Anycast, RoutingType::Multicast] {
-            assert_eq!(rt.as_str().parse::<RoutingType>(), Ok(rt));
-            assert_eq!(rt.to_string(), rt.as_str());
-        }
-        assert_eq!(
-            "Anycast".parse::<RoutingType>(),
-            Err(UnknownRoutingType("Anycast".into()))
-        );
     }
 
     #[test]

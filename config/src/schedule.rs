@@ -23,7 +23,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::model::RoutingType;
+use crate::routing_type::RoutingType;
 
 /// A parsed, validated step redelivery schedule; never empty.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,14 +16,14 @@
 use std::fmt;
 
 use crate::matcher::Pattern;
-use crate::model::RoutingType;
+use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
 /// The table of address-settings keys; expands `$callback!` with it.
 ///
 /// Each row reads: doc comment, field and effective type, TOML key, raw TOML
 /// type and the validator turning it into the effective type (a function in
-/// `model::check`, resolved where the callback expands), then the fallback:
+/// `check.rs`, resolved where the callback expands), then the fallback:
 /// `default = expr` or `derived("why") = expr`. A derived expression may use
 /// fields of earlier rows by name. `none = "..."` is how `None` is shown.
 macro_rules! for_each_setting {
@@ -106,6 +106,12 @@ macro_rules! for_each_setting {
             /// Default 3.
             max_redrive: u32 = "max-redrive",
                 i64 => check::count, default = 3;
+            /// Upper bound of the delay a consumer asks for itself (a nack's
+            /// `retry-after`), in ms. Default 3,600,000 (1 h); independent of
+            /// the broker-side delays, so that a consumer's "retry in 30 s" is
+            /// kept on a broker that configures none.
+            max_retry_after_ms: u64 = "max-retry-after",
+                i64 => check::non_negative, default = 3_600_000;
         }
     };
 }
@@ -497,6 +503,7 @@ mod tests {
         assert_eq!(s.max_message_size, 1_048_576);
         assert_eq!(s.redelivery_schedule, None);
         assert_eq!(s.max_redrive, 3);
+        assert_eq!(s.max_retry_after_ms, 3_600_000);
     }
 
     #[test]
@@ -504,7 +511,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 21);
+        assert_eq!(keys.len(), 22);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),

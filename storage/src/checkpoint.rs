@@ -49,8 +49,8 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::engine::Engine;
 use crate::error::StorageError;
-use crate::group_commit::Engine;
 use crate::journal::{self, Completed};
 use crate::keys::Key;
 use crate::memtable::{Memtable, Table};

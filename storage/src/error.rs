@@ -52,6 +52,15 @@ pub enum StorageError {
         /// The limit.
         max: usize,
     },
+    /// The store was opened with journal segments too small to hold a
+    /// record; nothing was opened.
+    #[error("journal segments of {size} bytes cannot hold a record; the minimum is {min} bytes")]
+    JournalSegmentTooSmall {
+        /// The size asked for.
+        size: u64,
+        /// The smallest size the journal's format can use.
+        min: u64,
+    },
     /// The committer thread panicked; commits queued behind it were lost.
     #[error("the committer thread panicked")]
     CommitterPanicked,

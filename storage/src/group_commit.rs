@@ -47,39 +47,20 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::checkpoint::{Checkpointer, Failure, Job};
+use crate::engine::Engine;
 use crate::error::StorageError;
 use crate::journal::Journal;
 use crate::keys::Key;
 use crate::large::{LargeBody, LargeDir, same_body, stored_marker};
 use crate::memtable::Memtable;
 use crate::write_set::{Staged, WriteSet, stage};
-use crate::{Commit, MessageId, Op, QueueId};
+use crate::{Commit, MessageId, Op};
 
 /// Most requests folded into one group.
 pub(crate) const MAX_GROUP_REQUESTS: usize = 4096;
 /// A group stops taking requests once it holds this many encoded bytes
 /// (large bodies included).
 pub(crate) const MAX_GROUP_BYTES: usize = 16 << 20;
-
-/// What the committer and the checkpointer need from an engine (each has a
-/// clone).
-pub(crate) trait Engine: Clone + Send + 'static {
-    /// The engine's value type, cheap to clone.
-    type Value: Clone + AsRef<[u8]> + From<Vec<u8>> + Send + Sync + 'static;
-    /// The keys under `prefix` in the engine.
-    fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError>;
-    /// The large-body marker of the value under `key` in the engine, if any.
-    fn marker(&self, key: &[u8]) -> Result<Option<LargeBody>, StorageError>;
-    /// The highest message id among the message and state keys of `queue`
-    /// in the engine, if it has any.
-    fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError>;
-    /// Applies writes (visible at once, durable at the next checkpoint).
-    fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<Self::Value>)>)
-    -> Result<(), StorageError>;
-    /// Records that every journal record up to `seq` is applied and makes
-    /// everything applied so far durable.
-    fn checkpoint(&self, seq: u64) -> Result<(), StorageError>;
-}
 
 /// Counters shared between the committer thread and [`Committer::counters`].
 #[derive(Default)]

@@ -57,10 +57,17 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StorageError;
 
-use crate::MIN_JOURNAL_SEGMENT_BYTES;
-
 /// Bytes before a record's payload: len, crc, seq.
 const HEADER_BYTES: usize = 16;
+
+/// Bytes of the smallest write: a delete (kind, key_len) of an empty key.
+const SMALLEST_WRITE_BYTES: usize = 1 + 4;
+
+/// The smallest segment the journal can use: one that holds the smallest
+/// record, a header and one write (every record has at least one). Below
+/// that a segment could hold no record at all. How big segments *should* be
+/// is policy, the configuration's (`journal-file-size`), not the journal's.
+pub(crate) const MIN_SEGMENT_BYTES: u64 = (HEADER_BYTES + SMALLEST_WRITE_BYTES) as u64;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 0;
@@ -195,17 +202,29 @@ pub(crate) fn replay(
     Ok(replayed)
 }
 
+/// Refuses segments smaller than [`MIN_SEGMENT_BYTES`], before the store
+/// touches its files.
+pub(crate) fn check_segment_bytes(segment_bytes: u64) -> Result<(), StorageError> {
+    if segment_bytes < MIN_SEGMENT_BYTES {
+        return Err(StorageError::JournalSegmentTooSmall {
+            size: segment_bytes,
+            min: MIN_SEGMENT_BYTES,
+        });
+    }
+    Ok(())
+}
+
 impl Journal {
     /// Starts a fresh journal after a replay (whose records must be
     /// checkpointed by now): removes the old segments and opens a new one,
-    /// numbered after the last replayed record.
+    /// numbered after the last replayed record. `segment_bytes` has passed
+    /// [`check_segment_bytes`].
     pub(crate) fn start(
         store: &Path,
         replayed: Replayed,
         segment_bytes: u64,
     ) -> Result<Journal, StorageError> {
         let dir = dir(store);
-        let segment_bytes = segment_bytes.max(MIN_JOURNAL_SEGMENT_BYTES);
         for path in &replayed.segments {
             fs::remove_file(path).map_err(|e| StorageError::io("removing a replayed journal segment", e))?;
         }

@@ -1,10 +1,15 @@
 //! rebound's durable storage: the [`Store`] trait the broker programs
-//! against, and [`SledStore`], its implementation: a write-ahead journal with
-//! group commit in front of sled.
+//! against, and two engines behind it: [`SledStore`], a write-ahead journal
+//! with group commit in front of sled, which the broker runs on, and
+//! [`MemoryStore`], the same contract in memory, for fast tests of the
+//! broker's engine ([`memory`] says why).
 //!
 //! The broker holds an `Arc<dyn Store>`; no engine type appears in this
 //! crate's API (errors are boxed into [`StorageError`]), so another engine can
-//! replace sled behind the same trait.
+//! replace sled behind the same trait. What every engine must do is one test
+//! suite, `tests/contract/`, which `tests/engines.rs` runs against each
+//! engine: a new engine (PostgreSQL, say) passes it unchanged by adding a
+//! `Harness` and one `store_contract!` line there.
 //!
 //! # Data model
 //!
@@ -27,7 +32,27 @@
 //! 0x20                            -> journal checkpoint (u64 BE)
 //! ```
 //!
-//! # Files
+//! # Source files
+//!
+//! ```text
+//! src/lib.rs             the Store trait, Op, Commit, Recovered; the limits
+//! src/limits.rs          the size checks every engine applies to a commit
+//! src/memory.rs          MemoryStore
+//! src/sled_store.rs      SledStore: opening, reads, recovery, sled's gaps
+//! src/engine.rs          Engine: what the write path needs from sled
+//! src/group_commit.rs    the committer (uses write_set, journal, checkpoint)
+//! src/write_set.rs       ops to key-level writes, one set per group
+//! src/journal.rs         the write-ahead journal and its format
+//! src/memtable.rs        journaled writes not yet in sled
+//! src/checkpoint.rs      the checkpointer: memtable into sled, segments freed
+//! src/large.rs           body files of large messages
+//! src/keys.rs, records.rs  key layout and record format
+//! tests/contract/        the Store contract, for every engine
+//! tests/engines.rs       the contract run against MemoryStore and SledStore
+//! tests/store.rs, large.rs, crash.rs   what only SledStore does
+//! ```
+//!
+//! # Files on disk (SledStore)
 //!
 //! ```text
 //! <dir>/journal/<seq>.wal                    journal segments (the durability point)
@@ -39,7 +64,7 @@
 //!
 //! # How a commit becomes durable
 //!
-//! The write path has three stages, one file each:
+//! In [`SledStore`], the write path has three stages, one file each:
 //!
 //! 1. **Group commit** (`src/group_commit.rs`): one committer thread takes
 //!    every commit queued, folds them into one set of key-level writes
@@ -80,7 +105,7 @@
 //! [`MAX_RECORD_BYTES`]; what is stored in sled (every other record, and a
 //! message without the body it keeps in a file) at most
 //! [`MAX_INLINE_RECORD_BYTES`]. Commits breaking either are refused whole
-//! with [`StorageError::RecordTooLarge`].
+//! with [`StorageError::RecordTooLarge`], by every engine (`src/limits.rs`).
 //!
 //! # Large messages
 //!
@@ -203,11 +228,14 @@
 #![warn(missing_docs)]
 
 mod checkpoint;
+mod engine;
 pub mod error;
 mod group_commit;
 mod journal;
 pub mod keys;
 pub mod large;
+mod limits;
+pub mod memory;
 mod memtable;
 pub mod records;
 pub mod sled_store;
@@ -220,6 +248,7 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 pub use error::StorageError;
+pub use memory::MemoryStore;
 pub use records::{
     AddressRecord, DeliveryState, FailureRecord, MessageRecord, PropertyValue, QueueRecord, RoutingType,
 };
@@ -261,12 +290,11 @@ pub const LARGE_BODY_THRESHOLD: usize = 64 << 10;
 
 /// Nominal size of a journal segment by default, 8 MiB (Artemis's
 /// `journal-file-size` is 10 MiB). A segment's writes wait in memory until it
-/// is checkpointed, so this also bounds that memory ([`SledOptions`]).
+/// is checkpointed, so this also bounds that memory ([`SledOptions`]). The
+/// range users may choose is the configuration's (`journal-file-size`); the
+/// store only refuses segments too small to hold a journal record
+/// ([`StorageError::JournalSegmentTooSmall`]).
 pub const JOURNAL_SEGMENT_BYTES: u64 = 8 << 20;
-
-/// The smallest journal segment [`SledOptions`] accepts, 4 KiB; smaller
-/// values are raised to it.
-pub const MIN_JOURNAL_SEGMENT_BYTES: u64 = 4 << 10;
 
 /// The durable state of the broker.
 ///

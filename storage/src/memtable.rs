@@ -58,6 +58,12 @@ impl<V: Clone> Memtable<V> {
             .find_map(|table| table.get(key).cloned())
     }
 
+    /// Whether no write waits for the engine.
+    pub(crate) fn is_empty(&self) -> bool {
+        let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
+        tables.active.is_empty() && tables.frozen.is_empty()
+    }
+
     /// The keys under `prefix`, given a function listing those in the engine.
     pub(crate) fn keys_with_prefix<E>(
         &self,

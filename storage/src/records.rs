@@ -75,6 +75,18 @@ pub struct MessageRecord {
     pub routing_type: i32,
 }
 
+impl MessageRecord {
+    /// `encoded_len()` less the body field (tag 3): the part that stays
+    /// inline when the body goes to a file.
+    pub(crate) fn encoded_len_without_body(&self) -> usize {
+        let body = match self.body.is_empty() {
+            true => 0,
+            false => prost::encoding::bytes::encoded_len(3, &self.body),
+        };
+        self.encoded_len() - body
+    }
+}
+
 /// The fields of a [`MessageRecord`] that recovery indexes, decoded without
 /// touching the body. Its tags must match [`MessageRecord`]'s.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -249,6 +261,25 @@ mod tests {
             priority: 9,
             expiration_ms: 1_700_000_060_000,
             routing_type: RoutingType::Multicast.into(),
+        }
+    }
+
+    #[test]
+    fn length_without_body_is_that_of_the_record_with_an_empty_body() {
+        for body in [0, 1, 300, 70_000] {
+            let record = MessageRecord {
+                body: vec![1; body].into(),
+                ..sample()
+            };
+            let emptied = MessageRecord {
+                body: Bytes::new(),
+                ..record.clone()
+            };
+            assert_eq!(
+                record.encoded_len_without_body(),
+                emptied.encoded_len(),
+                "body {body}"
+            );
         }
     }
 

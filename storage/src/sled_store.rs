@@ -55,8 +55,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engine::Engine;
 use crate::error::StorageError;
-use crate::group_commit::{Committer, Engine};
+use crate::group_commit::Committer;
 use crate::journal::{self, Journal};
 use crate::keys::{self, Key};
 use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
@@ -102,9 +103,11 @@ pub struct SledOptions {
     /// cached pages, so real memory use is higher (sled #986, #1410).
     pub cache_capacity: u64,
     /// Nominal size of a journal segment ([`JOURNAL_SEGMENT_BYTES`] by
-    /// default, at least [`crate::MIN_JOURNAL_SEGMENT_BYTES`]). Writes reach sled
-    /// once per segment, so smaller segments mean more checkpoints and less
-    /// memory; the crash tests use tiny ones to checkpoint often.
+    /// default), used as given. Writes reach sled once per segment, so
+    /// smaller segments mean more checkpoints and less memory; the crash
+    /// tests use tiny ones to checkpoint often. A size too small for one
+    /// journal record is refused with
+    /// [`StorageError::JournalSegmentTooSmall`], which names the minimum.
     pub journal_segment_bytes: u64,
 }
 
@@ -166,6 +169,7 @@ impl SledStore {
     /// checkpoints, and deletes large-message body files that no record
     /// references (left by a crash).
     pub fn open_with(dir: &Path, options: SledOptions) -> Result<SledStore, StorageError> {
+        journal::check_segment_bytes(options.journal_segment_bytes)?;
         let db = open_when_unlocked(
             &sled::Config::new()
                 .path(dir)
@@ -363,8 +367,13 @@ impl Store for SledStore {
     }
 
     fn recover(&self) -> Result<Recovered, StorageError> {
-        // The scans below read sled alone.
-        self.committer.drain()?;
+        // The scans below read sled alone: wait until it holds every commit.
+        // A closed store cannot wait, but needs not once its close has
+        // checkpointed everything (reads keep working after a close).
+        match self.committer.drain() {
+            Err(StorageError::Closed) if self.memtable.is_empty() => {}
+            result => result?,
+        }
         let addresses: Vec<AddressRecord> = self.scan(&[keys::ADDRESS])?;
         let queues = self
             .scan::<QueueRecord>(&[keys::QUEUE])?
@@ -723,6 +732,56 @@ mod tests {
         }
         db.flush().unwrap();
         assert!(blob_count(dir.path()) > 0);
+    }
+
+    #[tokio::test]
+    async fn segments_too_small_for_a_record_are_refused_and_the_smallest_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = |journal_segment_bytes| SledOptions {
+            journal_segment_bytes,
+            ..SledOptions::default()
+        };
+        let min = journal::MIN_SEGMENT_BYTES;
+        let err = SledStore::open_with(dir.path(), options(min - 1))
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(err, StorageError::JournalSegmentTooSmall { size, min: m } if size == min - 1 && m == min),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&format!("minimum is {min} bytes")),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing created"
+        );
+
+        // Every record takes a segment of its own, and all of them survive.
+        let store = SledStore::open_with(dir.path(), options(min)).unwrap();
+        store
+            .commit(vec![Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            })])
+            .await
+            .unwrap();
+        for id in 1..=20 {
+            store
+                .commit(vec![put_record(message_of_size(id, 100))])
+                .await
+                .unwrap();
+        }
+        drop(store);
+        let store = SledStore::open_with(dir.path(), options(min)).unwrap();
+        let ids: Vec<_> = store.recover().unwrap().queues[0]
+            .messages
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(ids, (1..=20).collect::<Vec<_>>());
     }
 
     #[tokio::test]

@@ -2,15 +2,14 @@
 //! engine batch.
 //!
 //! [`stage`] runs on the caller's thread: it encodes every record and checks
-//! the size limits ([`MAX_RECORD_BYTES`] for a whole message,
-//! [`MAX_INLINE_RECORD_BYTES`] for what goes into sled), so a bad commit is
-//! refused before it reaches the committer and can never poison a group. A
-//! message whose body goes to a file (see [`crate::large`]) is staged as its
-//! encoded record without the body plus the body itself; the committer writes
-//! the file and appends the marker. [`WriteSet`] is what the committer
-//! builds from all staged commits of a group: the final value (or deletion) of
-//! every touched key, with later ops overriding earlier ones, exactly as if
-//! the commits had been applied one after another. Nothing here knows the
+//! the size limits ([`crate::limits`]), so a bad commit is refused before it
+//! reaches the committer and can never poison a group. A message whose body
+//! goes to a file (see [`crate::large`]) is staged as its encoded record
+//! without the body plus the body itself; the committer writes the file and
+//! appends the marker. [`WriteSet`] is what the committer builds from all
+//! staged commits of a group: the final value (or deletion) of every touched
+//! key, with later ops overriding earlier ones, exactly as if the commits had
+//! been applied one after another. Nothing here knows the
 //! engine; prefix deletes ask it for the existing keys through a closure.
 
 use std::collections::BTreeMap;
@@ -19,9 +18,9 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::error::StorageError;
-use crate::large::MAX_MARKER_BYTES;
+use crate::limits::{self, Placement};
 use crate::records::MessageRecord;
-use crate::{LARGE_BODY_THRESHOLD, MAX_INLINE_RECORD_BYTES, MAX_RECORD_BYTES, Op, keys};
+use crate::{Op, keys};
 
 /// A value to store: the encoded record, and for a message whose body goes
 /// to a file, that body (not part of `inline`).
@@ -50,8 +49,7 @@ pub(crate) struct Staged {
 }
 
 /// Encodes `ops` into key-level writes, refusing the whole commit if one
-/// message exceeds [`MAX_RECORD_BYTES`] or one sled value would exceed
-/// [`MAX_INLINE_RECORD_BYTES`].
+/// message or one sled value is too large ([`crate::limits`]).
 pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
     let mut staged = Staged {
         writes: Vec::with_capacity(ops.len()),
@@ -85,34 +83,20 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
 
 impl Staged {
     fn put(&mut self, key: Vec<u8>, record: &impl Message) -> Result<(), StorageError> {
-        let size = key.len() + record.encoded_len();
-        check(&key, size, MAX_INLINE_RECORD_BYTES)?;
-        self.bytes += size;
-        self.writes.push(Write::Put(
-            key,
-            Value {
-                inline: record.encode_to_vec(),
-                large: None,
-            },
-        ));
+        let size = limits::check_record(&key, record)?;
+        self.push_inline(key, size, record);
         Ok(())
     }
 
-    /// A message: inline if its body is at most [`LARGE_BODY_THRESHOLD`] and
-    /// the record fits [`MAX_INLINE_RECORD_BYTES`], else with its body split
-    /// off for a file.
+    /// A message, inline or with its body split off for a file, as
+    /// [`limits::check_message`] decides.
     fn put_message(&mut self, key: Vec<u8>, mut message: MessageRecord) -> Result<(), StorageError> {
-        let size = key.len() + message.encoded_len();
-        check(&key, size, MAX_RECORD_BYTES)?;
-        if message.body.len() <= LARGE_BODY_THRESHOLD && size <= MAX_INLINE_RECORD_BYTES {
-            return self.put(key, &message);
+        let (size, placement) = limits::check_message(&key, &message)?;
+        if placement == Placement::Inline {
+            self.push_inline(key, size, &message);
+            return Ok(());
         }
         let body = std::mem::take(&mut message.body);
-        check(
-            &key,
-            key.len() + message.encoded_len() + MAX_MARKER_BYTES,
-            MAX_INLINE_RECORD_BYTES,
-        )?;
         self.bytes += size;
         self.writes.push(Write::Put(
             key,
@@ -124,21 +108,21 @@ impl Staged {
         Ok(())
     }
 
+    fn push_inline(&mut self, key: Vec<u8>, size: usize, record: &impl Message) {
+        self.bytes += size;
+        self.writes.push(Write::Put(
+            key,
+            Value {
+                inline: record.encode_to_vec(),
+                large: None,
+            },
+        ));
+    }
+
     fn delete(&mut self, key: Vec<u8>) {
         self.bytes += key.len();
         self.writes.push(Write::Delete(key));
     }
-}
-
-fn check(key: &[u8], size: usize, max: usize) -> Result<(), StorageError> {
-    if size > max {
-        return Err(StorageError::RecordTooLarge {
-            key: keys::hex(key),
-            size,
-            max,
-        });
-    }
-    Ok(())
 }
 
 /// The net effect of a group of commits on the keyspace: `Some(value)` to
@@ -202,6 +186,7 @@ impl WriteSet {
 mod tests {
     use super::*;
     use crate::records::{MessageRecord, QueueRecord};
+    use crate::{LARGE_BODY_THRESHOLD, MAX_RECORD_BYTES};
 
     fn put(queue: u32, id: u64) -> Op {
         Op::PutMessage {

@@ -124,3 +124,43 @@ async fn broker_refusals_carry_their_status_code() {
         .unwrap_err();
     assert_eq!(err.code(), Some(Code::AlreadyExists), "{err}");
 }
+
+/// A settle the broker refuses takes no credit back: a consumer that grants one
+/// credit per settled delivery (as the proto says) keeps receiving after one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_settle_keeps_the_credit_of_a_consumer_that_follows_the_proto() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    queue_with_messages(&client, "refused", 5).await;
+    let session = client.session().await.unwrap();
+    let finished = session.begin().await.unwrap();
+    finished.commit().await.unwrap();
+
+    let mut consumer = client.consume_manual_credit("refused", 1).await.unwrap();
+    let first = consumer
+        .next_timeout(ARRIVAL)
+        .await
+        .unwrap()
+        .expect("credit 1")
+        .id;
+    let refused = consumer.ack_in(&finished, &[first]).await;
+    assert!(refused.is_err(), "an ack in a finished transaction is refused");
+    consumer.ack(&[first]).await.unwrap();
+    consumer.flush().await.unwrap();
+    consumer.grant(1).await.unwrap();
+    assert!(
+        consumer.next_timeout(ARRIVAL).await.unwrap().is_some(),
+        "one credit per settled delivery keeps a window of 1"
+    );
+
+    // The client's own window does the same bookkeeping.
+    let mut window = client.consume("refused", 1).await.unwrap();
+    let second = window.next_timeout(ARRIVAL).await.unwrap().expect("window 1").id;
+    assert!(window.ack_in(&finished, &[second]).await.is_err());
+    assert!(
+        window.next_timeout(SILENCE).await.unwrap().is_none(),
+        "still outstanding"
+    );
+    window.ack(&[second]).await.unwrap();
+    assert!(window.next_timeout(ARRIVAL).await.unwrap().is_some());
+}

@@ -530,3 +530,27 @@ max-delivery-attempts = 1
         assert_eq!(body(&next(&mut c).await), address);
     }
 }
+
+/// On the embedded default config no broker-side delay is configured; a consumer's
+/// own "retry in 1.5 s" must still be honoured (it used to be clamped to the
+/// derived max-redelivery-delay of 0 and redelivered at once).
+#[tokio::test(flavor = "multi_thread")]
+async fn retry_after_is_kept_on_the_default_config() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    send_bodies(&client, "later", ["m".to_string()]).await;
+    let mut c = client.consume("later", 1).await.unwrap();
+    let got = receive(&mut c, 1, IDLE).await;
+    let nacked_at = Instant::now();
+    c.nack_after(&[got[0].id], "dependency down", Duration::from_millis(1500))
+        .await
+        .unwrap();
+    c.flush().await.unwrap();
+    let back = next(&mut c).await;
+    assert_eq!(back.delivery_count, 2);
+    assert!(
+        nacked_at.elapsed() >= Duration::from_millis(1400),
+        "back after {:?}",
+        nacked_at.elapsed()
+    );
+}

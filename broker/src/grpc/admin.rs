@@ -1,13 +1,13 @@
 //! `rebound.v1.Admin`: addresses, queues, counters, browsing, settings.
 use std::sync::Arc;
 
-use rebound_config::RoutingType;
 use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use crate::broker::{Broker, Selection};
-use crate::message::to_wire;
-use crate::queue::{BrowseState, Queue};
+use super::convert::{
+    browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
+};
+use crate::engine::Broker;
 
 const DEFAULT_BROWSE_LIMIT: usize = 200;
 
@@ -19,54 +19,6 @@ impl AdminService {
     pub fn new(broker: Arc<Broker>) -> AdminService {
         AdminService { broker }
     }
-}
-
-fn routing_from_wire(value: i32) -> Result<Option<RoutingType>, Status> {
-    match pb::RoutingType::try_from(value) {
-        Ok(pb::RoutingType::Unspecified) => Ok(None),
-        Ok(pb::RoutingType::Anycast) => Ok(Some(RoutingType::Anycast)),
-        Ok(pb::RoutingType::Multicast) => Ok(Some(RoutingType::Multicast)),
-        Err(_) => Err(Status::invalid_argument(format!("unknown routing type {value}"))),
-    }
-}
-
-fn routing_to_wire(routing: RoutingType) -> i32 {
-    match routing {
-        RoutingType::Anycast => pb::RoutingType::Anycast as i32,
-        RoutingType::Multicast => pb::RoutingType::Multicast as i32,
-    }
-}
-
-pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
-    let snap = queue.snapshot();
-    pb::QueueInfo {
-        name: queue.name.clone(),
-        address: queue.address.clone(),
-        routing_type: routing_to_wire(queue.routing_type),
-        durable: queue.durable,
-        auto_created: queue.auto_created,
-        messages: snap.messages,
-        delivering: snap.delivering,
-        scheduled: snap.scheduled,
-        consumers: snap.consumers,
-        added: snap.counters.added,
-        acked: snap.counters.acked,
-        redelivered: snap.counters.redelivered,
-        dead_lettered: snap.counters.dead_lettered,
-        dropped: snap.counters.dropped,
-        expired: snap.counters.expired,
-        bytes: snap.bytes,
-    }
-}
-
-fn selection(selection: Option<pb::MessageSelection>) -> Result<Selection, Status> {
-    let s = selection
-        .ok_or_else(|| Status::invalid_argument("a selection (queue, filter, message id) is required"))?;
-    Ok(Selection {
-        queue: s.queue,
-        filter: s.filter,
-        message_id: s.message_id,
-    })
 }
 
 /// Resident and peak resident set size of this process, from /proc (Linux).
@@ -163,21 +115,9 @@ impl pb::admin_server::Admin for AdminService {
         };
         let messages = self
             .broker
-            .browse_filtered(&r.queue, &r.filter, limit)?
+            .browse(&r.queue, &r.filter, limit)?
             .into_iter()
-            .map(|b| {
-                let (state, scheduled_at_ms) = match b.state {
-                    BrowseState::Ready => (pb::MessageState::Ready, 0),
-                    BrowseState::Delivering => (pb::MessageState::Delivering, 0),
-                    BrowseState::Scheduled(at) => (pb::MessageState::Scheduled, at),
-                };
-                pb::BrowsedMessage {
-                    message: Some(to_wire(&b.record)),
-                    delivery_count: b.delivery_count,
-                    state: state as i32,
-                    scheduled_at_ms,
-                }
-            })
+            .map(browsed_to_wire)
             .collect();
         Ok(Response::new(pb::BrowseQueueResponse { messages }))
     }
@@ -194,7 +134,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
-        let selection = selection(request.into_inner().selection)?;
+        let selection = selection_from_wire(request.into_inner().selection)?;
         let count = self.broker.count_messages(&selection)?;
         Ok(Response::new(pb::CountMessagesResponse { count }))
     }
@@ -203,7 +143,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
-        let selection = selection(request.into_inner().selection)?;
+        let selection = selection_from_wire(request.into_inner().selection)?;
         let removed = self.broker.remove_messages(&selection).await?;
         Ok(Response::new(pb::RemoveMessagesResponse { removed }))
     }
@@ -213,7 +153,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
         let r = request.into_inner();
-        let selection = selection(r.selection)?;
+        let selection = selection_from_wire(r.selection)?;
         let moved = self.broker.move_messages(&selection, &r.to_address).await?;
         Ok(Response::new(pb::MoveMessagesResponse { moved }))
     }
@@ -223,7 +163,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
         let r = request.into_inner();
-        let selection = selection(r.selection)?;
+        let selection = selection_from_wire(r.selection)?;
         let outcomes = self
             .broker
             .retry_messages(&selection, r.dry_run, r.rate_per_second)
@@ -234,15 +174,7 @@ impl pb::admin_server::Admin for AdminService {
         } else {
             outcomes.len() as u64 - skipped
         };
-        let outcomes = outcomes
-            .into_iter()
-            .map(|o| pb::RetryOutcome {
-                message_id: o.message_id,
-                to_address: o.to_address,
-                to_queue: o.to_queue,
-                skipped: o.skipped.unwrap_or_default(),
-            })
-            .collect();
+        let outcomes = outcomes.into_iter().map(retry_outcome_to_wire).collect();
         Ok(Response::new(pb::RetryMessagesResponse {
             moved,
             skipped,

@@ -1,16 +1,17 @@
 //! `rebound.v1.Messaging`: send, the consumer stream, and transacted sessions.
 //!
 //! A Consume stream is one consumer attached to one queue. A session task per stream
-//! forwards the queue's deliveries to the client and applies the client's credit and
-//! settlements. Settlements are taken from the queue at once, in stream order, and
-//! their storage commits run concurrently, each answered with `Settled` when durable,
-//! so a consumer that acks every message is not held to one fsync per ack. When the
+//! forwards the queue's deliveries to the client and hands the client's credit and
+//! settles to the engine, which answers each settle once it is durable. When the
 //! stream ends — the client closed it, the connection dropped, or the broker is
 //! stopping — the session detaches the consumer and what it held goes back to the
 //! queue at once (uncounted if it had sent `close` first).
 //!
 //! A Transact stream is a session: its requests are answered one at a time, in
 //! order, and the transactions it began are rolled back when it ends.
+//!
+//! Both kinds of session run as engine tasks ([`Broker::spawn`]), so shutdown waits
+//! for them and for the settles they started.
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -22,8 +23,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::broker::{Broker, Settlement};
-use crate::message::to_wire;
+use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
+use crate::engine::{Broker, Settled, Subscription};
+use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 
 pub struct MessagingService {
@@ -41,10 +43,13 @@ type ResponseTx = mpsc::UnboundedSender<Result<pb::ConsumeResponse, Status>>;
 #[tonic::async_trait]
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
-        let (message_ids, unrouted) = self.broker.send(request.into_inner().messages).await?;
+        let sent = self
+            .broker
+            .send(messages_from_wire(request.into_inner().messages))
+            .await?;
         Ok(Response::new(pb::SendResponse {
-            message_ids,
-            unrouted,
+            message_ids: sent.ids,
+            unrouted: sent.unrouted,
         }))
     }
 
@@ -55,7 +60,8 @@ impl pb::messaging_server::Messaging for MessagingService {
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(transact(self.broker.clone(), request.into_inner(), tx));
+        self.broker
+            .spawn(transact(self.broker.clone(), request.into_inner(), tx));
         Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
 
@@ -71,17 +77,20 @@ impl pb::messaging_server::Messaging for MessagingService {
                 kind: Some(consume_request::Kind::Subscribe(s)),
             }) => s,
             _ => {
-                return Err(Status::invalid_argument(
-                    "the first message on a Consume stream must be `subscribe`",
-                ));
+                return Err(BrokerError::InvalidArgument(
+                    "the first message on a Consume stream must be `subscribe`".into(),
+                )
+                .into());
             }
         };
-        let filter = crate::broker::parse_filter(&subscribe.filter)?.map(Arc::new);
-        let queue = self.broker.queue_for_consumer(&subscribe.queue).await?;
-        let consumer = self.broker.next_consumer_id();
-        let deliveries = queue
-            .attach(consumer, subscribe.initial_credit, filter)
-            .ok_or_else(|| Status::not_found(format!("queue '{}' was deleted", queue.name)))?;
+        let Subscription {
+            queue,
+            consumer,
+            deliveries,
+        } = self
+            .broker
+            .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
+            .await?;
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(Ok(pb::ConsumeResponse {
             kind: Some(consume_response::Kind::Subscribed(pb::Subscribed {
@@ -95,7 +104,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             consumer,
             tx,
         };
-        tokio::spawn(session.run(inbound, deliveries));
+        self.broker.spawn(session.run(inbound, deliveries));
         Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
 }
@@ -113,8 +122,8 @@ async fn transact(
                 Ok(Some(request)) => request,
                 Ok(None) | Err(_) => break,
             },
-            _ = broker.shutdown.cancelled() => {
-                let _ = tx.send(Err(Status::unavailable("the broker is shutting down")));
+            _ = broker.shutdown().cancelled() => {
+                let _ = tx.send(Err(BrokerError::ShuttingDown.into()));
                 break;
             }
         };
@@ -143,19 +152,19 @@ async fn transact_one(
     broker: &Arc<Broker>,
     session: u64,
     kind: Option<transact_request::Kind>,
-) -> crate::error::Result<transact_response::Kind> {
+) -> Result<transact_response::Kind> {
     use transact_request::Kind as Rq;
     use transact_response::Kind as Rs;
     Ok(match kind {
         Some(Rq::Begin(_)) => Rs::Begun(pb::Begun {
-            transaction_id: broker.transactions().begin(session),
+            transaction_id: broker.begin_transaction(session),
         }),
         Some(Rq::Send(send)) => {
-            let records = broker.prepare(send.messages)?;
-            let message_ids = records.iter().map(|r| r.message_id).collect();
-            broker
-                .transactions()
-                .add_sends(send.transaction_id, session, records)?;
+            let message_ids = broker.send_in_transaction(
+                send.transaction_id,
+                session,
+                messages_from_wire(send.messages),
+            )?;
             Rs::Sent(pb::SendResponse {
                 message_ids,
                 unrouted: 0,
@@ -177,11 +186,7 @@ async fn transact_one(
                 returned: done.acks,
             })
         }
-        None => {
-            return Err(crate::error::BrokerError::InvalidArgument(
-                "empty TransactRequest".into(),
-            ));
-        }
+        None => return Err(BrokerError::InvalidArgument("empty TransactRequest".into())),
     })
 }
 
@@ -207,22 +212,22 @@ impl Session {
                         }
                     }
                     None => {
-                        let _ = self.tx.send(Err(Status::not_found(format!("queue '{}' was deleted", self.queue.name))));
+                        let _ = self.tx.send(Err(BrokerError::QueueNotFound(self.queue.name.clone()).into()));
                         break;
                     }
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {
-                        if let Err(status) = self.handle(request) {
-                            let _ = self.tx.send(Err(status));
+                        if let Err(err) = self.handle(request) {
+                            let _ = self.tx.send(Err(err.into()));
                             break;
                         }
                     }
                     // The client closed its side, or the connection is gone.
                     Ok(None) | Err(_) => break,
                 },
-                _ = self.broker.shutdown.cancelled() => {
-                    let _ = self.tx.send(Err(Status::unavailable("the broker is shutting down")));
+                _ = self.broker.shutdown().cancelled() => {
+                    let _ = self.tx.send(Err(BrokerError::ShuttingDown.into()));
                     break;
                 }
             }
@@ -230,112 +235,64 @@ impl Session {
         self.broker.consumer_gone(&self.queue, self.consumer).await;
     }
 
-    fn handle(&self, request: pb::ConsumeRequest) -> Result<(), Status> {
+    fn handle(&self, request: pb::ConsumeRequest) -> Result<()> {
         match request.kind {
             Some(consume_request::Kind::Credit(c)) => {
                 self.queue.grant(self.consumer, c.credit);
                 Ok(())
             }
-            Some(consume_request::Kind::Settle(s)) => self.settle(s),
+            Some(consume_request::Kind::Settle(s)) => {
+                let how = settlement_from_wire(&s)?;
+                let tx = self.tx.clone();
+                let answer = move |result: Result<Settled>| {
+                    let _ = tx.send(result.map(settled_response).map_err(Status::from));
+                };
+                self.broker.settle_deliveries(
+                    &self.queue,
+                    self.consumer,
+                    s.delivery_ids,
+                    how,
+                    s.transaction_id,
+                    answer,
+                )
+            }
             Some(consume_request::Kind::Close(_)) => {
                 self.queue.stop(self.consumer);
                 Ok(())
             }
-            Some(consume_request::Kind::Subscribe(_)) => {
-                Err(Status::invalid_argument("this stream is already subscribed"))
-            }
-            None => Err(Status::invalid_argument("empty ConsumeRequest")),
+            Some(consume_request::Kind::Subscribe(_)) => Err(BrokerError::InvalidArgument(
+                "this stream is already subscribed".into(),
+            )),
+            None => Err(BrokerError::InvalidArgument("empty ConsumeRequest".into())),
         }
-    }
-
-    fn settle(&self, settle: pb::Settle) -> Result<(), Status> {
-        let how = match pb::Outcome::try_from(settle.outcome) {
-            Ok(pb::Outcome::Ack) => Settlement::Ack,
-            Ok(pb::Outcome::Nack) => Settlement::Nack {
-                reason: settle.reason,
-                retry_after_ms: settle.retry_after_ms,
-            },
-            Ok(pb::Outcome::Release) => Settlement::Release,
-            Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter {
-                reason: settle.reason,
-            },
-            Ok(pb::Outcome::Unspecified) | Err(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "settle needs an outcome (ACK, NACK, RELEASE or DEAD_LETTER), got {}",
-                    settle.outcome
-                )));
-            }
-        };
-        if let Some(transaction) = settle.transaction_id {
-            if how != Settlement::Ack {
-                return Err(Status::invalid_argument(
-                    "only an ACK can be part of a transaction",
-                ));
-            }
-            if let Err(err) = self.broker.transactions().check(transaction) {
-                let refused = u32::try_from(settle.delivery_ids.len()).unwrap_or(u32::MAX);
-                self.queue.revoke(self.consumer, refused);
-                let _ = self.tx.send(Ok(settled_response(
-                    Vec::new(),
-                    Vec::new(),
-                    Some(Status::from(err)),
-                )));
-                return Ok(());
-            }
-        }
-        let (entries, unknown) = self.queue.take_delivered(self.consumer, &settle.delivery_ids);
-        let settled: Vec<u64> = settle
-            .delivery_ids
-            .into_iter()
-            .filter(|id| !unknown.contains(id))
-            .collect();
-        let (broker, queue, tx) = (self.broker.clone(), self.queue.clone(), self.tx.clone());
-        tokio::spawn(async move {
-            let result = match settle.transaction_id {
-                Some(transaction) => match broker.transactions().add_acks(transaction, &queue, entries) {
-                    Ok(()) => Ok(()),
-                    // Rolled back meanwhile: the acks count as failed deliveries.
-                    Err(entries) => broker.fail_deliveries(&queue, entries, "transaction ended").await,
-                },
-                None => broker.settle(&queue, entries, how).await,
-            };
-            let answer = result.map(|()| settled_response(settled, unknown, None));
-            let _ = tx.send(answer.map_err(Status::from));
-        });
-        Ok(())
     }
 }
 
-fn settled_response(
-    delivery_ids: Vec<u64>,
-    unknown_delivery_ids: Vec<u64>,
-    error: Option<Status>,
-) -> pb::ConsumeResponse {
-    let (error, error_code) = match error {
-        Some(status) => (status.message().to_owned(), status.code() as i32),
-        None => (String::new(), 0),
+fn settled_response(settled: Settled) -> pb::ConsumeResponse {
+    let settled = match settled {
+        Settled::Done { settled, unknown } => pb::Settled {
+            delivery_ids: settled,
+            unknown_delivery_ids: unknown,
+            error: String::new(),
+            error_code: 0,
+        },
+        Settled::Refused(err) => {
+            let status = Status::from(err);
+            pb::Settled {
+                delivery_ids: Vec::new(),
+                unknown_delivery_ids: Vec::new(),
+                error: status.message().to_owned(),
+                error_code: status.code() as i32,
+            }
+        }
     };
     pb::ConsumeResponse {
-        kind: Some(consume_response::Kind::Settled(pb::Settled {
-            delivery_ids,
-            unknown_delivery_ids,
-            error,
-            error_code,
-        })),
+        kind: Some(consume_response::Kind::Settled(settled)),
     }
 }
 
 fn deliveries_response(queue: &str, batch: Vec<Dispatched>) -> pb::ConsumeResponse {
-    let deliveries = batch
-        .into_iter()
-        .map(|d| pb::Delivery {
-            delivery_id: d.delivery_id,
-            message: Some(to_wire(&d.record)),
-            delivery_count: d.delivery_count,
-            redelivered: d.delivery_count > 1,
-            queue: queue.to_owned(),
-        })
-        .collect();
+    let deliveries = batch.into_iter().map(|d| delivery_to_wire(queue, d)).collect();
     pb::ConsumeResponse {
         kind: Some(consume_response::Kind::Deliveries(pb::Deliveries { deliveries })),
     }

@@ -1,6 +1,9 @@
 //! The gRPC edge: the `Messaging` and `Admin` services of `rebound.v1`.
 //!
-//! These files translate between the wire types and the engine and nothing more;
-//! errors become `tonic::Status` through the single `From<BrokerError>` mapping.
+//! These files translate between the wire and the engine and nothing more: wire
+//! types are converted in `convert.rs`, and errors become `tonic::Status` through
+//! the single `From<BrokerError>` mapping in `status.rs`.
 pub mod admin;
+mod convert;
 pub mod messaging;
+mod status;

@@ -1,10 +1,12 @@
-//! The scheduled-delivery handler: messages ordered by the time they become due.
+//! Message ids ordered by the time they become due: the data structure of
+//! scheduled delivery.
 //!
-//! As in Artemis's `ScheduledDeliveryHandlerImpl`, a message waiting for a delayed
-//! redelivery leaves the queue's deliverable set and waits here, so it never blocks
-//! the messages behind it. Waiting costs no CPU: the queue's dispatcher sleeps until
-//! [`Timeline::next_due`] and then takes what [`Timeline::pop_due`] returns. The same
-//! structure orders messages by expiration time.
+//! Artemis's `ScheduledDeliveryHandlerImpl` is, here, two parts: a queue keeps its
+//! messages waiting for a delayed redelivery in a [`Timeline`], out of its
+//! deliverable set, so they never block the messages behind them; and the queue's
+//! dispatcher (`engine/dispatch.rs`) sleeps until [`Timeline::next_due`] and then
+//! moves what [`Timeline::pop_due`] returns back to ready. Waiting costs no CPU. A
+//! second timeline per queue orders messages by expiration time.
 use std::collections::BTreeSet;
 
 use rebound_storage::MessageId;

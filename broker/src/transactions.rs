@@ -1,23 +1,12 @@
-//! Local transactions, as a JMS transacted session has them.
-//!
-//! A transaction gathers sends and acks. Sends are validated and given their ids at
-//! once but stay in memory, invisible; acked messages leave their queue (no one else
-//! gets them) but stay in storage. Commit writes all of it — the new messages and the
-//! removals — in ONE storage commit, so after a crash either all of a transaction
-//! happened or none of it. Rollback discards the sends and hands the acked messages to
-//! the redelivery policy as failed deliveries (count incremented, delay, DLA).
-//!
-//! Every transaction belongs to the `Transact` stream (the session) that began it;
-//! when that stream ends, its open transactions are rolled back. Ordering
-//! consequence: a rolled-back message may be redelivered to any consumer of its
-//! queue, and after a redelivery delay it comes back behind messages sent later.
+//! The open transactions: what each has gathered, which session it belongs to, and
+//! a memory of recently finished ones so that a late commit or rollback is told what
+//! happened. Committing and rolling back are the engine's (`engine/transact.rs`).
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rebound_storage::MessageRecord;
 
-use crate::broker::Broker;
 use crate::error::{BrokerError, Result};
 use crate::queue::{Entry, Queue};
 
@@ -29,10 +18,12 @@ pub type SessionId = u64;
 const FINISHED_KEPT: usize = 4096;
 
 #[derive(Default)]
-struct Transaction {
+pub struct Transaction {
     session: SessionId,
-    sends: Vec<MessageRecord>,
-    acks: Vec<(Arc<Queue>, Entry)>,
+    /// Sends, validated and given their ids, invisible until the commit.
+    pub sends: Vec<MessageRecord>,
+    /// Acked deliveries, out of their queues but still in storage.
+    pub acks: Vec<(Arc<Queue>, Entry)>,
 }
 
 #[derive(Default)]
@@ -100,7 +91,7 @@ impl Transactions {
     }
 
     /// Takes an open transaction of `session` out, to finish it.
-    fn finish(&self, id: u64, session: SessionId, how: &'static str) -> Result<Transaction> {
+    pub fn finish(&self, id: u64, session: SessionId, how: &'static str) -> Result<Transaction> {
         self.with(id, Some(session), |_| ())?;
         let mut st = self.lock();
         let tx = st.open.remove(&id).ok_or_else(|| unknown(&st, id))?;
@@ -138,7 +129,7 @@ impl Transactions {
     }
 
     /// The ids of the open transactions of a session.
-    fn of_session(&self, session: SessionId) -> Vec<u64> {
+    pub fn of_session(&self, session: SessionId) -> Vec<u64> {
         self.lock()
             .open
             .iter()
@@ -152,83 +143,6 @@ fn unknown(st: &State, id: u64) -> BrokerError {
     match st.finished.iter().find(|(done, _)| *done == id) {
         Some((_, how)) => BrokerError::FailedPrecondition(format!("transaction {id} was already {how}")),
         None => BrokerError::TransactionNotFound(id),
-    }
-}
-
-impl Broker {
-    /// Commits: the sends become visible and the acked messages are removed, durably
-    /// and together. If storage fails, the transaction is rolled back.
-    pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
-        let tx = self.transactions().finish(id, session, "committed")?;
-        let outcome = Outcome {
-            sends: tx.sends.len() as u32,
-            acks: tx.acks.len() as u32,
-        };
-        let removals = tx
-            .acks
-            .iter()
-            .filter(|(_, e)| e.stored)
-            .map(|(q, e)| rebound_storage::Op::RemoveMessage {
-                queue: q.id,
-                id: e.id,
-            })
-            .collect();
-        match self.route_sends(tx.sends, removals).await {
-            Ok(_) => {
-                for (queue, _) in &tx.acks {
-                    queue.count(|c| c.acked += 1);
-                }
-                Ok(outcome)
-            }
-            Err(err) => {
-                self.return_acks(tx.acks, "transaction commit failed").await;
-                Err(err)
-            }
-        }
-    }
-
-    /// Rolls back: sends discarded, acked messages returned as failed deliveries.
-    pub async fn rollback_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
-        let tx = self.transactions().finish(id, session, "rolled back")?;
-        let outcome = Outcome {
-            sends: tx.sends.len() as u32,
-            acks: tx.acks.len() as u32,
-        };
-        self.return_acks(tx.acks, "transaction rolled back").await;
-        Ok(outcome)
-    }
-
-    /// Rolls back every transaction a session left open.
-    pub async fn session_gone(self: &Arc<Self>, session: SessionId) {
-        for id in self.transactions().of_session(session) {
-            if let Ok(outcome) = self.rollback_transaction(id, session).await {
-                tracing::info!(
-                    transaction = id,
-                    returned = outcome.acks,
-                    "rolled back the open transaction of a closed session"
-                );
-            }
-        }
-    }
-
-    /// Returns rolled-back acks to their queues as failed deliveries. When the broker
-    /// is stopping they stay where storage has them, as a consumer's do.
-    async fn return_acks(self: &Arc<Self>, acks: Vec<(Arc<Queue>, Entry)>, reason: &str) {
-        if self.shutdown.is_cancelled() {
-            return;
-        }
-        let mut by_queue: Vec<(Arc<Queue>, Vec<Entry>)> = Vec::new();
-        for (queue, entry) in acks {
-            match by_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &queue)) {
-                Some((_, entries)) => entries.push(entry),
-                None => by_queue.push((queue, vec![entry])),
-            }
-        }
-        for (queue, entries) in by_queue {
-            if let Err(err) = self.fail_deliveries(&queue, entries, reason).await {
-                tracing::warn!(queue = %queue.name, %err, "could not return rolled-back messages");
-            }
-        }
     }
 }
 

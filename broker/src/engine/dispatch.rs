@@ -14,18 +14,31 @@ use std::time::Duration;
 
 use tracing::{error, warn};
 
-use crate::broker::Broker;
+use super::Broker;
+use crate::message::Selectable;
 use crate::queue::{Dispatched, Pick, Queue};
 use crate::time::now_ms;
 
-pub async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
+impl Broker {
+    /// Starts a queue's dispatcher as one of the engine's tasks.
+    pub(super) fn spawn_dispatcher(self: &Arc<Self>, queue: Arc<Queue>) {
+        self.spawn(run(self.clone(), queue));
+    }
+}
+
+async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
     loop {
-        if queue.is_closed() || broker.shutdown.is_cancelled() {
+        if queue.is_closed() || broker.is_shutting_down() {
             return;
         }
         let now = now_ms();
-        let (picks, expired, next_due) =
-            queue.pick(now, &|entry, filter| broker.matches(&queue, entry, filter));
+        // A selector may need a body that only storage has: read under the queue's
+        // lock, which is why a filtered consumer's scan is bounded.
+        let matches = |entry: &_, filter: &rebound_selector::Selector| match broker.load(&queue, entry) {
+            Ok(Some(record)) => filter.matches(&Selectable(&record)),
+            _ => false,
+        };
+        let (picks, expired, next_due) = queue.pick(now, &matches);
         if !expired.is_empty()
             && let Err(err) = broker.expire(&queue, expired).await
         {
@@ -38,7 +51,7 @@ pub async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
         tokio::select! {
             _ = queue.wake.notified() => {}
             _ = sleep_for(sleep) => {}
-            _ = broker.shutdown.cancelled() => return,
+            _ = broker.shutdown().cancelled() => return,
         }
     }
 }
@@ -52,7 +65,7 @@ async fn sleep_for(duration: Option<Duration>) {
 
 /// Sends picked messages to their consumers, one batch per consumer.
 async fn hand_over(broker: &Broker, queue: &Queue, picks: Vec<Pick>) {
-    if broker.persist_count_before_delivery()
+    if broker.settings.persist_count_before_delivery()
         && let Err(err) = broker.persist_counts(queue, picks.iter().map(|p| &p.entry)).await
     {
         error!(queue = %queue.name, %err, "could not persist delivery counts; not delivering");
@@ -64,7 +77,10 @@ async fn hand_over(broker: &Broker, queue: &Queue, picks: Vec<Pick>) {
         let record = match broker.load(queue, &pick.entry) {
             Ok(Some(record)) => record,
             Ok(None) => {
-                warn!(queue = %queue.name, message = pick.entry.id, "message vanished from storage");
+                // Gone from storage behind the queue's back: it cannot be delivered
+                // again either, so it leaves the queue and the credit is given back.
+                warn!(queue = %queue.name, message = pick.entry.id, "message vanished from storage; dropping it");
+                queue.forget(&pick);
                 continue;
             }
             Err(err) => {

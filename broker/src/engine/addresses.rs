@@ -1,0 +1,300 @@
+//! Addresses and queues: creating them (explicitly, on first send or consume, for a
+//! schedule's move), deleting them, looking them up, and the ones a config declares.
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rebound_config::{Config, RoutingType};
+use rebound_selector::Selector;
+use rebound_storage::{Op, QueueRecord};
+
+use super::{Broker, check_limits, parse_filter};
+use crate::error::{BrokerError, Result};
+use crate::message;
+use crate::postoffice::{Address, Registry};
+use crate::queue::Queue;
+use crate::routing;
+
+/// Why an address is being created: that decides whether it may be, and whether an
+/// anycast address gets a queue of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Create {
+    /// Asked for by an operator or the config: exactly what was asked.
+    Explicit,
+    /// A send (or a dead letter routed like one): subject to auto-create-addresses and
+    /// auto-create-queues.
+    OnSend,
+    /// A redelivery schedule's `move(queue:...)`: the target is created as named.
+    ForMove,
+}
+
+/// What a new queue is.
+struct NewQueue<'a> {
+    address: &'a str,
+    name: &'a str,
+    routing: RoutingType,
+    durable: bool,
+    filter: Option<Selector>,
+    auto_created: bool,
+}
+
+impl Broker {
+    /// Makes sure an address exists, creating it if `how` allows.
+    pub(super) async fn ensure_address(
+        self: &Arc<Self>,
+        name: &str,
+        routing: Option<RoutingType>,
+        how: Create,
+    ) -> Result<()> {
+        if self.read().addresses.contains_key(name) {
+            return Ok(());
+        }
+        message::check_name("address", name)?;
+        let settings = self.settings_for(name);
+        if how == Create::OnSend && !settings.auto_create_addresses {
+            return Err(BrokerError::AddressNotFound(name.to_owned()));
+        }
+        let routing = routing.unwrap_or(settings.default_address_routing_type);
+        let with_queue = routing == RoutingType::Anycast
+            && match how {
+                Create::Explicit => false,
+                Create::OnSend => settings.auto_create_queues,
+                Create::ForMove => true,
+            };
+        let (commit, queue) = {
+            let mut reg = self.write();
+            if reg.addresses.contains_key(name) {
+                return Ok(());
+            }
+            let address = Address::new(name.to_owned(), routing, how != Create::Explicit);
+            let mut ops = vec![Op::PutAddress(address.record())];
+            reg.addresses.insert(name.to_owned(), address);
+            let queue = (with_queue && !reg.queues.contains_key(name)).then(|| {
+                let new = NewQueue {
+                    address: name,
+                    name,
+                    routing,
+                    durable: true,
+                    filter: None,
+                    auto_created: true,
+                };
+                self.new_queue(&mut reg, &mut ops, new)
+            });
+            (self.submit(ops), queue)
+        };
+        self.commit(commit).await?;
+        if let Some(queue) = queue {
+            self.spawn_dispatcher(queue);
+        }
+        Ok(())
+    }
+
+    /// Creates the queue in the registry and adds its storage ops (under the write lock).
+    fn new_queue(&self, reg: &mut Registry, ops: &mut Vec<Op>, new: NewQueue<'_>) -> Arc<Queue> {
+        let id = self.next_queue_id.fetch_add(1, Ordering::Relaxed);
+        let addr = reg
+            .addresses
+            .get_mut(new.address)
+            .expect("address exists under the lock");
+        if addr.allow(new.routing) {
+            ops.push(Op::PutAddress(addr.record()));
+        }
+        let queue = Arc::new(Queue::new(
+            id,
+            new.name.to_owned(),
+            new.address.to_owned(),
+            new.routing,
+            new.durable,
+            new.auto_created,
+            new.filter,
+        ));
+        if new.durable {
+            ops.push(Op::PutQueue(QueueRecord {
+                id,
+                name: new.name.to_owned(),
+                address: new.address.to_owned(),
+                routing_type: routing::to_store(new.routing),
+                filter: queue
+                    .filter
+                    .as_ref()
+                    .map(|f| f.as_str().to_owned())
+                    .unwrap_or_default(),
+                auto_created: new.auto_created,
+            }));
+        }
+        reg.bind(queue.clone());
+        queue
+    }
+
+    /// Creates an address explicitly.
+    pub async fn create_address(self: &Arc<Self>, name: &str, routing: Option<RoutingType>) -> Result<()> {
+        self.ensure_address(name, routing, Create::Explicit).await
+    }
+
+    /// Deletes an address; with `force` also its queues and their messages.
+    pub async fn delete_address(&self, name: &str, force: bool) -> Result<()> {
+        let (commit, closed) = {
+            let mut reg = self.write();
+            let Some(address) = reg.addresses.get(name) else {
+                return Err(BrokerError::AddressNotFound(name.to_owned()));
+            };
+            if !address.queues.is_empty() && !force {
+                return Err(BrokerError::FailedPrecondition(format!(
+                    "address '{name}' still has {} queue(s); delete them first or use force",
+                    address.queues.len()
+                )));
+            }
+            let names: Vec<String> = address.queues.iter().map(|q| q.name.clone()).collect();
+            let mut ops = Vec::new();
+            let mut closed = Vec::new();
+            for q in names.iter().filter_map(|n| reg.unbind(n)) {
+                if q.durable {
+                    ops.push(Op::DeleteQueue(q.id));
+                }
+                closed.push(q);
+            }
+            reg.addresses.remove(name);
+            ops.push(Op::DeleteAddress(name.to_owned()));
+            (self.submit(ops), closed)
+        };
+        closed.iter().for_each(|q| q.close());
+        self.commit(commit).await
+    }
+
+    /// Creates a queue on an address (created if missing).
+    pub async fn create_queue(
+        self: &Arc<Self>,
+        address: &str,
+        name: &str,
+        routing: Option<RoutingType>,
+        durable: bool,
+        filter: Option<&str>,
+        auto_created: bool,
+    ) -> Result<Arc<Queue>> {
+        message::check_name("queue", name)?;
+        let filter = parse_filter(filter.unwrap_or(""))?;
+        self.ensure_address(address, routing, Create::Explicit).await?;
+        let routing = routing.unwrap_or_else(|| self.settings_for(address).default_address_routing_type);
+        let (commit, queue) = {
+            let mut reg = self.write();
+            if reg.queues.contains_key(name) {
+                return Err(BrokerError::QueueExists(name.to_owned()));
+            }
+            if !reg.addresses.contains_key(address) {
+                return Err(BrokerError::AddressNotFound(address.to_owned()));
+            }
+            let mut ops = Vec::new();
+            let new = NewQueue {
+                address,
+                name,
+                routing,
+                durable,
+                filter,
+                auto_created,
+            };
+            let q = self.new_queue(&mut reg, &mut ops, new);
+            (self.submit(ops), q)
+        };
+        self.commit(commit).await?;
+        self.spawn_dispatcher(queue.clone());
+        Ok(queue)
+    }
+
+    /// Deletes a queue with its messages; its consumers' streams end.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let (commit, queue) = {
+            let mut reg = self.write();
+            let queue = reg
+                .unbind(name)
+                .ok_or_else(|| BrokerError::QueueNotFound(name.to_owned()))?;
+            let ops = if queue.durable {
+                vec![Op::DeleteQueue(queue.id)]
+            } else {
+                Vec::new()
+            };
+            (self.submit(ops), queue)
+        };
+        queue.close();
+        self.commit(commit).await
+    }
+
+    pub fn queue(&self, name: &str) -> Result<Arc<Queue>> {
+        self.read()
+            .queues
+            .get(name)
+            .cloned()
+            .ok_or_else(|| BrokerError::QueueNotFound(name.to_owned()))
+    }
+
+    /// Every queue, by name.
+    pub fn queues(&self) -> Vec<Arc<Queue>> {
+        let mut queues: Vec<Arc<Queue>> = self.read().queues.values().cloned().collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        queues
+    }
+
+    /// The queue a consumer asked for; auto-created (anycast, on an address of the same
+    /// name) when it does not exist and the settings allow it.
+    pub async fn queue_for_consumer(self: &Arc<Self>, name: &str) -> Result<Arc<Queue>> {
+        if let Ok(queue) = self.queue(name) {
+            return Ok(queue);
+        }
+        message::check_name("queue", name)?;
+        if !self.settings_for(name).auto_create_queues {
+            return Err(BrokerError::QueueNotFound(name.to_owned()));
+        }
+        self.queue_or_create(name, name, Some(RoutingType::Anycast), None)
+            .await
+    }
+
+    /// The named queue, created (durable, auto-created) if it does not exist yet; a
+    /// concurrent creation of the same queue is not an error.
+    pub(super) async fn queue_or_create(
+        self: &Arc<Self>,
+        address: &str,
+        name: &str,
+        routing: Option<RoutingType>,
+        filter: Option<&str>,
+    ) -> Result<Arc<Queue>> {
+        match self
+            .create_queue(address, name, routing, true, filter, true)
+            .await
+        {
+            Err(BrokerError::QueueExists(_)) => self.queue(name),
+            other => other,
+        }
+    }
+
+    /// Applies a new config: its address-settings take effect for every queue at
+    /// once (consumers stay attached), and its addresses and queues are created if new.
+    pub async fn reload(self: &Arc<Self>, config: &Config) -> Result<()> {
+        check_limits(config)?;
+        self.settings.replace(config);
+        self.declare(config).await?;
+        for queue in self.queues() {
+            queue.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Makes sure the addresses and queues a config declares exist.
+    pub(super) async fn declare(self: &Arc<Self>, config: &Config) -> Result<()> {
+        for address in &config.addresses {
+            self.ensure_address(&address.name, Some(address.routing_type), Create::Explicit)
+                .await?;
+            for q in &address.queues {
+                if !self.read().queues.contains_key(&q.name) {
+                    self.create_queue(
+                        &address.name,
+                        &q.name,
+                        Some(q.routing_type),
+                        q.durable,
+                        q.filter.as_deref(),
+                        false,
+                    )
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! A consumer's side: subscribing to a queue, settles answered once durable, and
+//! what happens to its deliveries when it goes away.
+//!
+//! Credit is AMQP link credit: every delivery uses one, the consumer grants more,
+//! and nothing else changes it — a settle the broker refuses leaves its deliveries
+//! outstanding and their credit used, so a consumer that grants one credit per
+//! settled delivery keeps a steady window.
+//!
+//! A consumer's settles are taken from the queue at once, in stream order, and
+//! their commits run concurrently as engine tasks (so a consumer that acks every
+//! message is not held to one fsync per ack), each answered once durable.
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use super::{Broker, Settlement, parse_filter};
+use crate::error::{BrokerError, Result};
+use crate::queue::{ConsumerId, Dispatched, Queue};
+
+/// A consumer attached to a queue.
+pub struct Subscription {
+    pub queue: Arc<Queue>,
+    pub consumer: ConsumerId,
+    /// Batches of deliveries; ends when the queue is deleted.
+    pub deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
+}
+
+/// The answer to a consumer's settle.
+#[derive(Debug)]
+pub enum Settled {
+    /// Applied, and durable.
+    Done {
+        /// The delivery ids that were settled.
+        settled: Vec<u64>,
+        /// Ids that were not outstanding for this consumer.
+        unknown: Vec<u64>,
+    },
+    /// Not applied (an unknown or finished transaction): nothing was settled, the
+    /// deliveries stay outstanding and keep the credit they used.
+    Refused(BrokerError),
+}
+
+impl Broker {
+    /// Attaches a consumer to a queue (auto-created as the settings allow) with
+    /// `credit` and an optional selector.
+    pub async fn subscribe(self: &Arc<Self>, queue: &str, credit: u32, filter: &str) -> Result<Subscription> {
+        let filter = parse_filter(filter)?.map(Arc::new);
+        let queue = self.queue_for_consumer(queue).await?;
+        let consumer = self.next_consumer_id();
+        let deliveries = queue
+            .attach(consumer, credit, filter)
+            .ok_or_else(|| BrokerError::QueueNotFound(queue.name.clone()))?;
+        Ok(Subscription {
+            queue,
+            consumer,
+            deliveries,
+        })
+    }
+
+    /// Settles deliveries of `consumer`: they leave the queue now, and the settle's
+    /// commit runs as an engine task that calls `answer` once it is durable (or has
+    /// failed). An ack inside `transaction` joins that transaction instead. A settle
+    /// that breaks the protocol (a transactional settle that is not an ack) is an
+    /// error at once, and nothing is settled.
+    pub fn settle_deliveries(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        consumer: ConsumerId,
+        delivery_ids: Vec<u64>,
+        how: Settlement,
+        transaction: Option<u64>,
+        answer: impl FnOnce(Result<Settled>) + Send + 'static,
+    ) -> Result<()> {
+        if let Some(transaction) = transaction {
+            if how != Settlement::Ack {
+                return Err(BrokerError::InvalidArgument(
+                    "only an ACK can be part of a transaction".into(),
+                ));
+            }
+            if let Err(err) = self.transactions.check(transaction) {
+                answer(Ok(Settled::Refused(err)));
+                return Ok(());
+            }
+        }
+        let (entries, unknown) = queue.take_delivered(consumer, &delivery_ids);
+        let settled: Vec<u64> = if unknown.is_empty() {
+            delivery_ids
+        } else {
+            let unknown: HashSet<u64> = unknown.iter().copied().collect();
+            delivery_ids
+                .into_iter()
+                .filter(|id| !unknown.contains(id))
+                .collect()
+        };
+        let (broker, queue) = (self.clone(), queue.clone());
+        self.spawn(async move {
+            let result = match transaction {
+                Some(transaction) => match broker.transactions.add_acks(transaction, &queue, entries) {
+                    Ok(()) => Ok(()),
+                    // Rolled back meanwhile: the acks count as failed deliveries.
+                    Err(entries) => broker.fail(&queue, entries, "transaction ended", None).await,
+                },
+                None => broker.settle(&queue, entries, how).await,
+            };
+            answer(result.map(|()| Settled::Done { settled, unknown }));
+        });
+        Ok(())
+    }
+
+    /// A consumer went away: what it held counts as failed deliveries, unless it had
+    /// announced a graceful close (then it is released). When the broker itself is
+    /// stopping they simply stay where storage has them.
+    pub async fn consumer_gone(self: &Arc<Self>, queue: &Arc<Queue>, consumer: ConsumerId) {
+        let (entries, closing) = queue.detach(consumer);
+        if entries.is_empty() || self.is_shutting_down() {
+            return;
+        }
+        let result = if closing {
+            self.release(queue, entries).await
+        } else {
+            self.fail(queue, entries, "consumer went away", None).await
+        };
+        if let Err(err) = result {
+            warn!(queue = %queue.name, %err, "could not return the consumer's messages");
+        }
+    }
+}

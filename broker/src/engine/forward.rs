@@ -1,0 +1,241 @@
+//! Messages that leave their queue for another address: dead letters, expired
+//! messages, a redelivery schedule's `move(...)`, and the management operations
+//! that move messages (`move`, `retry`).
+//!
+//! Every move is one commit: the removal from the queue and the new message(s) on
+//! the target together, so after any crash the message is in exactly one of them.
+//! If the commit fails, the message is back in its queue as it was.
+use std::sync::Arc;
+
+use rebound_config::{EffectiveSettings, MoveTarget};
+use rebound_storage::{MessageRecord, Op};
+use tracing::{info, warn};
+
+use super::Broker;
+use super::addresses::Create;
+use super::ops::removal_ops;
+use super::send::{deliver_arrivals, place};
+use crate::dead_letter::{self, Reason};
+use crate::error::Result;
+use crate::postoffice::Registry;
+use crate::queue::{Entry, Queue};
+use crate::time::now_ms;
+
+/// Where a message that leaves its queue for another address goes.
+#[derive(Debug)]
+pub(super) enum Forward {
+    DeadLetter(Reason),
+    Expire,
+    Move(MoveTarget),
+    Delete,
+}
+
+/// What [`Broker::move_entry`] did.
+pub(super) enum Moved {
+    Done,
+    /// No queue of the target took the message; it changed nothing.
+    NoTarget(Entry),
+}
+
+impl Broker {
+    /// Moves messages taken from `queue` on to where `Forward` says, or drops them
+    /// when there is nowhere to go. On an error, the message that failed and those
+    /// not yet moved are back in `queue`.
+    pub(super) async fn forward(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        items: Vec<(Entry, Forward)>,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let settings = self.settings_for(&queue.address);
+        let mut items = items.into_iter();
+        while let Some((entry, how)) = items.next() {
+            if let Err(err) = self.forward_one(queue, &settings, entry, how).await {
+                queue.requeue(items.map(|(e, _)| (e, 0)), now_ms());
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    async fn forward_one(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        settings: &EffectiveSettings,
+        entry: Entry,
+        how: Forward,
+    ) -> Result<()> {
+        let target = match self.forward_target(queue, settings, how).await {
+            Ok(target) => target,
+            Err(err) => {
+                warn!(queue = %queue.name, message = entry.id, %err, "cannot prepare the target address");
+                None
+            }
+        };
+        let record = match self.load(queue, &entry) {
+            Ok(Some(record)) => record,
+            Ok(None) => return Ok(()),
+            Err(err) => {
+                queue.requeue([(entry, 0)], now_ms());
+                return Err(err);
+            }
+        };
+        let Some((address, reason)) = target else {
+            return self.drop_message(queue, entry, "no address to move it to").await;
+        };
+        let id = entry.id;
+        let copy = dead_letter::copy_for(
+            &record,
+            &entry,
+            &queue.name,
+            queue.routing_type,
+            &address,
+            &reason,
+            now_ms(),
+        );
+        if let Moved::NoTarget(entry) = self
+            .move_entry(queue, entry, copy, |reg, copy| reg.route(copy))
+            .await?
+        {
+            let why = format!("address '{address}' has no queue for it");
+            return self.drop_message(queue, entry, &why).await;
+        }
+        queue.count(|c| match reason {
+            Reason::Expired => c.expired += 1,
+            Reason::Moved => {}
+            _ => c.dead_lettered += 1,
+        });
+        info!(queue = %queue.name, message = id, to = %address, %reason, "moved message");
+        Ok(())
+    }
+
+    /// Moves `entry`, already taken from `queue`, as `copy` to the queues `targets`
+    /// picks: its removal and the new message are one commit. When no queue takes it
+    /// nothing changes and the entry is handed back; on an error it is back in
+    /// `queue`.
+    pub(super) async fn move_entry(
+        &self,
+        queue: &Queue,
+        entry: Entry,
+        copy: MessageRecord,
+        targets: impl FnOnce(&Registry, &MessageRecord) -> Vec<Arc<Queue>>,
+    ) -> Result<Moved> {
+        let ops = removal_ops(queue, [&entry]);
+        match self.relocate(copy, ops, targets).await {
+            Ok(true) => Ok(Moved::Done),
+            Ok(false) => Ok(Moved::NoTarget(entry)),
+            Err(err) => {
+                queue.requeue([(entry, 0)], now_ms());
+                Err(err)
+            }
+        }
+    }
+
+    /// Stores `record` as a new message in the queues `targets` picks for it, in one
+    /// commit with `ops`. Returns false, changing nothing, if no queue takes it.
+    async fn relocate(
+        &self,
+        mut record: MessageRecord,
+        mut ops: Vec<Op>,
+        targets: impl FnOnce(&Registry, &MessageRecord) -> Vec<Arc<Queue>>,
+    ) -> Result<bool> {
+        let now = now_ms();
+        record.message_id = self.store.generate_id()?;
+        record.timestamp_ms = now;
+        let mut arrivals = Vec::new();
+        let commit = {
+            let reg = self.read();
+            let targets = targets(&reg, &record);
+            if targets.is_empty() {
+                return Ok(false);
+            }
+            place(record, targets, &mut ops, &mut arrivals);
+            self.submit(ops)
+        };
+        self.commit(commit).await?;
+        deliver_arrivals(arrivals, now);
+        Ok(true)
+    }
+
+    /// Where a leaving message goes: the address and the reason it carries, creating
+    /// the address (and the DLQ/expiry queue) when the settings say so; None = drop.
+    async fn forward_target(
+        self: &Arc<Self>,
+        queue: &Queue,
+        settings: &EffectiveSettings,
+        how: Forward,
+    ) -> Result<Option<(String, Reason)>> {
+        let (address, reason, own_queue) = match how {
+            Forward::Delete => return Ok(None),
+            Forward::DeadLetter(reason) => {
+                let Some(dla) = settings.dead_letter_address.clone() else {
+                    return Ok(None);
+                };
+                let own = settings.auto_create_dead_letter_resources.then(|| {
+                    format!(
+                        "{}{}{}",
+                        settings.dead_letter_queue_prefix, queue.address, settings.dead_letter_queue_suffix
+                    )
+                });
+                (dla, reason, own)
+            }
+            Forward::Expire => {
+                let Some(address) = settings.expiry_address.clone() else {
+                    return Ok(None);
+                };
+                let own = settings.auto_create_expiry_resources.then(|| {
+                    format!(
+                        "{}{}{}",
+                        settings.expiry_queue_prefix, queue.address, settings.expiry_queue_suffix
+                    )
+                });
+                (address, Reason::Expired, own)
+            }
+            Forward::Move(target) => {
+                let address = target.address_for(&queue.address);
+                let routing = target.kind.routing_type(queue.routing_type);
+                self.ensure_address(&address, Some(routing), Create::ForMove)
+                    .await?;
+                return Ok(Some((address, Reason::Schedule)));
+            }
+        };
+        let Some(own_queue) = own_queue else {
+            // Routed like a send to that address.
+            self.ensure_address(&address, None, Create::OnSend).await?;
+            return Ok(Some((address, reason)));
+        };
+        if !self.read().queues.contains_key(&own_queue) {
+            // As in Artemis, the auto-created queue filters on the original address, so
+            // it holds only that address's messages.
+            let filter = format!(
+                "{} = '{}'",
+                dead_letter::ORIG_ADDRESS,
+                queue.address.replace('\'', "''")
+            );
+            self.queue_or_create(&address, &own_queue, None, Some(&filter))
+                .await?;
+        }
+        Ok(Some((address, reason)))
+    }
+
+    /// Drops a message taken from `queue` for good, with a WARN line that names it.
+    async fn drop_message(&self, queue: &Queue, entry: Entry, why: &str) -> Result<()> {
+        warn!(
+            message = entry.id,
+            address = %queue.address,
+            queue = %queue.name,
+            delivery_count = entry.delivery_count,
+            "dropping message: {why}"
+        );
+        queue.count(|c| c.dropped += 1);
+        self.commit(self.submit(removal_ops(queue, [&entry]))).await
+    }
+
+    /// Handles messages the dispatcher found expired.
+    pub(super) async fn expire(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>) -> Result<()> {
+        let items = entries.into_iter().map(|e| (e, Forward::Expire)).collect();
+        self.forward(queue, items).await
+    }
+}

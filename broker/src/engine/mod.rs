@@ -1,0 +1,234 @@
+//! The engine: addresses, queues and the life of a message from send to ack.
+//!
+//! [`Broker`] owns the post office (the registry of addresses and queues), the
+//! address-settings and the store. It is one type, but each of its operations lives
+//! in a file of its own, all of them `impl Broker` blocks over the state defined here:
+//!
+//! | file | what |
+//! |---|---|
+//! | `addresses.rs` | creating and deleting addresses and queues; declaring a config's; reload |
+//! | `send.rs` | validating, routing and storing what producers send |
+//! | `consume.rs` | subscribing consumers, their settles, and consumers that go away |
+//! | `settle.rs` | acks, nacks, releases: the redelivery policy carried out |
+//! | `forward.rs` | messages that leave their queue for another address (dead letters, expiry, schedule moves, management moves) |
+//! | `manage.rs` | browsing, and the management operations on queued messages |
+//! | `transact.rs` | committing and rolling back local transactions |
+//! | `dispatch.rs` | the per-queue task that hands messages to consumers |
+//! | `recovery.rs` | rebuilding the registry from the store at start-up |
+//! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
+//!
+//! These files call each other's methods but never import each other's modules
+//! (only the types they share), so the imports of the engine form no circle.
+//!
+//! Durability: every change that must survive a restart becomes storage [`Op`]s
+//! committed *before* the in-memory state shows it (a send is acknowledged, a dead
+//! letter appears in its DLQ, only once it is on disk); removals (acks) leave memory
+//! first and disk right after.
+//!
+//! Ordering across commits: commits that add messages, addresses or queues are
+//! submitted while the registry lock is held (shared for messages, exclusive for
+//! creating and deleting queues), so a message can never be written after the
+//! deletion of its queue. Commits that only remove messages or rewrite the delivery
+//! state of messages already queued (settles, purges, persisted counts) are not; a
+//! queue's deletion removes its whole key range, and recovery lists only messages,
+//! so such a commit landing after it leaves nothing a restart would bring back.
+//!
+//! Tasks: every task the engine starts (dispatchers, settles, the sessions and
+//! watchers the daemon hands it) runs on [`Broker::spawn`], so that
+//! [`Broker::close`] can wait for all of them before it closes the store.
+mod addresses;
+mod consume;
+mod dispatch;
+mod forward;
+mod manage;
+mod ops;
+mod recovery;
+mod send;
+mod settle;
+mod transact;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use rebound_config::{Config, EffectiveSettings, ResolvedSettings};
+use rebound_selector::Selector;
+use rebound_storage::{Commit, MAX_RECORD_BYTES, MessageRecord, Op, Store};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::info;
+
+use crate::error::{BrokerError, Result};
+use crate::postoffice::Registry;
+use crate::queue::{ConsumerId, Entry, Queue};
+use crate::settings::Settings;
+use crate::transactions::Transactions;
+
+pub use consume::{Settled, Subscription};
+pub use manage::{Browsed, RetryOutcome, Selection};
+pub use send::Sent;
+pub use settle::Settlement;
+
+/// The engine. Cheap to share as `Arc<Broker>`.
+pub struct Broker {
+    store: Arc<dyn Store>,
+    registry: RwLock<Registry>,
+    settings: Settings,
+    next_queue_id: AtomicU32,
+    next_consumer_id: AtomicU64,
+    /// Cancelled when the broker shuts down: consumer streams and dispatchers stop.
+    shutdown: CancellationToken,
+    /// Every task the engine runs; [`Broker::close`] waits for them.
+    tasks: TaskTracker,
+    transactions: Transactions,
+    started: Instant,
+}
+
+impl Broker {
+    /// Rebuilds the broker from storage, then makes sure the addresses and queues of
+    /// the config exist, and starts every queue's dispatcher.
+    pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
+        let started = Instant::now();
+        check_limits(config)?;
+        let recovered = recovery::rebuild(store.recover()?);
+        let broker = Arc::new(Broker {
+            store,
+            registry: RwLock::new(recovered.registry),
+            settings: Settings::new(config),
+            next_queue_id: AtomicU32::new(recovered.max_queue_id + 1),
+            next_consumer_id: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            transactions: Transactions::default(),
+            started,
+        });
+        for queue in broker.read().queues.values() {
+            broker.spawn_dispatcher(queue.clone());
+        }
+        broker.declare(config).await?;
+        info!(
+            queues = broker.read().queues.len(),
+            messages = recovered.messages,
+            ms = started.elapsed().as_millis() as u64,
+            "recovered"
+        );
+        Ok(broker)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `task` as one of the engine's own: [`close`](Self::close) waits for it.
+    /// Tasks that serve a client should end when [`shutdown`](Self::shutdown) fires.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn(task);
+    }
+
+    /// Fires when the broker begins to shut down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Whether the broker has begun to shut down.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// The effective address-settings of an address.
+    pub fn settings_for(&self, address: &str) -> Arc<EffectiveSettings> {
+        self.settings.for_address(address)
+    }
+
+    /// The effective settings of an address with where each value came from.
+    pub fn resolve_settings(&self, address: &str) -> ResolvedSettings {
+        self.settings.resolve(address)
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    pub fn next_consumer_id(&self) -> ConsumerId {
+        self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Waits until a commit (if any) is durable.
+    async fn commit(&self, commit: Option<Commit>) -> Result<()> {
+        match commit {
+            Some(c) => Ok(c.await?),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands ops (if any) to the store's group commit.
+    fn submit(&self, ops: Vec<Op>) -> Option<Commit> {
+        (!ops.is_empty()).then(|| self.store.commit(ops))
+    }
+
+    /// The message of an entry: in memory, or read from storage.
+    pub fn load(&self, queue: &Queue, entry: &Entry) -> Result<Option<Arc<MessageRecord>>> {
+        match &entry.record {
+            Some(record) => Ok(Some(record.clone())),
+            None => Ok(self.store.read_message(queue.id, entry.id)?.map(Arc::new)),
+        }
+    }
+
+    /// Shuts down, in order: consumer streams, transacted sessions and dispatchers
+    /// are told to stop; every task the engine runs is awaited, so settles and
+    /// commits already under way finish; then the store is flushed, fsynced and
+    /// closed.
+    pub async fn close(&self) -> Result<()> {
+        self.shutdown.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        Ok(self.store.close()?)
+    }
+}
+
+/// Room kept between `max-message-size` and the largest record the store takes, for
+/// what the broker adds to a message (a dead letter's `_AMQ_ORIG_*` and failures).
+const BROKER_PROPERTY_ROOM: u64 = 64 * 1024;
+
+/// The largest `max-message-size` the store can honour.
+pub const MAX_MESSAGE_SIZE_LIMIT: u64 = MAX_RECORD_BYTES as u64 - BROKER_PROPERTY_ROOM;
+
+/// Refuses settings that promise more than the store can keep.
+fn check_limits(config: &Config) -> Result<()> {
+    for (pattern, entry) in config.address_settings.iter() {
+        if let Some(size) = entry.max_message_size
+            && size > MAX_MESSAGE_SIZE_LIMIT
+        {
+            return Err(BrokerError::InvalidArgument(format!(
+                "address-settings match \"{pattern}\": max-message-size {size} is larger than the \
+                 largest message the store keeps ({MAX_MESSAGE_SIZE_LIMIT} bytes)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A queue or consumer filter; empty text means none.
+pub fn parse_filter(text: &str) -> Result<Option<Selector>> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    Selector::parse(text)
+        .map(Some)
+        .map_err(|e| BrokerError::InvalidArgument(format!("filter {text:?}: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

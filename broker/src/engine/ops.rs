@@ -1,0 +1,30 @@
+//! The storage ops the engine writes for messages already in a queue: removing
+//! them, and recording their delivery state (count, failures, when a delayed
+//! redelivery is due) so that a restart finds them as they were.
+use rebound_storage::{DeliveryState, Op};
+
+use crate::queue::{Entry, Queue};
+
+/// The storage ops that remove `entries` of `queue` (those it stored).
+pub(super) fn removal_ops<'a>(queue: &Queue, entries: impl IntoIterator<Item = &'a Entry>) -> Vec<Op> {
+    entries
+        .into_iter()
+        .filter(|e| e.stored)
+        .map(|e| Op::RemoveMessage {
+            queue: queue.id,
+            id: e.id,
+        })
+        .collect()
+}
+
+pub(super) fn state_op(queue: &Queue, entry: &Entry, scheduled_at_ms: u64) -> Op {
+    Op::PutState {
+        queue: queue.id,
+        id: entry.id,
+        state: DeliveryState {
+            delivery_count: entry.delivery_count,
+            scheduled_at_ms,
+            failures: entry.failures.clone(),
+        },
+    }
+}

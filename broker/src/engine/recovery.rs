@@ -1,0 +1,80 @@
+//! Start-up: the registry of addresses and queues rebuilt from what the store
+//! recovered, each queue's index in place (bodies stay on disk), delivery counts
+//! and scheduled redeliveries as they were stored.
+use std::sync::Arc;
+
+use rebound_storage::Recovered;
+use tracing::warn;
+
+use super::parse_filter;
+use crate::postoffice::{Address, Registry};
+use crate::queue::{Entry, Queue};
+use crate::routing;
+use crate::time::now_ms;
+
+/// What [`rebuild`] made.
+pub(super) struct Rebuilt {
+    pub registry: Registry,
+    /// The highest queue id in use; new queues get higher ones.
+    pub max_queue_id: u32,
+    /// Messages restored, for the start-up log line.
+    pub messages: usize,
+}
+
+pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
+    let mut registry = Registry::default();
+    for record in recovered.addresses {
+        registry
+            .addresses
+            .insert(record.name.clone(), Address::from_record(record));
+    }
+    let now = now_ms();
+    let mut max_queue_id = 0;
+    let mut messages = 0usize;
+    for rq in recovered.queues {
+        let record = rq.record;
+        max_queue_id = max_queue_id.max(record.id);
+        let filter = parse_filter(&record.filter).unwrap_or_else(|err| {
+            warn!(queue = %record.name, %err, "stored filter no longer parses; ignoring it");
+            None
+        });
+        let routing = routing::from_store(record.routing_type);
+        let queue = Arc::new(Queue::new(
+            record.id,
+            record.name,
+            record.address,
+            routing,
+            true,
+            record.auto_created,
+            filter,
+        ));
+        messages += rq.messages.len();
+        queue.requeue(
+            rq.messages.into_iter().map(|m| {
+                let state = m.state.unwrap_or_default();
+                let entry = Entry {
+                    id: m.id,
+                    priority: m.priority.min(9) as u8,
+                    expiration_ms: m.expiration_ms,
+                    size: m.size as u64,
+                    delivery_count: state.delivery_count,
+                    failures: state.failures,
+                    stored: true,
+                    record: None,
+                };
+                (entry, state.scheduled_at_ms)
+            }),
+            now,
+        );
+        registry
+            .addresses
+            .entry(queue.address.clone())
+            .or_insert_with(|| Address::new(queue.address.clone(), routing, true));
+        registry.bind(queue);
+    }
+    Rebuilt {
+        registry,
+        max_queue_id,
+        messages,
+    }
+}

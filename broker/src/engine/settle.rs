@@ -1,0 +1,156 @@
+//! Settling: what happens to deliveries once a consumer has answered for them, or
+//! has gone without answering.
+//!
+//! An ack removes the message. A nack, a rolled-back ack and a consumer that dies
+//! holding a delivery all count as a failed attempt and go through the redelivery
+//! policy (`redelivery.rs`): back at once, back after a delay (waiting in the
+//! queue's timeline), or on to the dead-letter address (`forward.rs`). A release is
+//! not an attempt: the message is back at once with its count restored.
+//!
+use std::sync::Arc;
+
+use tracing::info;
+
+use super::Broker;
+use super::forward::Forward;
+use super::ops::{removal_ops, state_op};
+use crate::dead_letter::Reason;
+use crate::error::Result;
+use crate::queue::{Entry, Queue};
+use crate::redelivery::{self, Decision};
+use crate::time::now_ms;
+
+/// How a consumer settled its deliveries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    Ack,
+    /// Failed: counts as an attempt; redelivered or dead-lettered per the settings.
+    Nack {
+        reason: String,
+        retry_after_ms: Option<u64>,
+    },
+    /// Not processed: back at once, not counted.
+    Release,
+    /// Will never succeed: straight to the dead-letter address.
+    DeadLetter {
+        reason: String,
+    },
+}
+
+impl Broker {
+    /// Carries out a settlement of deliveries already taken from the queue.
+    pub async fn settle(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+        how: Settlement,
+    ) -> Result<()> {
+        match how {
+            Settlement::Ack => {
+                let n = entries.len() as u64;
+                queue.count(|c| c.acked += n);
+                self.commit(self.submit(removal_ops(queue, &entries))).await
+            }
+            Settlement::Release => self.release(queue, entries).await,
+            Settlement::Nack {
+                reason,
+                retry_after_ms,
+            } => self.fail(queue, entries, &reason, retry_after_ms).await,
+            Settlement::DeadLetter { reason } => {
+                let items = entries
+                    .into_iter()
+                    .map(|e| (e, Forward::DeadLetter(Reason::Rejected(reason.clone()))))
+                    .collect();
+                self.forward(queue, items).await
+            }
+        }
+    }
+
+    /// Back at once, and the delivery does not count.
+    pub(super) async fn release(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
+        let now = now_ms();
+        let persist = self.settings.persist_count_before_delivery();
+        let mut ops = Vec::new();
+        let back: Vec<(Entry, u64)> = entries
+            .into_iter()
+            .map(|mut e| {
+                e.delivery_count = e.delivery_count.saturating_sub(1);
+                if e.stored && persist {
+                    ops.push(state_op(queue, &e, 0));
+                }
+                (e, 0)
+            })
+            .collect();
+        let result = self.commit(self.submit(ops)).await;
+        queue.requeue(back, now);
+        result
+    }
+
+    /// Applies the redelivery policy to failed deliveries taken from `queue`.
+    pub(super) async fn fail(
+        self: &Arc<Self>,
+        queue: &Arc<Queue>,
+        entries: Vec<Entry>,
+        reason: &str,
+        retry_after_ms: Option<u64>,
+    ) -> Result<()> {
+        let settings = self.settings_for(&queue.address);
+        if let Some(asked) = retry_after_ms
+            && let Some(cap) = redelivery::retry_after_cap(&settings, asked)
+        {
+            info!(
+                queue = %queue.name,
+                asked_ms = asked,
+                max_retry_after_ms = cap,
+                "a consumer's retry-after is longer than max-retry-after; redelivering after max-retry-after"
+            );
+        }
+        let now = now_ms();
+        let reason = if reason.is_empty() { "nack" } else { reason };
+        let mut ops = Vec::new();
+        let mut back = Vec::new();
+        let mut forwards = Vec::new();
+        {
+            let mut rng = rand::rng();
+            for mut entry in entries {
+                entry.record_failure(now, reason.to_owned());
+                match redelivery::decide(&settings, entry.delivery_count, retry_after_ms, &mut rng) {
+                    Decision::Redeliver { delay_ms } => {
+                        let due = if delay_ms > 0 {
+                            now.saturating_add(delay_ms)
+                        } else {
+                            0
+                        };
+                        if entry.stored {
+                            ops.push(state_op(queue, &entry, due));
+                        }
+                        back.push((entry, due));
+                    }
+                    Decision::DeadLetter => {
+                        forwards.push((entry, Forward::DeadLetter(Reason::MaxDeliveryAttempts)))
+                    }
+                    Decision::Move(target) => forwards.push((entry, Forward::Move(target))),
+                    Decision::Delete => forwards.push((entry, Forward::Delete)),
+                }
+            }
+        }
+        let result = self.commit(self.submit(ops)).await;
+        queue.requeue(back, now);
+        self.forward(queue, forwards).await?;
+        result
+    }
+
+    /// Stores the delivery counts of messages about to be delivered
+    /// (`persist-delivery-count-before-delivery`).
+    pub(super) async fn persist_counts(
+        &self,
+        queue: &Queue,
+        entries: impl Iterator<Item = &Entry>,
+    ) -> Result<()> {
+        let ops = entries
+            .filter(|e| e.stored)
+            .map(|e| state_op(queue, e, 0))
+            .collect();
+        self.commit(self.submit(ops)).await
+    }
+}

@@ -1,0 +1,111 @@
+//! Local transactions, as a JMS transacted session has them.
+//!
+//! A transaction gathers sends and acks. Sends are validated and given their ids at
+//! once but stay in memory, invisible; acked messages leave their queue (no one else
+//! gets them) but stay in storage. Commit writes all of it — the new messages and the
+//! removals — in ONE storage commit, so after a crash either all of a transaction
+//! happened or none of it. Rollback discards the sends and hands the acked messages to
+//! the redelivery policy as failed deliveries (count incremented, delay, DLA).
+//!
+//! Every transaction belongs to the session (a `Transact` stream) that began it;
+//! when the session ends, its open transactions are rolled back. Ordering
+//! consequence: a rolled-back message may be redelivered to any consumer of its
+//! queue, and after a redelivery delay it comes back behind messages sent later.
+use std::sync::Arc;
+
+use rebound_storage::MessageRecord;
+use tracing::{info, warn};
+
+use super::Broker;
+use super::ops::removal_ops;
+use crate::error::Result;
+use crate::queue::{Entry, Queue};
+use crate::transactions::{Outcome, SessionId};
+
+impl Broker {
+    /// Begins a transaction of `session`; returns its id.
+    pub fn begin_transaction(&self, session: SessionId) -> u64 {
+        self.transactions.begin(session)
+    }
+
+    /// Validates messages and adds them to a transaction of `session`; returns
+    /// their ids. They become visible only when it commits.
+    pub fn send_in_transaction(
+        &self,
+        id: u64,
+        session: SessionId,
+        batch: Vec<MessageRecord>,
+    ) -> Result<Vec<u64>> {
+        let records = self.prepare(batch)?;
+        let ids = records.iter().map(|r| r.message_id).collect();
+        self.transactions.add_sends(id, session, records)?;
+        Ok(ids)
+    }
+
+    /// Commits: the sends become visible and the acked messages are removed, durably
+    /// and together. If storage fails, the transaction is rolled back.
+    pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
+        let tx = self.transactions.finish(id, session, "committed")?;
+        let outcome = Outcome {
+            sends: tx.sends.len() as u32,
+            acks: tx.acks.len() as u32,
+        };
+        let removals = tx.acks.iter().flat_map(|(q, e)| removal_ops(q, [e])).collect();
+        match self.route_sends(tx.sends, removals).await {
+            Ok(_) => {
+                for (queue, _) in &tx.acks {
+                    queue.count(|c| c.acked += 1);
+                }
+                Ok(outcome)
+            }
+            Err(err) => {
+                self.return_acks(tx.acks, "transaction commit failed").await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Rolls back: sends discarded, acked messages returned as failed deliveries.
+    pub async fn rollback_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
+        let tx = self.transactions.finish(id, session, "rolled back")?;
+        let outcome = Outcome {
+            sends: tx.sends.len() as u32,
+            acks: tx.acks.len() as u32,
+        };
+        self.return_acks(tx.acks, "transaction rolled back").await;
+        Ok(outcome)
+    }
+
+    /// Rolls back every transaction a session left open.
+    pub async fn session_gone(self: &Arc<Self>, session: SessionId) {
+        for id in self.transactions.of_session(session) {
+            if let Ok(outcome) = self.rollback_transaction(id, session).await {
+                info!(
+                    transaction = id,
+                    returned = outcome.acks,
+                    "rolled back the open transaction of a closed session"
+                );
+            }
+        }
+    }
+
+    /// Returns rolled-back acks to their queues as failed deliveries. When the broker
+    /// is stopping they stay where storage has them, as a consumer's do.
+    async fn return_acks(self: &Arc<Self>, acks: Vec<(Arc<Queue>, Entry)>, reason: &str) {
+        if self.is_shutting_down() {
+            return;
+        }
+        let mut by_queue: Vec<(Arc<Queue>, Vec<Entry>)> = Vec::new();
+        for (queue, entry) in acks {
+            match by_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &queue)) {
+                Some((_, entries)) => entries.push(entry),
+                None => by_queue.push((queue, vec![entry])),
+            }
+        }
+        for (queue, entries) in by_queue {
+            if let Err(err) = self.fail(&queue, entries, reason, None).await {
+                warn!(queue = %queue.name, %err, "could not return rolled-back messages");
+            }
+        }
+    }
+}

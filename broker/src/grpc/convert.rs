@@ -1,0 +1,236 @@
+//! The wire types of `rebound.v1` to and from the engine's: messages, routing
+//! types, selections, settle outcomes, deliveries and queue counters. The only file
+//! that knows both the gRPC contract and the engine's types, so each can change
+//! without the other.
+use rebound_config::RoutingType;
+use rebound_protocol::v1 as pb;
+use rebound_storage::records::property_value::Value;
+use rebound_storage::{MessageRecord, PropertyValue};
+
+use crate::engine::{Browsed, RetryOutcome, Selection, Settlement};
+use crate::error::{BrokerError, Result};
+use crate::message::DEFAULT_PRIORITY;
+use crate::queue::{BrowseState, Dispatched, Queue};
+
+/// A producer's message as the engine takes it (checked by the engine).
+pub fn message_from_wire(msg: pb::OutgoingMessage) -> MessageRecord {
+    let properties = msg
+        .properties
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k,
+                PropertyValue {
+                    value: v.value.map(value_from_wire),
+                },
+            )
+        })
+        .collect();
+    MessageRecord {
+        message_id: 0,
+        address: msg.address,
+        body: msg.body,
+        properties,
+        durable: msg.durable.unwrap_or(true),
+        timestamp_ms: 0,
+        priority: msg.priority.unwrap_or(DEFAULT_PRIORITY),
+        expiration_ms: msg.expiration_ms.unwrap_or(0),
+        routing_type: 0,
+    }
+}
+
+pub fn messages_from_wire(batch: Vec<pb::OutgoingMessage>) -> Vec<MessageRecord> {
+    batch.into_iter().map(message_from_wire).collect()
+}
+
+fn value_from_wire(v: pb::property_value::Value) -> Value {
+    use pb::property_value::Value as W;
+    match v {
+        W::String(s) => Value::String(s),
+        W::Int(i) => Value::Int(i),
+        W::Double(d) => Value::Double(d),
+        W::Bool(b) => Value::Bool(b),
+        W::Bytes(b) => Value::Bytes(b),
+    }
+}
+
+fn value_to_wire(v: &Value) -> pb::property_value::Value {
+    use pb::property_value::Value as W;
+    match v {
+        Value::String(s) => W::String(s.clone()),
+        Value::Int(i) => W::Int(*i),
+        Value::Double(d) => W::Double(*d),
+        Value::Bool(b) => W::Bool(*b),
+        Value::Bytes(b) => W::Bytes(b.clone()),
+    }
+}
+
+/// The wire form of a stored message.
+pub fn message_to_wire(record: &MessageRecord) -> pb::Message {
+    pb::Message {
+        message_id: record.message_id,
+        address: record.address.clone(),
+        body: record.body.clone(),
+        properties: record
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    pb::PropertyValue {
+                        value: v.value.as_ref().map(value_to_wire),
+                    },
+                )
+            })
+            .collect(),
+        durable: record.durable,
+        timestamp_ms: record.timestamp_ms,
+        priority: record.priority,
+        expiration_ms: record.expiration_ms,
+    }
+}
+
+/// `UNSPECIFIED` is None: the settings decide.
+pub fn routing_from_wire(value: i32) -> Result<Option<RoutingType>> {
+    match pb::RoutingType::try_from(value) {
+        Ok(pb::RoutingType::Unspecified) => Ok(None),
+        Ok(pb::RoutingType::Anycast) => Ok(Some(RoutingType::Anycast)),
+        Ok(pb::RoutingType::Multicast) => Ok(Some(RoutingType::Multicast)),
+        Err(_) => Err(BrokerError::InvalidArgument(format!(
+            "unknown routing type {value}"
+        ))),
+    }
+}
+
+pub fn routing_to_wire(routing: RoutingType) -> i32 {
+    match routing {
+        RoutingType::Anycast => pb::RoutingType::Anycast as i32,
+        RoutingType::Multicast => pb::RoutingType::Multicast as i32,
+    }
+}
+
+pub fn selection_from_wire(selection: Option<pb::MessageSelection>) -> Result<Selection> {
+    let s = selection.ok_or_else(|| {
+        BrokerError::InvalidArgument("a selection (queue, filter, message id) is required".into())
+    })?;
+    Ok(Selection {
+        queue: s.queue,
+        filter: s.filter,
+        message_id: s.message_id,
+    })
+}
+
+pub fn settlement_from_wire(settle: &pb::Settle) -> Result<Settlement> {
+    Ok(match pb::Outcome::try_from(settle.outcome) {
+        Ok(pb::Outcome::Ack) => Settlement::Ack,
+        Ok(pb::Outcome::Nack) => Settlement::Nack {
+            reason: settle.reason.clone(),
+            retry_after_ms: settle.retry_after_ms,
+        },
+        Ok(pb::Outcome::Release) => Settlement::Release,
+        Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter {
+            reason: settle.reason.clone(),
+        },
+        Ok(pb::Outcome::Unspecified) | Err(_) => {
+            return Err(BrokerError::InvalidArgument(format!(
+                "settle needs an outcome (ACK, NACK, RELEASE or DEAD_LETTER), got {}",
+                settle.outcome
+            )));
+        }
+    })
+}
+
+pub fn delivery_to_wire(queue: &str, d: Dispatched) -> pb::Delivery {
+    pb::Delivery {
+        delivery_id: d.delivery_id,
+        message: Some(message_to_wire(&d.record)),
+        delivery_count: d.delivery_count,
+        redelivered: d.delivery_count > 1,
+        queue: queue.to_owned(),
+    }
+}
+
+pub fn browsed_to_wire(b: Browsed) -> pb::BrowsedMessage {
+    let (state, scheduled_at_ms) = match b.state {
+        BrowseState::Ready => (pb::MessageState::Ready, 0),
+        BrowseState::Delivering => (pb::MessageState::Delivering, 0),
+        BrowseState::Scheduled(at) => (pb::MessageState::Scheduled, at),
+    };
+    pb::BrowsedMessage {
+        message: Some(message_to_wire(&b.record)),
+        delivery_count: b.entry.delivery_count,
+        state: state as i32,
+        scheduled_at_ms,
+    }
+}
+
+pub fn retry_outcome_to_wire(o: RetryOutcome) -> pb::RetryOutcome {
+    pb::RetryOutcome {
+        message_id: o.message_id,
+        to_address: o.to_address,
+        to_queue: o.to_queue,
+        skipped: o.skipped.unwrap_or_default(),
+    }
+}
+
+pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
+    let snap = queue.snapshot();
+    pb::QueueInfo {
+        name: queue.name.clone(),
+        address: queue.address.clone(),
+        routing_type: routing_to_wire(queue.routing_type),
+        durable: queue.durable,
+        auto_created: queue.auto_created,
+        messages: snap.messages,
+        delivering: snap.delivering,
+        scheduled: snap.scheduled,
+        consumers: snap.consumers,
+        added: snap.counters.added,
+        acked: snap.counters.acked,
+        redelivered: snap.counters.redelivered,
+        dead_lettered: snap.counters.dead_lettered,
+        dropped: snap.counters.dropped,
+        expired: snap.counters.expired,
+        bytes: snap.bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_round_trip() {
+        let mut m = pb::OutgoingMessage {
+            address: "a".into(),
+            ..Default::default()
+        };
+        m.properties.insert(
+            "n".into(),
+            pb::PropertyValue {
+                value: Some(pb::property_value::Value::Int(5)),
+            },
+        );
+        let record = message_from_wire(m.clone());
+        assert!(record.durable);
+        assert_eq!(record.priority, DEFAULT_PRIORITY);
+        let wire = message_to_wire(&record);
+        assert_eq!(wire.properties, m.properties);
+        assert_eq!(wire.address, "a");
+    }
+
+    #[test]
+    fn routing_types_round_trip_and_unknown_ones_are_refused() {
+        for routing in [RoutingType::Anycast, RoutingType::Multicast] {
+            assert_eq!(
+                routing_from_wire(routing_to_wire(routing)).unwrap(),
+                Some(routing)
+            );
+        }
+        assert_eq!(routing_from_wire(0).unwrap(), None);
+        assert!(matches!(
+            routing_from_wire(42),
+            Err(BrokerError::InvalidArgument(_))
+        ));
+    }
+}

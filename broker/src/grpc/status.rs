@@ -1,0 +1,37 @@
+//! The one mapping from the engine's errors to gRPC status codes: every error a
+//! client sees passes here, so the same problem always has the same code and words.
+use tonic::{Code, Status};
+
+use crate::error::BrokerError;
+
+impl From<BrokerError> for Status {
+    fn from(err: BrokerError) -> Status {
+        let code = match &err {
+            BrokerError::QueueNotFound(_)
+            | BrokerError::AddressNotFound(_)
+            | BrokerError::TransactionNotFound(_) => Code::NotFound,
+            BrokerError::QueueExists(_) => Code::AlreadyExists,
+            BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
+            BrokerError::AddressFull { .. } => Code::ResourceExhausted,
+            BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
+            BrokerError::ShuttingDown => Code::Unavailable,
+            BrokerError::Storage(_) => Code::Internal,
+        };
+        Status::new(code, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_words() {
+        let status = Status::from(BrokerError::QueueNotFound("q".into()));
+        assert_eq!(
+            (status.code(), status.message()),
+            (Code::NotFound, "queue 'q' not found")
+        );
+        assert_eq!(Status::from(BrokerError::ShuttingDown).code(), Code::Unavailable);
+    }
+}

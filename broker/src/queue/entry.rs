@@ -1,0 +1,92 @@
+//! What a queue holds and hands out: message references ([`Entry`]), deliveries,
+//! picks, counters and snapshots.
+use std::sync::Arc;
+
+use rebound_storage::{FailureRecord, MessageId, MessageRecord};
+use tokio::sync::mpsc;
+
+/// How many failure reasons a message keeps; they travel with it to the DLQ.
+pub const MAX_FAILURES_KEPT: usize = 5;
+
+/// Bytes of stored messages a queue keeps in memory as well, so that a queue that
+/// keeps up with its producers delivers without reading storage back. A backlog
+/// beyond this costs only its index entries: the bodies stay on disk until delivery.
+pub const BODY_CACHE_BYTES: u64 = 8 << 20;
+
+/// A message reference held by a queue.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: MessageId,
+    pub priority: u8,
+    pub expiration_ms: u64,
+    /// Encoded size in bytes, for `max-size-bytes` and the queue's byte gauge.
+    pub size: u64,
+    /// Deliveries so far, the current one included while it is being delivered.
+    pub delivery_count: u32,
+    /// The last failures, oldest first, at most [`MAX_FAILURES_KEPT`].
+    pub failures: Vec<FailureRecord>,
+    /// Whether the message is in storage (durable message on a durable queue).
+    pub stored: bool,
+    /// The message itself: always when it is not stored; for a stored message a copy
+    /// kept while the queue's body cache has room ([`BODY_CACHE_BYTES`]).
+    pub record: Option<Arc<MessageRecord>>,
+}
+
+impl Entry {
+    pub fn record_failure(&mut self, at_ms: u64, reason: String) {
+        if self.failures.len() == MAX_FAILURES_KEPT {
+            self.failures.remove(0);
+        }
+        self.failures.push(FailureRecord { at_ms, reason });
+    }
+}
+
+/// Identifies a consumer attachment on a queue.
+pub type ConsumerId = u64;
+
+/// What the queue sends to a consumer's stream.
+#[derive(Debug)]
+pub struct Dispatched {
+    pub delivery_id: u64,
+    pub delivery_count: u32,
+    pub record: Arc<MessageRecord>,
+}
+
+/// Counters since the broker started, and the gauges derived from the state.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub added: u64,
+    pub acked: u64,
+    pub redelivered: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+    pub expired: u64,
+}
+
+/// A point-in-time view of a queue, for stats.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub messages: u64,
+    pub delivering: u64,
+    pub scheduled: u64,
+    pub consumers: u32,
+    pub bytes: u64,
+    pub counters: Counters,
+}
+
+/// A message picked for delivery, not yet sent.
+#[derive(Debug)]
+pub struct Pick {
+    pub consumer_tx: mpsc::UnboundedSender<Vec<Dispatched>>,
+    pub consumer: ConsumerId,
+    pub delivery_id: u64,
+    pub entry: Entry,
+}
+
+/// Where a browsed message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrowseState {
+    Ready,
+    Delivering,
+    Scheduled(u64),
+}

@@ -1,0 +1,418 @@
+//! A queue's in-memory state: which messages are ready, being delivered or waiting
+//! for a delayed redelivery, and which consumers may receive how many more.
+//!
+//! Storage is the source of truth across restarts; this is the index the broker
+//! works from while running. A durable message costs an [`Entry`] here (its id,
+//! priority, size, delivery count), not its body, which stays in storage until the
+//! message is delivered. Everything here is synchronous and short: callers hold the
+//! lock only to move entries between the sets, never across an await. One exception
+//! reads storage under it: a filtered consumer's pick may need a body that only
+//! storage has to evaluate its selector, which is why that scan is bounded
+//! ([`FILTER_SCAN_LIMIT`]).
+//!
+//! Ready messages are ordered by priority, then by id (= send order), so a message
+//! that comes back without a delay returns to its original position, as in Artemis.
+mod entry;
+mod state;
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rebound_config::RoutingType;
+use rebound_storage::{MessageId, QueueId};
+use tokio::sync::{Notify, mpsc};
+
+pub use entry::{
+    BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
+};
+use state::{Consumer, Place, State};
+
+/// How far a filtered consumer's pick looks into the ready messages; beyond that it
+/// waits for the next round rather than hold the queue's lock for a long scan.
+const FILTER_SCAN_LIMIT: usize = 1000;
+
+/// A queue bound to an address.
+#[derive(Debug)]
+pub struct Queue {
+    pub id: QueueId,
+    pub name: String,
+    pub address: String,
+    pub routing_type: RoutingType,
+    pub durable: bool,
+    pub auto_created: bool,
+    pub filter: Option<rebound_selector::Selector>,
+    state: Mutex<State>,
+    /// Wakes the queue's dispatcher: new messages, new credit, a message back.
+    pub wake: Notify,
+}
+
+impl Queue {
+    pub fn new(
+        id: QueueId,
+        name: String,
+        address: String,
+        routing_type: RoutingType,
+        durable: bool,
+        auto_created: bool,
+        filter: Option<rebound_selector::Selector>,
+    ) -> Queue {
+        Queue {
+            id,
+            name,
+            address,
+            routing_type,
+            durable,
+            auto_created,
+            filter,
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves only in-memory sets behind; the data
+        // on disk is intact, so carrying on beats poisoning every later call.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds new messages (sent or moved here); `due_ms` > now schedules them.
+    pub fn enqueue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
+        self.add(entries, now_ms, true)
+    }
+
+    /// Puts back messages this queue already counted: recovered at start-up, or back
+    /// after a failed or released delivery. Returns false if the queue was deleted.
+    pub fn requeue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
+        self.add(entries, now_ms, false)
+    }
+
+    fn add(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64, count: bool) -> bool {
+        let mut st = self.lock();
+        if st.closed {
+            return false;
+        }
+        for (entry, due_ms) in entries {
+            if count {
+                st.counters.added += 1;
+            }
+            st.bytes += entry.size;
+            st.insert(entry, due_ms, now_ms);
+        }
+        drop(st);
+        self.wake.notify_one();
+        true
+    }
+
+    /// Attaches a consumer with initial credit; deliveries arrive on the receiver.
+    pub fn attach(
+        &self,
+        id: ConsumerId,
+        credit: u32,
+        filter: Option<Arc<rebound_selector::Selector>>,
+    ) -> Option<mpsc::UnboundedReceiver<Vec<Dispatched>>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut st = self.lock();
+        if st.closed {
+            return None;
+        }
+        st.consumers.push(Consumer {
+            id,
+            credit,
+            outstanding: HashMap::new(),
+            next_delivery_id: 1,
+            filter,
+            closing: false,
+            tx,
+        });
+        drop(st);
+        self.wake.notify_one();
+        Some(rx)
+    }
+
+    /// Grants a consumer more credit (none once it is closing).
+    pub fn grant(&self, consumer: ConsumerId, credit: u32) {
+        let mut st = self.lock();
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer && !c.closing) {
+            c.credit = c.credit.saturating_add(credit);
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Stops deliveries to a consumer that is closing gracefully.
+    pub fn stop(&self, consumer: ConsumerId) {
+        let mut st = self.lock();
+        if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer) {
+            c.credit = 0;
+            c.closing = true;
+        }
+    }
+
+    /// Detaches a consumer and hands back the messages it had not settled, and
+    /// whether it had announced its close (see [`Queue::stop`]).
+    pub fn detach(&self, consumer: ConsumerId) -> (Vec<Entry>, bool) {
+        let mut st = self.lock();
+        let Some(pos) = st.consumers.iter().position(|c| c.id == consumer) else {
+            return (Vec::new(), false);
+        };
+        let gone = st.consumers.remove(pos);
+        let mut ids: Vec<MessageId> = gone.outstanding.into_values().collect();
+        ids.sort_unstable();
+        (
+            ids.into_iter().filter_map(|id| st.take(id)).collect(),
+            gone.closing,
+        )
+    }
+
+    /// Takes settled deliveries of a consumer out of the queue. Returns the entries
+    /// and the delivery ids that were not outstanding.
+    pub fn take_delivered(&self, consumer: ConsumerId, delivery_ids: &[u64]) -> (Vec<Entry>, Vec<u64>) {
+        let mut st = self.lock();
+        let mut taken = Vec::with_capacity(delivery_ids.len());
+        let mut unknown = Vec::new();
+        for &did in delivery_ids {
+            let id = st
+                .consumers
+                .iter_mut()
+                .find(|c| c.id == consumer)
+                .and_then(|c| c.outstanding.remove(&did));
+            match id.and_then(|id| st.take(id)) {
+                Some(entry) => taken.push(entry),
+                None => unknown.push(did),
+            }
+        }
+        (taken, unknown)
+    }
+
+    /// Picks messages for consumers with credit, round-robin, after moving due
+    /// scheduled messages back to ready. `matches` tells whether an entry passes a
+    /// consumer's filter. Returns the picks, the messages that expired, and when the
+    /// dispatcher should look again (the next scheduled or expiry time).
+    pub fn pick(
+        &self,
+        now_ms: u64,
+        matches: &dyn Fn(&Entry, &rebound_selector::Selector) -> bool,
+    ) -> (Vec<Pick>, Vec<Entry>, Option<u64>) {
+        let mut st = self.lock();
+        let st = &mut *st;
+        for id in st.scheduled.pop_due(now_ms) {
+            if let Some(slot) = st.entries.get_mut(&id) {
+                slot.place = Place::Ready;
+                st.ready.insert((Reverse(slot.entry.priority), id));
+            }
+        }
+        let mut expired = Vec::new();
+        for id in st.expiring.pop_due(now_ms) {
+            let delivering = matches!(
+                st.entries.get(&id).map(|s| s.place),
+                Some(Place::Delivering { .. })
+            );
+            // A message being delivered is not expired under the consumer's feet; it is
+            // checked again if it comes back.
+            if !delivering && let Some(entry) = st.take(id) {
+                expired.push(entry);
+            }
+        }
+        let mut picks = Vec::new();
+        // Filtered consumers that found nothing for them in this round.
+        let mut passed = vec![false; st.consumers.len()];
+        while !st.ready.is_empty() {
+            let n = st.consumers.len();
+            let Some(ci) = (0..n)
+                .map(|k| (st.next_consumer + k) % n)
+                .find(|&i| st.consumers[i].credit > 0 && !passed[i])
+            else {
+                break;
+            };
+            let key = match &st.consumers[ci].filter {
+                None => st.ready.first().copied(),
+                Some(filter) => st
+                    .ready
+                    .iter()
+                    .take(FILTER_SCAN_LIMIT)
+                    .find(|(_, id)| st.entries.get(id).is_some_and(|s| matches(&s.entry, filter)))
+                    .copied(),
+            };
+            let Some(key) = key else {
+                passed[ci] = true;
+                continue;
+            };
+            st.next_consumer = (ci + 1) % n;
+            st.ready.remove(&key);
+            let id = key.1;
+            let consumer = &mut st.consumers[ci];
+            consumer.credit -= 1;
+            let delivery_id = consumer.next_delivery_id;
+            consumer.next_delivery_id += 1;
+            consumer.outstanding.insert(delivery_id, id);
+            let (cid, tx) = (consumer.id, consumer.tx.clone());
+            let slot = st.entries.get_mut(&id).expect("ready ids have entries");
+            slot.place = Place::Delivering {
+                consumer: cid,
+                delivery_id,
+            };
+            slot.entry.delivery_count += 1;
+            if slot.entry.delivery_count > 1 {
+                st.counters.redelivered += 1;
+            }
+            st.delivering += 1;
+            picks.push(Pick {
+                consumer_tx: tx,
+                consumer: cid,
+                delivery_id,
+                entry: slot.entry.clone(),
+            });
+        }
+        let next = [st.scheduled.next_due(), st.expiring.next_due()]
+            .into_iter()
+            .flatten()
+            .min();
+        (picks, expired, next)
+    }
+
+    /// A picked message that could not be handed over (its consumer vanished, its
+    /// body could not be read): undo the pick.
+    pub fn unpick(&self, pick: &Pick) {
+        self.undo_pick(pick, true);
+    }
+
+    /// A picked message that vanished from storage: it leaves the queue (counted as
+    /// dropped) and its consumer gets the credit back.
+    pub fn forget(&self, pick: &Pick) {
+        self.undo_pick(pick, false);
+    }
+
+    fn undo_pick(&self, pick: &Pick, keep: bool) {
+        {
+            let mut guard = self.lock();
+            let st = &mut *guard;
+            if let Some(c) = st.consumers.iter_mut().find(|c| c.id == pick.consumer)
+                && c.outstanding.remove(&pick.delivery_id).is_some()
+            {
+                c.credit += 1;
+            }
+            let picked = Place::Delivering {
+                consumer: pick.consumer,
+                delivery_id: pick.delivery_id,
+            };
+            if st
+                .entries
+                .get(&pick.entry.id)
+                .is_some_and(|slot| slot.place == picked)
+            {
+                if keep {
+                    let slot = st.entries.get_mut(&pick.entry.id).expect("checked above");
+                    slot.entry.delivery_count -= 1;
+                    slot.place = Place::Ready;
+                    st.delivering -= 1;
+                    st.ready.insert((Reverse(slot.entry.priority), pick.entry.id));
+                } else {
+                    st.take(pick.entry.id);
+                    st.counters.dropped += 1;
+                }
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Takes a message out of the queue unless it is being delivered.
+    pub fn take_idle(&self, id: MessageId) -> Option<Entry> {
+        let mut st = self.lock();
+        match st.entries.get(&id)?.place {
+            Place::Delivering { .. } => None,
+            _ => st.take(id),
+        }
+    }
+
+    /// Removes every message not being delivered; returns them.
+    pub fn purge(&self) -> Vec<Entry> {
+        let mut st = self.lock();
+        let ids: Vec<MessageId> = st
+            .entries
+            .iter()
+            .filter(|(_, s)| !matches!(s.place, Place::Delivering { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.into_iter().filter_map(|id| st.take(id)).collect()
+    }
+
+    /// Marks the queue deleted: it accepts nothing more, its consumers are dropped
+    /// (their streams end) and its dispatcher stops.
+    pub fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.consumers.clear();
+        st.entries.clear();
+        st.ready.clear();
+        st.scheduled.clear();
+        st.expiring.clear();
+        st.cached = 0;
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Up to `limit` entries in queue order: ready, delivering, scheduled.
+    pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
+        let st = self.lock();
+        let ready = st.ready.iter().map(|&(_, id)| id);
+        let delivering: Vec<MessageId> = st
+            .entries
+            .iter()
+            .filter(|(_, s)| matches!(s.place, Place::Delivering { .. }))
+            .map(|(&id, _)| id)
+            .collect();
+        let mut scheduled: Vec<(u64, MessageId)> = st
+            .entries
+            .iter()
+            .filter_map(|(&id, s)| match s.place {
+                Place::Scheduled(due) => Some((due, id)),
+                _ => None,
+            })
+            .collect();
+        scheduled.sort_unstable();
+        ready
+            .chain(delivering)
+            .chain(scheduled.into_iter().map(|(_, id)| id))
+            .take(limit)
+            .filter_map(|id| {
+                let slot = st.entries.get(&id)?;
+                let state = match slot.place {
+                    Place::Ready => BrowseState::Ready,
+                    Place::Delivering { .. } => BrowseState::Delivering,
+                    Place::Scheduled(due) => BrowseState::Scheduled(due),
+                };
+                Some((slot.entry.clone(), state))
+            })
+            .collect()
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        Snapshot {
+            messages: st.entries.len() as u64,
+            delivering: st.delivering,
+            scheduled: st.scheduled.len() as u64,
+            consumers: st.consumers.len() as u32,
+            bytes: st.bytes,
+            counters: st.counters.clone(),
+        }
+    }
+
+    /// Bytes of the messages the queue holds.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// Updates the counters under the lock.
+    pub fn count(&self, update: impl FnOnce(&mut Counters)) {
+        update(&mut self.lock().counters);
+    }
+}
+
+#[cfg(test)]
+mod tests;

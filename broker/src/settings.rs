@@ -1,0 +1,85 @@
+//! The address-settings in force, and a cache of their effect per address.
+//!
+//! Resolving an address against the repository walks every matching pattern; a
+//! send and every failed delivery need the result, so it is kept per address until
+//! the settings change (a reload replaces the repository and empties the cache at
+//! once, and the next lookup sees the new values).
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rebound_config::{Config, EffectiveSettings, ResolvedSettings, SettingsRepository};
+
+/// The broker's settings: address-settings and the broker-wide switches that a
+/// reload may change.
+pub struct Settings {
+    repository: RwLock<Arc<SettingsRepository>>,
+    cache: Mutex<HashMap<String, Arc<EffectiveSettings>>>,
+    persist_count_before_delivery: AtomicBool,
+}
+
+impl Settings {
+    pub fn new(config: &Config) -> Settings {
+        Settings {
+            repository: RwLock::new(Arc::new(config.address_settings.clone())),
+            cache: Mutex::new(HashMap::new()),
+            persist_count_before_delivery: AtomicBool::new(config.persist_delivery_count_before_delivery),
+        }
+    }
+
+    /// The effective address-settings of an address.
+    pub fn for_address(&self, address: &str) -> Arc<EffectiveSettings> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = cache.get(address) {
+            return s.clone();
+        }
+        let s = Arc::new(self.repository().effective(address));
+        cache.insert(address.to_owned(), s.clone());
+        s
+    }
+
+    /// The effective settings of an address with where each value came from.
+    pub fn resolve(&self, address: &str) -> ResolvedSettings {
+        self.repository().resolve(address)
+    }
+
+    /// `persist-delivery-count-before-delivery`.
+    pub fn persist_count_before_delivery(&self) -> bool {
+        self.persist_count_before_delivery.load(Ordering::Relaxed)
+    }
+
+    /// Puts a new config's settings in force.
+    pub fn replace(&self, config: &Config) {
+        *self.repository.write().unwrap_or_else(|e| e.into_inner()) =
+            Arc::new(config.address_settings.clone());
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.persist_count_before_delivery
+            .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
+    }
+
+    fn repository(&self) -> Arc<SettingsRepository> {
+        self.repository.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "test.toml").unwrap()
+    }
+
+    #[test]
+    fn a_replaced_config_is_seen_at_once_despite_the_cache() {
+        let settings = Settings::new(&config(
+            "[[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 5\n",
+        ));
+        assert_eq!(settings.for_address("orders").max_delivery_attempts, Some(5));
+        settings.replace(&config(
+            "persist-delivery-count-before-delivery = true\n[[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 2\n",
+        ));
+        assert_eq!(settings.for_address("orders").max_delivery_attempts, Some(2));
+        assert!(settings.persist_count_before_delivery());
+    }
+}

@@ -1,0 +1,127 @@
+//! Validators: a raw TOML value in, the typed value or a message out.
+//!
+//! The address-settings table in `settings.rs` names one per key (the names
+//! resolve where the table expands, in `model.rs`), and the loading uses
+//! them for the other keys. Being their own file, below `schedule.rs` and
+//! `routing_type.rs`, lets everything that loads the file use them without
+//! importing each other. [`checked`] applies one to a value from the file.
+
+use toml::Spanned;
+
+use crate::error::{ConfigError, Document};
+use crate::routing_type::RoutingType;
+use crate::schedule::RedeliverySchedule;
+
+/// Runs `check` on an optional spanned value, locating a failure at the value.
+pub(crate) fn checked<R, T>(
+    doc: &Document<'_>,
+    value: Option<Spanned<R>>,
+    check: fn(R) -> Result<T, String>,
+    key: impl FnOnce() -> String,
+) -> Result<Option<T>, ConfigError> {
+    let Some(value) = value else { return Ok(None) };
+    let start = value.span().start;
+    check(value.into_inner())
+        .map(Some)
+        .map_err(|message| doc.error(start, Some(key()), message))
+}
+
+pub(crate) fn any<T>(value: T) -> Result<T, String> {
+    Ok(value)
+}
+
+pub(crate) fn non_negative(value: i64) -> Result<u64, String> {
+    u64::try_from(value).map_err(|_| format!("must not be negative (got {value})"))
+}
+
+pub(crate) fn positive(value: i64) -> Result<u64, String> {
+    match value {
+        1.. => Ok(value.unsigned_abs()),
+        _ => Err(format!("must be greater than 0 (got {value})")),
+    }
+}
+
+pub(crate) fn count(value: i64) -> Result<u32, String> {
+    let value = non_negative(value)?;
+    u32::try_from(value).map_err(|_| format!("must be at most {} (got {value})", u32::MAX))
+}
+
+pub(crate) fn multiplier(value: f64) -> Result<f64, String> {
+    if value.is_finite() && value >= 1.0 {
+        Ok(value)
+    } else {
+        Err(format!("must be a number >= 1.0 (got {value})"))
+    }
+}
+
+pub(crate) fn fraction(value: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("must be between 0.0 and 1.0 (got {value})"))
+    }
+}
+
+/// `-1` = unlimited. Artemis also reads `0` as unlimited, which
+/// surprises people, so we refuse it.
+pub(crate) fn delivery_attempts(value: i64) -> Result<Option<u32>, String> {
+    match value {
+        -1 => Ok(None),
+        0 => Err("must not be 0; use -1 for unlimited".to_owned()),
+        _ => count(value).map(Some).map_err(|_| {
+            format!(
+                "must be -1 (unlimited) or between 1 and {} (got {value})",
+                u32::MAX
+            )
+        }),
+    }
+}
+
+pub(crate) fn minus_one_or_non_negative(value: i64) -> Result<Option<u64>, String> {
+    match value {
+        -1 => Ok(None),
+        _ => non_negative(value)
+            .map(Some)
+            .map_err(|_| format!("must be -1 (off) or >= 0 (got {value})")),
+    }
+}
+
+pub(crate) fn minus_one_or_positive(value: i64) -> Result<Option<u64>, String> {
+    match value {
+        -1 => Ok(None),
+        _ => positive(value)
+            .map(Some)
+            .map_err(|_| format!("must be -1 (unlimited) or > 0 (got {value})")),
+    }
+}
+
+/// The empty string explicitly unsets an inherited address (Artemis's
+/// convention), hence `Some(None)` once wrapped by the caller.
+pub(crate) fn unless_empty(value: String) -> Result<Option<String>, String> {
+    Ok(Some(value).filter(|v| !v.is_empty()))
+}
+
+pub(crate) fn routing_type(value: String) -> Result<RoutingType, String> {
+    value.parse().map_err(|e| format!("{e}"))
+}
+
+/// Like an address, an empty schedule unsets an inherited one.
+pub(crate) fn schedule(value: String) -> Result<Option<RedeliverySchedule>, String> {
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    RedeliverySchedule::parse(&value)
+        .map(Some)
+        .map_err(|e| format!("invalid schedule: {e}"))
+}
+
+pub(crate) fn host_port(value: String) -> Result<String, String> {
+    let valid = value
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if valid {
+        Ok(value)
+    } else {
+        Err(format!("expected \"host:port\" (got {value:?})"))
+    }
+}

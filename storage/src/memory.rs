@@ -1,0 +1,191 @@
+//! [`MemoryStore`]: the [`Store`] in memory, for fast tests of what sits on
+//! top of it.
+//!
+//! Why it exists: the broker's engine (queues, delivery, redelivery, DLQ
+//! moves) should be testable in microseconds, without a directory, threads or
+//! fsyncs, and a broker test should not pass or fail because of the disk.
+//! Artemis tests `QueueImpl` over a `NullStorageManager`; nats-server runs
+//! its store tests against both its memory and its file store. Unlike a null
+//! store this one keeps what is committed, so a test can restart the broker
+//! ([`MemoryStore::reopen`]) and check what it recovers.
+//!
+//! It keeps the whole [`Store`] contract, checked by the same suite as the
+//! sled engine (`tests/contract/`): commits apply whole and in order or not
+//! at all, with the same size limits (`src/limits.rs`); ids increase across
+//! reopens; [`Store::recover`] orders as documented on [`Recovered`]. A
+//! commit is applied under one lock before [`Store::commit`] returns, so its
+//! future is ready at once. Nothing survives the process, and there is no
+//! crash to model: a commit is either applied or refused.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::error::StorageError;
+use crate::limits;
+use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
+use crate::{Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store, StoreStats};
+
+/// The [`Store`] in memory. Cheap to create; [`MemoryStore::reopen`] models
+/// a restart over the same data.
+#[derive(Default)]
+pub struct MemoryStore {
+    /// What a restart keeps, shared with every reopened store.
+    disk: Arc<Disk>,
+    closed: AtomicBool,
+    commits: AtomicU64,
+    ops: AtomicU64,
+}
+
+/// The data, and the last id handed out.
+#[derive(Default)]
+struct Disk {
+    data: Mutex<Data>,
+    last_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct Data {
+    addresses: BTreeMap<String, AddressRecord>,
+    queues: BTreeMap<QueueId, QueueRecord>,
+    messages: BTreeMap<(QueueId, MessageId), MessageRecord>,
+    states: BTreeMap<(QueueId, MessageId), DeliveryState>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// A restart: a new store over the same data, which sees every commit
+    /// made so far and hands out ids above every id handed out before. This
+    /// store is closed, as if its process had gone: its later commits fail
+    /// with [`StorageError::Closed`], its reads keep working. Its counters
+    /// stay behind; the new store's start at zero.
+    pub fn reopen(&self) -> MemoryStore {
+        self.close_now();
+        MemoryStore {
+            disk: Arc::clone(&self.disk),
+            ..MemoryStore::default()
+        }
+    }
+
+    /// Closes this handle; a commit applying meanwhile is finished first.
+    fn close_now(&self) {
+        let _data = self.data();
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    fn data(&self) -> MutexGuard<'_, Data> {
+        // Applying a commit cannot panic halfway (no user code runs under the
+        // lock), so a poisoned lock still guards consistent data.
+        self.disk.data.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Data {
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::PutAddress(record) => {
+                self.addresses.insert(record.name.clone(), record);
+            }
+            Op::DeleteAddress(name) => {
+                self.addresses.remove(&name);
+            }
+            Op::PutQueue(record) => {
+                self.queues.insert(record.id, record);
+            }
+            Op::DeleteQueue(queue) => {
+                self.queues.remove(&queue);
+                self.messages.retain(|(q, _), _| *q != queue);
+                self.states.retain(|(q, _), _| *q != queue);
+            }
+            Op::PutMessage { queue, message } => {
+                self.messages.insert((queue, message.message_id), message);
+            }
+            Op::PutState { queue, id, state } => {
+                self.states.insert((queue, id), state);
+            }
+            Op::RemoveMessage { queue, id } => {
+                self.messages.remove(&(queue, id));
+                self.states.remove(&(queue, id));
+            }
+        }
+    }
+
+    fn recover_queue(&self, record: &QueueRecord) -> RecoveredQueue {
+        let messages = self
+            .messages
+            .range((record.id, MessageId::MIN)..=(record.id, MessageId::MAX))
+            .map(|(&key, message)| IndexEntry {
+                id: key.1,
+                priority: message.priority,
+                expiration_ms: message.expiration_ms,
+                // At most MAX_RECORD_BYTES: commits are checked.
+                size: u32::try_from(prost::Message::encoded_len(message)).unwrap_or(u32::MAX),
+                state: self.states.get(&key).cloned(),
+            })
+            .collect();
+        RecoveredQueue {
+            record: record.clone(),
+            messages,
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn commit(&self, ops: Vec<Op>) -> Commit {
+        if let Err(e) = ops.iter().try_for_each(limits::check_op) {
+            return Commit::ready(Err(e));
+        }
+        let count = ops.len() as u64;
+        let mut data = self.data();
+        // Under the lock: once close (or reopen) returns, nothing applies.
+        if self.closed.load(Ordering::SeqCst) {
+            return Commit::ready(Err(StorageError::Closed));
+        }
+        ops.into_iter().for_each(|op| data.apply(op));
+        // Counted under the lock, so that stats never lag a visible commit.
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.ops.fetch_add(count, Ordering::Relaxed);
+        Commit::ready(Ok(()))
+    }
+
+    fn generate_id(&self) -> Result<MessageId, StorageError> {
+        // From 1, as the sled engine: 0 is what an unset protobuf field reads as.
+        Ok(self.disk.last_id.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
+        Ok(self.data().messages.get(&(queue, id)).cloned())
+    }
+
+    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
+        Ok(self.data().states.get(&(queue, id)).cloned())
+    }
+
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        let data = self.data();
+        Ok(Recovered {
+            addresses: data.addresses.values().cloned().collect(),
+            queues: data.queues.values().map(|q| data.recover_queue(q)).collect(),
+        })
+    }
+
+    /// `syncs` counts commits (each is its own "sync"); `disk_bytes` is 0.
+    fn stats(&self) -> StoreStats {
+        let commits = self.commits.load(Ordering::Relaxed);
+        StoreStats {
+            commits,
+            ops: self.ops.load(Ordering::Relaxed),
+            syncs: commits,
+            disk_bytes: 0,
+        }
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        self.close_now();
+        Ok(())
+    }
+}
