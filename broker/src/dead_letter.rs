@@ -8,7 +8,7 @@
 //! and carries the last failures, so nobody has to read logs to find out.
 //!
 //! The move itself — remove from the original queue, route the copy — is one storage
-//! commit (see `Broker::forward`), so after a crash the message is in exactly one
+//! commit (see `engine/forward.rs`), so after a crash the message is in exactly one
 //! of the two places.
 use rebound_config::RoutingType;
 use rebound_storage::records::property_value::Value;
@@ -16,24 +16,11 @@ use rebound_storage::{MessageRecord, PropertyValue};
 
 use crate::queue::Entry;
 
-/// The address the message had when it died.
-pub const ORIG_ADDRESS: &str = rebound_protocol::properties::ORIG_ADDRESS;
-/// The queue (for a multicast address: the subscription) it died on.
-pub const ORIG_QUEUE: &str = rebound_protocol::properties::ORIG_QUEUE;
-/// Its message id on that queue.
-pub const ORIG_MESSAGE_ID: &str = rebound_protocol::properties::ORIG_MESSAGE_ID;
-/// The routing type of that queue: `anycast` or `multicast`.
-pub const ORIG_ROUTING_TYPE: &str = rebound_protocol::properties::ORIG_ROUTING_TYPE;
-/// When an expired message was moved, ms since the Unix epoch.
-pub const ACTUAL_EXPIRY: &str = rebound_protocol::properties::ACTUAL_EXPIRY;
-/// Why it was moved: `max-delivery-attempts`, `rejected: <text>`, `expired`, `schedule`.
-pub const REASON: &str = rebound_protocol::properties::DEAD_LETTER_REASON;
-/// How many times it had been delivered.
-pub const DELIVERY_COUNT: &str = rebound_protocol::properties::DELIVERY_COUNT;
-/// Its last failures, a JSON array of `{"at_ms": .., "reason": ".."}`, oldest first.
-pub const FAILURES: &str = rebound_protocol::properties::FAILURES;
-/// How many times an operator sent it back from a dead-letter queue (`queue retry`).
-pub const REDRIVE_COUNT: &str = rebound_protocol::properties::REDRIVE_COUNT;
+// The names are the protocol's, shared with the CLI and the client.
+pub use rebound_protocol::properties::{
+    ACTUAL_EXPIRY, DEAD_LETTER_REASON as REASON, DELIVERY_COUNT, FAILURES, ORIG_ADDRESS, ORIG_MESSAGE_ID,
+    ORIG_QUEUE, ORIG_ROUTING_TYPE, REDRIVE_COUNT,
+};
 
 /// The properties a dead letter carries about its death; a retried message sheds them
 /// (it starts afresh, as in Artemis's retryMessages) but keeps its redrive count.

@@ -1,4 +1,5 @@
-//! The rebound broker: the engine, its gRPC services, and the `rebound` binary.
+//! The rebound broker: the engine, its gRPC services and the daemon (`rebound
+//! serve`). The `rebound` binary and its client commands are `rebound-cli`.
 //!
 //! # Layout
 //! - [`engine`]: the engine, [`Broker`](engine::Broker), one file per operation —
