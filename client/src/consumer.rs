@@ -86,8 +86,8 @@ impl ConsumerBuilder {
     }
 
     /// A steady window of `window` unsettled deliveries: the consumer grants one
-    /// more credit for every delivery the broker confirms as settled (a refused
-    /// settle frees none). The default, with a window of 10.
+    /// more credit for every delivery it settles (and takes it back from later
+    /// grants if the broker refuses the settle). The default, with a window of 10.
     pub fn window(mut self, window: u32) -> Self {
         (self.credit, self.replenish) = (window, true);
         self
@@ -148,7 +148,7 @@ impl ConsumerBuilder {
             unknown: Vec::new(),
             rejected: Vec::new(),
             replenish: self.replenish,
-            earned: 0,
+            owed: 0,
         })
     }
 }
@@ -160,7 +160,7 @@ impl ConsumerBuilder {
 /// Every delivery uses one credit, and the broker never has more deliveries
 /// outstanding than it was granted: the initial credit, every
 /// [`grant`](Self::grant), and (with a [`window`](ConsumerBuilder::window)) one
-/// credit per delivery the broker confirmed as settled. Each delivery must be settled: [`ack`](Self::ack),
+/// credit per settled delivery. Each delivery must be settled: [`ack`](Self::ack),
 /// [`nack`](Self::nack), [`release`](Self::release) or
 /// [`dead_letter`](Self::dead_letter). Settles are pipelined;
 /// [`flush`](Self::flush) waits until the broker has made them durable.
@@ -184,9 +184,9 @@ pub struct Consumer {
     rejected: Vec<String>,
     /// Grant a credit per settled delivery (a steady window).
     replenish: bool,
-    /// Credit earned by deliveries the broker confirmed as settled and not yet
-    /// granted; [`next`](Self::next) grants it before it waits.
-    earned: u32,
+    /// Credit granted for settles the broker then refused: their deliveries are
+    /// still outstanding, so the window's next grants pay it back.
+    owed: u32,
 }
 
 impl Consumer {
@@ -208,10 +208,6 @@ impl Consumer {
         loop {
             if let Some(delivery) = self.buffered.pop_front() {
                 return Ok(Some(delivery));
-            }
-            if self.earned > 0 {
-                self.grant(self.earned).await?;
-                self.earned = 0;
             }
             if !self.read().await? {
                 return Ok(None);
@@ -351,6 +347,15 @@ impl Consumer {
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;
+        if self.replenish {
+            // Granted at once, so the window never waits for the settle's fsync.
+            let settled = u32::try_from(delivery_ids.len()).unwrap_or(u32::MAX);
+            let paid = settled.min(self.owed);
+            self.owed -= paid;
+            if settled > paid {
+                self.grant(settled - paid).await?;
+            }
+        }
         Ok(())
     }
 
@@ -380,10 +385,11 @@ impl Consumer {
                     .checked_sub(1)
                     .ok_or_else(|| Error::Protocol("Settled without a settle".into()))?;
                 if self.replenish {
-                    // Only what the broker settled frees credit: a refused settle
-                    // leaves its deliveries outstanding, holding theirs.
-                    let settled = u32::try_from(settled.delivery_ids.len()).unwrap_or(u32::MAX);
-                    self.earned = self.earned.saturating_add(settled);
+                    // A refused settle's deliveries still hold their credit (link
+                    // credit: only deliveries use it), so what was granted for them
+                    // is paid back before the window grows.
+                    let refused = u32::try_from(settled.refused_delivery_ids.len()).unwrap_or(u32::MAX);
+                    self.owed = self.owed.saturating_add(refused);
                 }
                 self.unknown.extend(settled.unknown_delivery_ids);
                 if !settled.error.is_empty() {

@@ -4,7 +4,9 @@
 //! Credit is AMQP link credit: every delivery uses one, the consumer grants more,
 //! and nothing else changes it — a settle the broker refuses leaves its deliveries
 //! outstanding and their credit used, so a consumer that grants one credit per
-//! settled delivery keeps a steady window.
+//! settled delivery keeps a steady window. The refusal names those deliveries, so a
+//! client that granted their credit when it sent the settle can take it back from
+//! its next grants.
 //!
 //! A consumer's settles are taken from the queue at once, in stream order, and
 //! their commits run concurrently as engine tasks (so a consumer that acks every
@@ -39,7 +41,10 @@ pub enum Settled {
     },
     /// Not applied (an unknown or finished transaction): nothing was settled, the
     /// deliveries stay outstanding and keep the credit they used.
-    Refused(BrokerError),
+    Refused {
+        error: BrokerError,
+        delivery_ids: Vec<u64>,
+    },
 }
 
 impl Broker {
@@ -79,8 +84,8 @@ impl Broker {
                     "only an ACK can be part of a transaction".into(),
                 ));
             }
-            if let Err(err) = self.transactions.check(transaction) {
-                answer(Ok(Settled::Refused(err)));
+            if let Err(error) = self.transactions.check(transaction) {
+                answer(Ok(Settled::Refused { error, delivery_ids }));
                 return Ok(());
             }
         }

@@ -275,14 +275,16 @@ fn settled_response(settled: Settled) -> pb::ConsumeResponse {
             unknown_delivery_ids: unknown,
             error: String::new(),
             error_code: 0,
+            refused_delivery_ids: Vec::new(),
         },
-        Settled::Refused(err) => {
-            let status = Status::from(err);
+        Settled::Refused { error, delivery_ids } => {
+            let status = Status::from(error);
             pb::Settled {
                 delivery_ids: Vec::new(),
                 unknown_delivery_ids: Vec::new(),
                 error: status.message().to_owned(),
                 error_code: status.code() as i32,
+                refused_delivery_ids: delivery_ids,
             }
         }
     };
