@@ -28,6 +28,7 @@ use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 use crate::engine::Broker;
+use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -74,7 +75,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let store = SledStore::open_with(&data_dir, options)
         .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-    let broker = Broker::open(&config, Arc::new(store)).await?;
+    let broker = Broker::open(&config, Arc::new(store))
+        .await
+        .map_err(|err| match (&err, &args.config) {
+            // Anything but the store is the config contradicting what the data dir holds.
+            (BrokerError::Storage(_), _) | (_, None) => anyhow::Error::from(err),
+            (_, Some(path)) => {
+                anyhow::Error::from(err).context(format!("{}: cannot apply the config", path.display()))
+            }
+        })?;
 
     let listener = TcpListener::bind(&listen)
         .await

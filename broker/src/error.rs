@@ -4,6 +4,8 @@
 //! user can have; the gRPC edge maps it to a status code in one place
 //! (`grpc/status.rs`) and nowhere else, so a user always gets the same code and
 //! wording for the same problem.
+use std::fmt;
+
 use rebound_storage::StorageError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,8 +16,13 @@ pub enum BrokerError {
     AddressNotFound(String),
     #[error("transaction {0} not found")]
     TransactionNotFound(u64),
-    #[error("queue '{0}' already exists")]
-    QueueExists(String),
+    /// `differs` is empty when the queue is exactly what was asked for: creating a
+    /// queue is not idempotent (a client may rely on having made it).
+    #[error("queue '{name}' already exists{differs}")]
+    QueueExists { name: String, differs: Differences },
+    /// Only when it differs: creating an address that exists as asked is a no-op.
+    #[error("address '{name}' already exists{differs}")]
+    AddressExists { name: String, differs: Differences },
     #[error("{0}")]
     InvalidArgument(String),
     #[error("message of {size} bytes is larger than max-message-size {limit} bytes of address '{address}'")]
@@ -31,3 +38,32 @@ pub enum BrokerError {
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+/// How an existing address or queue differs from what was asked for, shown as
+/// ` with routing type anycast, not multicast; durable true, not false` (nothing
+/// when it does not), so that a refusal says what to change.
+#[derive(Debug, Default)]
+pub struct Differences(Vec<String>);
+
+impl Differences {
+    /// Notes `what` if the existing value is not the one asked for.
+    pub fn compare<T: PartialEq + fmt::Display>(mut self, what: &str, existing: T, asked: T) -> Self {
+        if existing != asked {
+            self.0.push(format!("{what} {existing}, not {asked}"));
+        }
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for Differences {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.is_empty() {
+            write!(f, " with {}", self.0.join("; "))?;
+        }
+        Ok(())
+    }
+}

@@ -10,25 +10,13 @@ use crate::error::{BrokerError, Result};
 
 /// Default JMS priority.
 pub const DEFAULT_PRIORITY: u32 = 4;
-const MAX_NAME_BYTES: usize = 255;
 const MAX_PROPERTY_NAME_BYTES: usize = 256;
 const RESERVED_PREFIXES: [&str; 2] = rebound_protocol::properties::RESERVED_PREFIXES;
 
-/// Checks an address or queue name: non-empty, at most 255 bytes, no whitespace or
-/// control characters (they make names impossible to type in a CLI or a config).
+/// Checks an address or queue name by the config's rule ([`rebound_config::check_name`]),
+/// so that a name a config may declare and one a client may use are the same.
 pub fn check_name(kind: &str, name: &str) -> Result<()> {
-    let problem = if name.is_empty() {
-        "must not be empty"
-    } else if name.len() > MAX_NAME_BYTES {
-        "must be at most 255 bytes"
-    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        "must not contain whitespace or control characters"
-    } else {
-        return Ok(());
-    };
-    Err(BrokerError::InvalidArgument(format!(
-        "{kind} name {name:?} {problem}"
-    )))
+    rebound_config::check_name(kind, name).map_err(BrokerError::InvalidArgument)
 }
 
 /// Checks a message a producer sent (its id and timestamp are the broker's to set).

@@ -58,6 +58,24 @@ impl Address {
         }
     }
 
+    /// Whether the address carries queues of `routing`.
+    pub fn allows(&self, routing: RoutingType) -> bool {
+        match routing {
+            RoutingType::Anycast => self.anycast,
+            RoutingType::Multicast => self.multicast,
+        }
+    }
+
+    /// The routing types it carries, for messages.
+    pub fn routing_types(&self) -> &'static str {
+        match (self.anycast, self.multicast) {
+            (true, true) => "anycast and multicast",
+            (true, false) => "anycast",
+            (false, true) => "multicast",
+            (false, false) => "no routing type",
+        }
+    }
+
     /// Lets the address carry queues of `routing` too. Returns true if that is new.
     pub fn allow(&mut self, routing: RoutingType) -> bool {
         let flag = match routing {

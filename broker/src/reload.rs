@@ -4,8 +4,12 @@
 //! `config-reload-period` ms (default 5000) and re-read when its modification time
 //! changes; SIGHUP re-reads it at once. A new file applies its address-settings to
 //! every queue without a restart and without dropping consumers, and creates the
-//! addresses and queues it declares. A file that does not load is rejected with an
-//! error naming file, line and key, and the settings in force stay.
+//! addresses and queues it declares. A reload is all or nothing: a file that does
+//! not load (it is validated exactly as at start-up and by `rebound config check`)
+//! is rejected with an error naming file, line and key, one that declares what
+//! contradicts what exists (a queue on another address, an address of another
+//! routing type) with what differs; either way one log line says so and nothing
+//! changes.
 //!
 //! `listen`, `data-dir` and `journal-file-size` are read only at start-up.
 use std::path::PathBuf;
@@ -17,6 +21,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing::{error, info};
 
 use crate::engine::Broker;
+use crate::error::BrokerError;
 
 /// Checks the file every this many ms when the config does not say.
 pub const DEFAULT_RELOAD_PERIOD_MS: u64 = 5000;
@@ -62,7 +67,12 @@ impl Watcher {
                         );
                         info!(path = %path.display(), "config reloaded");
                     }
-                    Err(err) => error!(%err, "applying the reloaded config failed"),
+                    // Only the store can fail once the reload was checked and begun.
+                    Err(err @ BrokerError::Storage(_)) => error!(%err, "applying the reloaded config failed"),
+                    Err(err) => error!(
+                        "config reload rejected, the settings in force stay: {}: {err}",
+                        path.display()
+                    ),
                 },
                 Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
             }

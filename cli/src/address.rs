@@ -38,12 +38,16 @@ pub async fn run(command: AddressCommand) -> anyhow::Result<()> {
             name,
             routing_type: routing,
         } => {
-            server
+            let created = server
                 .connect()
                 .await?
                 .create_address(&name, routing_type(routing))
                 .await?;
-            outln!("created address {name}")?;
+            if created {
+                outln!("created address {name}")?;
+            } else {
+                outln!("address {name} exists already")?;
+            }
         }
         AddressCommand::Delete { server, name, force } => {
             server.connect().await?.delete_address(&name, force).await?;

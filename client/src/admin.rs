@@ -93,15 +93,22 @@ impl From<&Selection> for proto::MessageSelection {
 }
 
 impl Client {
-    /// Creates an address. [`RoutingType::Unspecified`] means the address's
-    /// `default-address-routing-type` setting.
-    pub async fn create_address(&self, name: &str, routing_type: RoutingType) -> Result<()> {
+    /// Creates an address; `false` if it existed already as asked (nothing changed).
+    /// One that exists with another routing type is refused with ALREADY_EXISTS.
+    /// [`RoutingType::Unspecified`] means the address's `default-address-routing-type`
+    /// setting, or whatever an existing address has.
+    pub async fn create_address(&self, name: &str, routing_type: RoutingType) -> Result<bool> {
         let request = proto::CreateAddressRequest {
             name: name.to_owned(),
             routing_type: routing_type.into(),
         };
-        self.admin.clone().create_address(request).await?;
-        Ok(())
+        Ok(self
+            .admin
+            .clone()
+            .create_address(request)
+            .await?
+            .into_inner()
+            .created)
     }
 
     /// Deletes an address. An address that still has queues is refused

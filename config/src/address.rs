@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
+use crate::names::check_name;
 use crate::routing_type::RoutingType;
 
 /// An address declared in the configuration.
@@ -33,7 +34,8 @@ pub struct QueueConfig {
     pub routing_type: RoutingType,
     /// Whether messages survive a restart.
     pub durable: bool,
-    /// A message selector, kept as written; it is parsed by the broker.
+    /// A message selector, kept as written (a blank one is `None`); it is
+    /// parsed at load, so the broker's own parse of it cannot fail.
     pub filter: Option<String>,
 }
 
@@ -54,7 +56,7 @@ struct RawQueue {
     routing_type: Option<Spanned<String>>,
     #[serde(default = "yes")]
     durable: bool,
-    filter: Option<String>,
+    filter: Option<Spanned<String>>,
 }
 
 fn yes() -> bool {
@@ -91,7 +93,7 @@ pub(crate) fn addresses(doc: &Document<'_>, raw: Vec<RawAddress>) -> Result<Vec<
                 })?
                 .unwrap_or(routing_type),
                 durable: queue.durable,
-                filter: queue.filter,
+                filter: checked(doc, queue.filter, check::filter, || format!("{at}.filter"))?.flatten(),
             });
         }
         addresses.push(AddressConfig {
@@ -103,7 +105,8 @@ pub(crate) fn addresses(doc: &Document<'_>, raw: Vec<RawAddress>) -> Result<Vec<
     Ok(addresses)
 }
 
-/// Checks that `name` is non-empty and not yet in `seen` (name → line).
+/// Checks that `name` is a valid name (`names.rs`) and not yet in `seen`
+/// (name → line).
 fn unique_name(
     doc: &Document<'_>,
     name: Spanned<String>,
@@ -113,11 +116,11 @@ fn unique_name(
 ) -> Result<String, ConfigError> {
     let start = name.span().start;
     let name = name.into_inner();
-    let problem = if name.is_empty() {
-        Some(format!("{what} name must not be empty"))
-    } else {
-        seen.get(&name)
-            .map(|line| format!("duplicate {what} `{name}`, first defined on line {line}"))
+    let problem = match check_name(what, &name) {
+        Err(problem) => Some(problem),
+        Ok(()) => seen
+            .get(&name)
+            .map(|line| format!("duplicate {what} `{name}`, first defined on line {line}")),
     };
     if let Some(message) = problem {
         return Err(doc.error(start, Some(key.to_owned()), message));
@@ -207,5 +210,41 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(load(text).unwrap_err().to_string(), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn names_and_filters_are_checked_at_load() {
+        let queue = |name: &str, filter: &str| {
+            format!(
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"{name}\"\nfilter = \"{filter}\""
+            )
+        };
+        let cases = [
+            (
+                "[[addresses]]\nname = \"a b\"".to_owned(),
+                "test.toml:2:8: addresses[0].name: address name \"a b\" must not contain whitespace or control characters".to_owned(),
+            ),
+            (
+                format!("[[addresses]]\nname = \"{}\"", "n".repeat(10_000)),
+                format!(
+                    "test.toml:2:8: addresses[0].name: address name {:?}... must be at most 255 bytes",
+                    "n".repeat(64)
+                ),
+            ),
+            (
+                queue("q\\t", "x = 1"),
+                "test.toml:4:8: addresses[0].queues[0].name: queue name \"q\\t\" must not contain whitespace or control characters".to_owned(),
+            ),
+            (
+                queue("q", "a = = 1"),
+                "test.toml:5:10: addresses[0].queues[0].filter: invalid filter: ".to_owned(),
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = load(&text).unwrap_err().to_string();
+            assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+        }
+        let blank = load(&queue("q", " ")).unwrap();
+        assert_eq!(blank[0].queues[0].filter, None, "a blank filter is none");
     }
 }

@@ -9,6 +9,7 @@
 use toml::Spanned;
 
 use crate::error::{ConfigError, Document};
+use crate::names::{self, MAX_MESSAGE_SIZE_LIMIT, PLACEHOLDER};
 use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
@@ -95,10 +96,54 @@ pub(crate) fn minus_one_or_positive(value: i64) -> Result<Option<u64>, String> {
     }
 }
 
-/// The empty string explicitly unsets an inherited address (Artemis's
-/// convention), hence `Some(None)` once wrapped by the caller.
-pub(crate) fn unless_empty(value: String) -> Result<Option<String>, String> {
-    Ok(Some(value).filter(|v| !v.is_empty()))
+/// `max-message-size`: a message the store could not keep (with what the
+/// broker adds to it) must not be promised.
+pub(crate) fn message_size(value: i64) -> Result<u64, String> {
+    let size = positive(value)?;
+    if size > MAX_MESSAGE_SIZE_LIMIT {
+        return Err(format!(
+            "must be at most {MAX_MESSAGE_SIZE_LIMIT} bytes, the largest message the store keeps (got {value})"
+        ));
+    }
+    Ok(size)
+}
+
+/// A dead-letter or expiry address. The empty string explicitly unsets an
+/// inherited one (Artemis's convention), hence `Some(None)` once wrapped by
+/// the caller; anything else must be a name the broker can create.
+pub(crate) fn address_or_empty(value: String) -> Result<Option<String>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    names::check_name("address", &value)?;
+    Ok(Some(value))
+}
+
+/// An auto-created queue's prefix: the names it makes must be valid for any
+/// address, so it is checked in front of the shortest one.
+pub(crate) fn queue_prefix(value: String) -> Result<String, String> {
+    affix(format!("{value}{PLACEHOLDER}"), value)
+}
+
+/// An auto-created queue's suffix, checked like [`queue_prefix`].
+pub(crate) fn queue_suffix(value: String) -> Result<String, String> {
+    affix(format!("{PLACEHOLDER}{value}"), value)
+}
+
+fn affix(example: String, value: String) -> Result<String, String> {
+    match names::name_problem(&example) {
+        Some(problem) => Err(format!("the queue names made with it {problem}")),
+        None => Ok(value),
+    }
+}
+
+/// A queue's filter, parsed as the broker will; a blank one is no filter.
+pub(crate) fn filter(value: String) -> Result<Option<String>, String> {
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    rebound_selector::Selector::parse(&value).map_err(|e| format!("invalid filter: {e}"))?;
+    Ok(Some(value))
 }
 
 pub(crate) fn routing_type(value: String) -> Result<RoutingType, String> {

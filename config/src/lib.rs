@@ -11,6 +11,11 @@
 //!
 //! Errors point into the file: `rebound.toml:12:1:
 //! address-settings[2].redelivery-delay: must not be negative (got -5)`.
+//! A config that loads is one the broker can carry out: every address and
+//! queue name (declared, dead-letter, expiry, a schedule's move target) obeys
+//! the broker's name rule ([`check_name`]), every queue filter parses, and
+//! `max-message-size` fits the store. `rebound config check`, `serve` and a
+//! reload all run exactly this validation.
 //!
 //! # Format
 //!
@@ -45,7 +50,7 @@
 //!   [[addresses.queues]]
 //!   name = "orders.eu"
 //!   durable = true                # default true
-//!   filter = "color = 'red'"      # optional selector, kept as written
+//!   filter = "color = 'red'"      # optional selector, checked at load
 //! ```
 //!
 //! Here `orders.eu` gets 3 attempts (exact entry), a 5000 ms delay doubling
@@ -75,6 +80,7 @@ mod check;
 mod error;
 pub mod matcher;
 mod model;
+mod names;
 mod routing_type;
 pub mod schedule;
 pub mod settings;
@@ -83,6 +89,7 @@ pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
 pub use matcher::{Pattern, PatternError};
 pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
+pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, check_name};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{

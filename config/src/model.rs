@@ -178,6 +178,7 @@ fn address_settings(
 mod tests {
     use super::*;
     use crate::address::QueueConfig;
+    use crate::names::MAX_MESSAGE_SIZE_LIMIT;
     use crate::routing_type::RoutingType;
     use crate::schedule::StepAction;
     use crate::settings::Source;
@@ -454,6 +455,52 @@ mod tests {
         for (body, expected) in cases {
             assert_eq!(entry_err(body), expected, "{body}");
         }
+    }
+
+    #[test]
+    fn names_and_limits_the_broker_needs_are_checked_at_load() {
+        let whitespace = "must not contain whitespace or control characters";
+        let cases = [
+            (
+                "dead-letter-address = \"has space\"".to_owned(),
+                format!("test.toml:3:23: address-settings[0].dead-letter-address: address name \"has space\" {whitespace}"),
+            ),
+            (
+                format!("expiry-address = \"{}\"", "e".repeat(256)),
+                format!(
+                    "test.toml:3:18: address-settings[0].expiry-address: address name {:?}... must be at most 255 bytes",
+                    "e".repeat(64)
+                ),
+            ),
+            (
+                "redelivery-schedule = \"2:move(queue:bad name$)\"".to_owned(),
+                format!("test.toml:3:23: address-settings[0].redelivery-schedule: invalid schedule: entry 1 `2:move(queue:bad name$)`: the move target `bad name$` {whitespace}"),
+            ),
+            (
+                "dead-letter-queue-prefix = \"D L.\"".to_owned(),
+                format!("test.toml:3:28: address-settings[0].dead-letter-queue-prefix: the queue names made with it {whitespace}"),
+            ),
+            (
+                format!("expiry-queue-suffix = \"{}\"", "s".repeat(255)),
+                "test.toml:3:23: address-settings[0].expiry-queue-suffix: the queue names made with it must be at most 255 bytes".to_owned(),
+            ),
+            (
+                "max-message-size = 99999999999".to_owned(),
+                format!(
+                    "test.toml:3:20: address-settings[0].max-message-size: must be at most {MAX_MESSAGE_SIZE_LIMIT} bytes, the largest message the store keeps (got 99999999999)"
+                ),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(entry_err(&body), expected, "{body}");
+        }
+        let at_limit = parse(&format!(
+            "[[address-settings]]\nmatch = \"#\"\nmax-message-size = {MAX_MESSAGE_SIZE_LIMIT}\nexpiry-queue-prefix = \"\""
+        ));
+        assert_eq!(
+            at_limit.address_settings.effective("a").max_message_size,
+            MAX_MESSAGE_SIZE_LIMIT
+        );
     }
 
     #[test]

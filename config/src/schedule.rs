@@ -19,10 +19,16 @@
 //! action happens *instead of* it. In the example above, deliveries 1–4 are
 //! immediate, 5–9 wait 1 s, 10–49 wait 5 s, and instead of the 50th the
 //! message is moved to the anycast address `dlq<original address>oops`.
+//!
+//! A move target must make a valid address name: it is checked with `$`
+//! replaced by a one-letter word, so whitespace in the literal part, or a
+//! literal part already too long, is refused here rather than every moved
+//! message being dropped later.
 
 use std::fmt;
 use std::str::FromStr;
 
+use crate::names::{PLACEHOLDER, name_problem};
 use crate::routing_type::RoutingType;
 
 /// A parsed, validated step redelivery schedule; never empty.
@@ -107,6 +113,10 @@ pub enum EntryProblem {
     /// `move(kind:)`.
     #[error("the move target name is empty")]
     EmptyName,
+    /// The target can never be a valid address name, whatever `$` stands for
+    /// (see `names.rs`): the message would be dropped instead of moved.
+    #[error("the move target `{0}` {1}")]
+    BadName(String, &'static str),
     /// The index does not exceed the previous entry's index.
     #[error("the index must be greater than the previous index {0}")]
     NotIncreasing(u32),
@@ -192,6 +202,9 @@ fn parse_action(action: &str) -> Result<StepAction, EntryProblem> {
     let name = name.trim();
     if name.is_empty() {
         return Err(EntryProblem::EmptyName);
+    }
+    if let Some(problem) = name_problem(&name.replace('$', PLACEHOLDER)) {
+        return Err(EntryProblem::BadName(name.to_owned(), problem));
     }
     Ok(StepAction::Move(MoveTarget {
         kind,
@@ -375,6 +388,22 @@ mod tests {
         assert_eq!(problem("5:move(queue)"), (1, BadMoveKind));
         assert_eq!(problem("5:move(queue:)"), (1, EmptyName));
         assert_eq!(problem("5:move(queue:x"), (1, BadAction));
+        let must_not = "must not contain whitespace or control characters";
+        assert_eq!(
+            problem("2:move(queue:bad name$)"),
+            (1, BadName("bad name$".into(), must_not))
+        );
+        let long = format!("{}$", "a".repeat(255));
+        assert_eq!(
+            problem(&format!("2:move(topic:{long})")),
+            (1, BadName(long, "must be at most 255 bytes"))
+        );
+        assert_eq!(
+            schedule(&format!("2:move(same:{}$)", "a".repeat(254)))
+                .steps()
+                .len(),
+            1
+        );
         assert_eq!(problem("5:kill"), (1, BadAction));
         assert_eq!(problem("10:100; 5:200"), (2, NotIncreasing(10)));
         assert_eq!(problem("5:100; 5:200"), (2, NotIncreasing(5)));

@@ -53,30 +53,30 @@ macro_rules! for_each_setting {
             /// Where messages go after `max_delivery_attempts`; `None` (the
             /// default) drops them.
             dead_letter_address: Option<String> = "dead-letter-address",
-                String => check::unless_empty, default = None;
+                String => check::address_or_empty, default = None;
             /// Whether to create the dead-letter address and queue on demand.
             /// Default false.
             auto_create_dead_letter_resources: bool = "auto-create-dead-letter-resources",
                 bool => check::any, default = false;
             /// Prefix of an auto-created dead-letter queue's name. Default `DLQ.`.
             dead_letter_queue_prefix: String = "dead-letter-queue-prefix",
-                String => check::any, default = "DLQ.".to_owned();
+                String => check::queue_prefix, default = "DLQ.".to_owned();
             /// Suffix of an auto-created dead-letter queue's name. Default empty.
             dead_letter_queue_suffix: String = "dead-letter-queue-suffix",
-                String => check::any, default = String::new();
+                String => check::queue_suffix, default = String::new();
             /// Where expired messages go; `None` (the default) drops them.
             expiry_address: Option<String> = "expiry-address",
-                String => check::unless_empty, default = None;
+                String => check::address_or_empty, default = None;
             /// Whether to create the expiry address and queue on demand.
             /// Default false.
             auto_create_expiry_resources: bool = "auto-create-expiry-resources",
                 bool => check::any, default = false;
             /// Prefix of an auto-created expiry queue's name. Default `EXP.`.
             expiry_queue_prefix: String = "expiry-queue-prefix",
-                String => check::any, default = "EXP.".to_owned();
+                String => check::queue_prefix, default = "EXP.".to_owned();
             /// Suffix of an auto-created expiry queue's name. Default empty.
             expiry_queue_suffix: String = "expiry-queue-suffix",
-                String => check::any, default = String::new();
+                String => check::queue_suffix, default = String::new();
             /// Expiration given to messages sent without one, in ms; `None`
             /// (the default) = off.
             expiry_delay_ms: Option<u64> = "expiry-delay",
@@ -95,9 +95,10 @@ macro_rules! for_each_setting {
             /// Whether consuming from an unknown queue creates it. Default true.
             auto_create_queues: bool = "auto-create-queues",
                 bool => check::any, default = true;
-            /// Largest accepted message, in bytes. Default 1 MiB.
+            /// Largest accepted message, in bytes, at most
+            /// [`MAX_MESSAGE_SIZE_LIMIT`](crate::MAX_MESSAGE_SIZE_LIMIT). Default 1 MiB.
             max_message_size: u64 = "max-message-size",
-                i64 => check::positive, default = 1024 * 1024;
+                i64 => check::message_size, default = 1024 * 1024;
             /// Step schedule overriding the geometric redelivery delay; an
             /// empty string unsets an inherited one. Default none.
             redelivery_schedule: Option<RedeliverySchedule> = "redelivery-schedule",

@@ -9,6 +9,7 @@ mod support;
 
 mod cli;
 mod client;
+mod config_truth;
 mod crash;
 mod listener;
 mod messaging;

@@ -1,14 +1,23 @@
 //! Addresses and queues: creating them (explicitly, on first send or consume, for a
 //! schedule's move), deleting them, looking them up, and the ones a config declares.
+//!
+//! Creating what exists is idempotent only when it is what was asked for: an address
+//! with the routing type asked is a no-op, anything else is ALREADY_EXISTS naming what
+//! differs (a queue always is, as before, so a client knows whether it made it).
+//!
+//! A config is applied whole or not at all (start-up and reload alike): everything it
+//! declares is checked against what exists, under the registry's write lock, before
+//! its settings are put in force and what is new is created, in one commit. The file
+//! itself was fully validated when it loaded.
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rebound_config::{Config, RoutingType};
 use rebound_selector::Selector;
-use rebound_storage::{Op, QueueRecord};
+use rebound_storage::{Commit, Op, QueueRecord};
 
-use super::{Broker, check_limits, parse_filter};
-use crate::error::{BrokerError, Result};
+use super::{Broker, parse_filter};
+use crate::error::{BrokerError, Differences, Result};
 use crate::message;
 use crate::postoffice::{Address, Registry};
 use crate::queue::Queue;
@@ -125,9 +134,17 @@ impl Broker {
         queue
     }
 
-    /// Creates an address explicitly.
-    pub async fn create_address(self: &Arc<Self>, name: &str, routing: Option<RoutingType>) -> Result<()> {
-        self.ensure_address(name, routing, Create::Explicit).await
+    /// Creates an address explicitly; false if it existed already. One that exists is
+    /// fine if it carries `routing` (or none was asked for); otherwise ALREADY_EXISTS
+    /// says what it carries.
+    pub async fn create_address(self: &Arc<Self>, name: &str, routing: Option<RoutingType>) -> Result<bool> {
+        let existed = self.read().addresses.contains_key(name);
+        self.ensure_address(name, routing, Create::Explicit).await?;
+        // Checked after: whether it was there before or made just now, it must be as asked.
+        if let (Some(address), Some(routing)) = (self.read().addresses.get(name), routing) {
+            address_as_asked(address, routing)?;
+        }
+        Ok(!existed)
     }
 
     /// Deletes an address; with `force` also its queues and their messages.
@@ -172,12 +189,21 @@ impl Broker {
     ) -> Result<Arc<Queue>> {
         message::check_name("queue", name)?;
         let filter = parse_filter(filter.unwrap_or(""))?;
-        self.ensure_address(address, routing, Create::Explicit).await?;
         let routing = routing.unwrap_or_else(|| self.settings_for(address).default_address_routing_type);
+        let exists = |existing: &Queue| BrokerError::QueueExists {
+            name: name.to_owned(),
+            differs: queue_differences(existing, address, routing, durable, filter.as_ref()),
+        };
+        // Before the address is made: a refused queue must not leave an address behind.
+        if let Some(existing) = self.read().queues.get(name) {
+            return Err(exists(existing));
+        }
+        self.ensure_address(address, Some(routing), Create::Explicit)
+            .await?;
         let (commit, queue) = {
             let mut reg = self.write();
-            if reg.queues.contains_key(name) {
-                return Err(BrokerError::QueueExists(name.to_owned()));
+            if let Some(existing) = reg.queues.get(name) {
+                return Err(exists(existing));
             }
             if !reg.addresses.contains_key(address) {
                 return Err(BrokerError::AddressNotFound(address.to_owned()));
@@ -259,42 +285,134 @@ impl Broker {
             .create_queue(address, name, routing, true, filter, true)
             .await
         {
-            Err(BrokerError::QueueExists(_)) => self.queue(name),
+            Err(BrokerError::QueueExists { .. }) => self.queue(name),
             other => other,
         }
     }
 
     /// Applies a new config: its address-settings take effect for every queue at
     /// once (consumers stay attached), and its addresses and queues are created if new.
+    /// Nothing changes unless all of it can be applied: any error but
+    /// [`BrokerError::Storage`] is a refusal that left everything as it was.
     pub async fn reload(self: &Arc<Self>, config: &Config) -> Result<()> {
-        check_limits(config)?;
-        self.settings.replace(config);
-        self.declare(config).await?;
+        self.apply(config).await?;
         for queue in self.queues() {
             queue.wake.notify_one();
         }
         Ok(())
     }
 
-    /// Makes sure the addresses and queues a config declares exist.
-    pub(super) async fn declare(self: &Arc<Self>, config: &Config) -> Result<()> {
-        for address in &config.addresses {
-            self.ensure_address(&address.name, Some(address.routing_type), Create::Explicit)
-                .await?;
-            for q in &address.queues {
-                if !self.read().queues.contains_key(&q.name) {
-                    self.create_queue(
-                        &address.name,
-                        &q.name,
-                        Some(q.routing_type),
-                        q.durable,
-                        q.filter.as_deref(),
-                        false,
-                    )
-                    .await?;
-                }
-            }
+    /// Puts a config in force: checks what it declares against what exists, then (under
+    /// the same lock) replaces the settings and creates what is new, in one commit.
+    pub(super) async fn apply(self: &Arc<Self>, config: &Config) -> Result<()> {
+        let (commit, created) = {
+            let mut reg = self.write();
+            let plan = plan_declared(&reg, config)?;
+            self.settings.replace(config);
+            self.create_declared(&mut reg, plan)
+        };
+        self.commit(commit).await?;
+        for queue in created {
+            self.spawn_dispatcher(queue);
         }
         Ok(())
     }
+
+    /// Creates what [`plan_declared`] found missing, under the write lock.
+    fn create_declared(&self, reg: &mut Registry, plan: Declared<'_>) -> (Option<Commit>, Vec<Arc<Queue>>) {
+        let mut ops = Vec::new();
+        for (name, routing) in plan.addresses {
+            let address = Address::new(name.to_owned(), routing, false);
+            ops.push(Op::PutAddress(address.record()));
+            reg.addresses.insert(name.to_owned(), address);
+        }
+        let queues = plan
+            .queues
+            .into_iter()
+            .map(|new| self.new_queue(reg, &mut ops, new))
+            .collect();
+        (self.submit(ops), queues)
+    }
+}
+
+/// What a config declares that does not exist yet.
+struct Declared<'c> {
+    addresses: Vec<(&'c str, RoutingType)>,
+    queues: Vec<NewQueue<'c>>,
+}
+
+/// Checks what `config` declares against the registry without changing anything: a
+/// declared address that exists must carry its routing type, a declared queue that
+/// exists must be exactly as declared. Returns what is missing.
+fn plan_declared<'c>(reg: &Registry, config: &'c Config) -> Result<Declared<'c>> {
+    let mut plan = Declared {
+        addresses: Vec::new(),
+        queues: Vec::new(),
+    };
+    for address in &config.addresses {
+        match reg.addresses.get(&address.name) {
+            Some(existing) => address_as_asked(existing, address.routing_type)?,
+            None => plan.addresses.push((&address.name, address.routing_type)),
+        }
+        for q in &address.queues {
+            let filter = parse_filter(q.filter.as_deref().unwrap_or(""))?;
+            match reg.queues.get(&q.name) {
+                Some(existing) => {
+                    let differs = queue_differences(
+                        existing,
+                        &address.name,
+                        q.routing_type,
+                        q.durable,
+                        filter.as_ref(),
+                    );
+                    if !differs.is_empty() {
+                        return Err(BrokerError::QueueExists {
+                            name: q.name.clone(),
+                            differs,
+                        });
+                    }
+                }
+                None => plan.queues.push(NewQueue {
+                    address: &address.name,
+                    name: &q.name,
+                    routing: q.routing_type,
+                    durable: q.durable,
+                    filter,
+                    auto_created: false,
+                }),
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// An existing address is what was asked for if it carries `routing`.
+fn address_as_asked(existing: &Address, routing: RoutingType) -> Result<()> {
+    if existing.allows(routing) {
+        return Ok(());
+    }
+    Err(BrokerError::AddressExists {
+        name: existing.name.clone(),
+        differs: Differences::default().compare("routing type", existing.routing_types(), routing.as_str()),
+    })
+}
+
+/// How an existing queue differs from the one asked for.
+fn queue_differences(
+    existing: &Queue,
+    address: &str,
+    routing: RoutingType,
+    durable: bool,
+    filter: Option<&Selector>,
+) -> Differences {
+    let shown = |filter: Option<&Selector>| filter.map_or("none".to_owned(), |f| format!("{:?}", f.as_str()));
+    Differences::default()
+        .compare(
+            "address",
+            format!("'{}'", existing.address),
+            format!("'{address}'"),
+        )
+        .compare("routing type", existing.routing_type, routing)
+        .compare("filter", shown(existing.filter.as_ref()), shown(filter))
+        .compare("durable", existing.durable, durable)
 }

@@ -90,7 +90,6 @@ impl Broker {
     /// the config exist, and starts every queue's dispatcher.
     pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
         let started = Instant::now();
-        check_limits(config)?;
         let recovered = recovery::rebuild(store.recover()?);
         let broker = Arc::new(Broker {
             store,
@@ -106,7 +105,7 @@ impl Broker {
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
         }
-        broker.declare(config).await?;
+        broker.apply(config).await?;
         info!(
             queues = broker.read().queues.len(),
             messages = recovered.messages,
@@ -202,23 +201,12 @@ impl Broker {
 /// what the broker adds to a message (a dead letter's `_AMQ_ORIG_*` and failures).
 const BROKER_PROPERTY_ROOM: u64 = 64 * 1024;
 
-/// The largest `max-message-size` the store can honour.
-pub const MAX_MESSAGE_SIZE_LIMIT: u64 = MAX_RECORD_BYTES as u64 - BROKER_PROPERTY_ROOM;
-
-/// Refuses settings that promise more than the store can keep.
-fn check_limits(config: &Config) -> Result<()> {
-    for (pattern, entry) in config.address_settings.iter() {
-        if let Some(size) = entry.max_message_size
-            && size > MAX_MESSAGE_SIZE_LIMIT
-        {
-            return Err(BrokerError::InvalidArgument(format!(
-                "address-settings match \"{pattern}\": max-message-size {size} is larger than the \
-                 largest message the store keeps ({MAX_MESSAGE_SIZE_LIMIT} bytes)"
-            )));
-        }
-    }
-    Ok(())
-}
+// The config refuses a `max-message-size` above its limit at load (with file and
+// line); the config cannot see the store, so the two limits are tied here.
+const _: () = assert!(
+    rebound_config::MAX_MESSAGE_SIZE_LIMIT == MAX_RECORD_BYTES as u64 - BROKER_PROPERTY_ROOM,
+    "rebound_config::MAX_MESSAGE_SIZE_LIMIT must be the store's MAX_RECORD_BYTES less BROKER_PROPERTY_ROOM"
+);
 
 /// A queue or consumer filter; empty text means none.
 pub fn parse_filter(text: &str) -> Result<Option<Selector>> {

@@ -41,10 +41,11 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::CreateAddressRequest>,
     ) -> Result<Response<pb::CreateAddressResponse>, Status> {
         let r = request.into_inner();
-        self.broker
+        let created = self
+            .broker
             .create_address(&r.name, routing_from_wire(r.routing_type)?)
             .await?;
-        Ok(Response::new(pb::CreateAddressResponse {}))
+        Ok(Response::new(pb::CreateAddressResponse { created }))
     }
 
     async fn delete_address(

@@ -10,7 +10,7 @@ impl From<BrokerError> for Status {
             BrokerError::QueueNotFound(_)
             | BrokerError::AddressNotFound(_)
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
-            BrokerError::QueueExists(_) => Code::AlreadyExists,
+            BrokerError::QueueExists { .. } | BrokerError::AddressExists { .. } => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,

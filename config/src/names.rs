@@ -1,0 +1,82 @@
+//! The one rule for address and queue names, and the largest message size.
+//!
+//! Both are the broker's rules, but the config crate owns them so that a
+//! config file is refused at load, pointing at the offending value, for
+//! exactly what the broker would refuse at run time. Before, a name the
+//! broker cannot create (`dead-letter-address = "has space"`) loaded fine and
+//! every dead letter was then dropped. The broker calls [`check_name`] for
+//! every name a client sends, so there is one rule, not two.
+
+/// The longest address or queue name, in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// The largest `max-message-size` accepted: the largest record the store
+/// keeps (16 MiB) minus 64 KiB for what the broker adds to a message (a dead
+/// letter's `_AMQ_ORIG_*` properties and failures). The config crate cannot
+/// depend on the store, so the broker asserts at compile time that this agrees
+/// with the store's limit.
+pub const MAX_MESSAGE_SIZE_LIMIT: u64 = (16 << 20) - (64 << 10);
+
+/// The word a name pattern's placeholder (`$` in a schedule's move target, the
+/// address between a dead-letter queue's prefix and suffix) is checked with:
+/// one byte, the shortest any address can be, so a pattern refused with it
+/// is refused for every address.
+pub(crate) const PLACEHOLDER: &str = "x";
+
+/// Checks an address or queue name (`kind` says which, for the message):
+/// non-empty, at most [`MAX_NAME_BYTES`] bytes, no whitespace or control
+/// characters (they make names impossible to type in a CLI or a config).
+pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    match name_problem(name) {
+        None => Ok(()),
+        Some(problem) if name.is_empty() => Err(format!("{kind} name {problem}")),
+        Some(problem) => {
+            // A 10 KB name is not worth repeating in full.
+            let shown: String = name.chars().take(64).collect();
+            let ellipsis = if shown.len() < name.len() { "..." } else { "" };
+            Err(format!("{kind} name {shown:?}{ellipsis} {problem}"))
+        }
+    }
+}
+
+/// What is wrong with a name, if anything: [`check_name`]'s rule, for
+/// messages that show the name their own way.
+pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("must not be empty")
+    } else if name.len() > MAX_NAME_BYTES {
+        Some("must be at most 255 bytes")
+    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("must not contain whitespace or control characters")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(check_name("queue", "orders.eu"), Ok(()));
+        assert_eq!(check_name("queue", &"x".repeat(255)), Ok(()));
+        for bad in ["", "a b", "tab\there", "nl\n", "bell\u{7}", &"x".repeat(256)] {
+            assert!(check_name("queue", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            check_name("address", "a b").unwrap_err(),
+            "address name \"a b\" must not contain whitespace or control characters"
+        );
+        let long = check_name("address", &"y".repeat(10_000)).unwrap_err();
+        assert_eq!(
+            long,
+            format!("address name {:?}... must be at most 255 bytes", "y".repeat(64))
+        );
+        assert_eq!(
+            check_name("address", "").unwrap_err(),
+            "address name must not be empty"
+        );
+        assert_eq!(check_name("address", PLACEHOLDER), Ok(()));
+    }
+}
