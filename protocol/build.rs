@@ -15,6 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .bytes(".rebound.v1")
         .btree_map(".rebound.v1")
+        // Bad input is INVALID_ARGUMENT, also when it does not decode (src/codec.rs).
+        .codec_path("crate::codec::ProtoCodec")
         .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())

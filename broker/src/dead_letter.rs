@@ -39,7 +39,8 @@ const DEATH_PROPERTIES: [&str; 8] = [
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
     MaxDeliveryAttempts,
-    /// The consumer said it can never succeed.
+    /// The consumer said it can never succeed; the text is bounded
+    /// (`message::bounded_reason`).
     Rejected(String),
     Expired,
     /// A `move(...)` step of the redelivery schedule.
@@ -245,6 +246,68 @@ mod tests {
         assert!(!retried.properties.contains_key(REASON));
         assert_eq!(redrive_count(&retried), 1);
         assert_eq!(redrive_count(&retry_copy(&retried, "orders")), 2);
+    }
+
+    #[test]
+    fn a_dead_letter_of_any_accepted_message_fits_the_store() {
+        use prost::Message as _;
+        use rebound_storage::MAX_INLINE_RECORD_BYTES;
+
+        use crate::message::{MAX_PROPERTIES_BYTES, MAX_REASON_BYTES, bounded_reason, properties_bytes};
+        use crate::queue::MAX_FAILURES_KEPT;
+
+        let name = "n".repeat(255);
+        let mut original = MessageRecord {
+            message_id: u64::MAX,
+            address: name.clone(),
+            durable: true,
+            timestamp_ms: u64::MAX,
+            priority: 9,
+            expiration_ms: u64::MAX,
+            routing_type: 2,
+            ..Default::default()
+        };
+        // Properties as large as a producer may send.
+        let mut value = "v".repeat(MAX_PROPERTIES_BYTES as usize);
+        loop {
+            let property = PropertyValue {
+                value: Some(Value::String(value.clone())),
+            };
+            original.properties.insert("p".into(), property);
+            if properties_bytes(&original) <= MAX_PROPERTIES_BYTES {
+                break;
+            }
+            value.pop();
+        }
+        // The worst reasons: control characters, which JSON escapes six-fold.
+        let worst = "\u{1}".repeat(2 * MAX_REASON_BYTES);
+        let mut entry = Entry {
+            id: u64::MAX,
+            priority: 9,
+            expiration_ms: u64::MAX,
+            size: 0,
+            delivery_count: u32::MAX,
+            failures: Vec::new(),
+            stored: true,
+            record: None,
+        };
+        for _ in 0..MAX_FAILURES_KEPT {
+            entry.record_failure(u64::MAX, &worst);
+        }
+        let reason = Reason::Rejected(bounded_reason(&worst));
+        let copy = copy_for(
+            &original,
+            &entry,
+            &name,
+            RoutingType::Multicast,
+            &name,
+            &reason,
+            u64::MAX,
+        );
+        // With its body in a file the store keeps the key, the record without the
+        // body and a marker of at most 20 bytes (storage/src/large.rs) inline.
+        let inline = rebound_storage::keys::message(u32::MAX, u64::MAX).len() + copy.encoded_len() + 20;
+        assert!(inline <= MAX_INLINE_RECORD_BYTES, "{inline} bytes");
     }
 
     #[test]

@@ -8,11 +8,13 @@ use std::fmt;
 
 use rebound_storage::StorageError;
 
+use crate::message::excerpt;
+
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    #[error("queue '{0}' not found")]
+    #[error("queue '{}' not found", excerpt(.0))]
     QueueNotFound(String),
-    #[error("address '{0}' not found")]
+    #[error("address '{}' not found", excerpt(.0))]
     AddressNotFound(String),
     #[error("transaction {0} not found")]
     TransactionNotFound(u64),
@@ -25,7 +27,9 @@ pub enum BrokerError {
     AddressExists { name: String, differs: Differences },
     #[error("{0}")]
     InvalidArgument(String),
-    #[error("message of {size} bytes is larger than max-message-size {limit} bytes of address '{address}'")]
+    #[error(
+        "message of {size} bytes (body and properties) is larger than max-message-size {limit} bytes of address '{address}'"
+    )]
     MessageTooLarge { address: String, size: u64, limit: u64 },
     #[error("address '{address}' is full: it holds {held} bytes and max-size-bytes is {limit}")]
     AddressFull { address: String, held: u64, limit: u64 },

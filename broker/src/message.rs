@@ -1,10 +1,39 @@
 //! New messages as the engine accepts them: the checks every producer's message
-//! passes (names, property names, priority), and how a selector sees a message.
+//! passes (names, property names, priority, the size of its properties), how a
+//! selector sees a message, and how much of a user's text the broker keeps or
+//! echoes.
 //!
 //! The wire form is the gRPC edge's business (`grpc/convert.rs`); the engine works
 //! on the stored record (`rebound_storage::MessageRecord`).
-use rebound_storage::MessageRecord;
+//!
+//! # Sizes
+//!
+//! The store keeps a message with its body in a file when the body is large, but
+//! everything else of the record must fit [`MAX_INLINE_RECORD_BYTES`] (128 KiB).
+//! Producers get half of that for their properties ([`MAX_PROPERTIES_BYTES`]); the
+//! other half is for the record's own fields (address, headers, key, the large-body
+//! marker: under 1 KiB) and for what the broker adds when it moves a message to a
+//! dead-letter or expiry address (`_AMQ_ORIG_*`, the reason and the last failures,
+//! each reason at most [`MAX_REASON_BYTES`]: under 40 KiB). So a message the broker
+//! accepted can always be dead-lettered; a test in `dead_letter.rs` checks the worst
+//! case.
+//!
+//! `max-message-size` counts what the producer controls: the body's bytes plus the
+//! properties' bytes ([`properties_bytes`]), so a 1 MiB body fits the 1 MiB default.
+//!
+//! # Bounded text
+//!
+//! A consumer's failure reason is kept with the message and travels with it to the
+//! dead-letter address: reasons are cut to [`MAX_REASON_BYTES`] with a marker
+//! ([`bounded_reason`]) rather than refused, because refusing a nack would leave a
+//! consumer no way to give a message back. Error messages quote at most
+//! [`EXCERPT_BYTES`] of any input ([`excerpt`]): gRPC carries them in a header, and
+//! an error bigger than the client's header limit reaches it as a protocol error
+//! instead of the status the broker meant.
+use std::borrow::Cow;
+
 use rebound_storage::records::property_value::Value;
+use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord};
 
 use crate::error::{BrokerError, Result};
 
@@ -34,7 +63,8 @@ pub fn check_new(record: &MessageRecord) -> Result<()> {
         };
         if let Some(problem) = problem {
             return Err(BrokerError::InvalidArgument(format!(
-                "property name {name:?} {problem}"
+                "property name {:?} {problem}",
+                excerpt(name)
             )));
         }
     }
@@ -44,8 +74,60 @@ pub fn check_new(record: &MessageRecord) -> Result<()> {
             record.priority
         )));
     }
+    let size = properties_bytes(record);
+    if size > MAX_PROPERTIES_BYTES {
+        return Err(BrokerError::InvalidArgument(format!(
+            "the properties take {size} bytes; the limit is {MAX_PROPERTIES_BYTES} bytes \
+             (names and values, encoded)"
+        )));
+    }
     Ok(())
 }
+
+/// The most a message's properties may take, encoded (names, values and a few
+/// bytes of framing each): 64 KiB, half of what the store keeps inline.
+pub const MAX_PROPERTIES_BYTES: u64 = (MAX_INLINE_RECORD_BYTES / 2) as u64;
+
+/// The longest failure reason kept, in bytes; longer ones are cut with a marker.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// The most of a user's input an error message quotes, in bytes.
+pub const EXCERPT_BYTES: usize = 100;
+
+/// `text` cut to at most `max` bytes at a character boundary, with a marker that
+/// says how much was cut.
+fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    // `str::floor_char_boundary` is newer than the workspace's rust-version.
+    let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    Cow::Owned(format!("{}…[truncated {} bytes]", &text[..cut], text.len() - cut))
+}
+
+/// A failure reason as the broker keeps it: at most [`MAX_REASON_BYTES`] of it.
+pub fn bounded_reason(reason: &str) -> String {
+    clip(reason, MAX_REASON_BYTES).into_owned()
+}
+
+/// A user's input as an error message quotes it: at most [`EXCERPT_BYTES`] of it.
+pub fn excerpt(input: &str) -> Cow<'_, str> {
+    clip(input, EXCERPT_BYTES)
+}
+
+/// The encoded size of a message's properties, as [`MAX_PROPERTIES_BYTES`] and
+/// `max-message-size` count them.
+pub fn properties_bytes(record: &MessageRecord) -> u64 {
+    prost::encoding::btree_map::encoded_len(
+        prost::encoding::string::encoded_len,
+        prost::encoding::message::encoded_len,
+        PROPERTIES_TAG,
+        &record.properties,
+    ) as u64
+}
+
+/// The tag of `MessageRecord.properties` (storage/src/records.rs).
+const PROPERTIES_TAG: u32 = 4;
 
 /// Message headers and properties as a selector sees them. The JMS header names map
 /// to the record's fields, as in Artemis's filters.
@@ -78,6 +160,8 @@ impl rebound_selector::Properties for Selectable<'_> {
 
 #[cfg(test)]
 mod tests {
+    use rebound_storage::PropertyValue;
+
     use super::*;
 
     fn record(address: &str) -> MessageRecord {
@@ -112,5 +196,35 @@ mod tests {
         let mut m = record("a");
         m.priority = 10;
         assert!(check_new(&m).unwrap_err().to_string().contains("priority"));
+    }
+
+    #[test]
+    fn properties_are_bounded_and_the_limit_is_named() {
+        let mut m = record("a");
+        let big = PropertyValue {
+            value: Some(Value::String("x".repeat(MAX_PROPERTIES_BYTES as usize))),
+        };
+        m.properties.insert("big".into(), big);
+        let err = check_new(&m).unwrap_err();
+        assert!(matches!(err, BrokerError::InvalidArgument(_)));
+        assert!(err.to_string().contains("65536"), "{err}");
+        m.properties.clear();
+        assert_eq!(properties_bytes(&m), 0);
+        assert!(check_new(&m).is_ok());
+    }
+
+    #[test]
+    fn long_text_is_cut_at_a_character_boundary_with_a_marker() {
+        assert_eq!(bounded_reason("db down"), "db down");
+        let reason = bounded_reason(&"é".repeat(MAX_REASON_BYTES));
+        // 512 two-byte characters fit; the other 512 are cut.
+        assert_eq!(reason, format!("{}…[truncated 1024 bytes]", "é".repeat(512)));
+        let odd = format!("a{}", "é".repeat(100));
+        assert_eq!(
+            excerpt(&odd),
+            format!("a{}…[truncated 102 bytes]", "é".repeat(49))
+        );
+        let err = check_name("queue", &"q".repeat(10_000)).unwrap_err().to_string();
+        assert!(err.len() < 200, "{err}");
     }
 }

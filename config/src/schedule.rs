@@ -465,6 +465,14 @@ mod tests {
         }
 
         #[test]
+        fn arbitrary_text_parses_or_is_an_error_never_a_panic(text in any::<String>(), soup in "[0-9:;( )a-z$.-]{0,40}") {
+            let _ = RedeliverySchedule::parse(&text);
+            if let Ok(s) = RedeliverySchedule::parse(&soup) {
+                prop_assert_eq!(RedeliverySchedule::parse(&s.to_string()), Ok(s));
+            }
+        }
+
+        #[test]
         fn step_for_picks_the_greatest_index_not_above(s in any_schedule(), n in 0u32..7000) {
             let expected = s.steps().iter().rev().find(|step| step.index <= n).map(|step| &step.action);
             prop_assert_eq!(s.step_for(n), expected);

@@ -5,8 +5,10 @@
 //! `protoc`) and re-exports the generated types, clients and servers. Two services:
 //! `Messaging` (send, consume) and `Admin` (addresses, queues, counters, browse,
 //! settings). [`properties`] names the message properties the broker sets and
-//! reserves (`_AMQ_*`, `_REBOUND_*`).
+//! reserves (`_AMQ_*`, `_REBOUND_*`). The services use [`codec::ProtoCodec`], which
+//! answers a message that does not decode with `INVALID_ARGUMENT`.
 
+pub mod codec;
 pub mod properties;
 
 /// Generated code for package `rebound.v1`.

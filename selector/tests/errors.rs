@@ -129,6 +129,16 @@ fn nesting_is_bounded() {
 }
 
 #[test]
+fn errors_quote_a_bounded_part_of_the_input() {
+    let word = "x".repeat(100_000);
+    let e = Selector::parse(&format!("a = 1 {word}")).unwrap_err();
+    assert_eq!(e.found(), format!("\"{}…\"", "x".repeat(32)));
+    assert!(e.to_string().len() < 200, "{e}");
+    let e = Selector::parse(&"(".repeat(10_000)).unwrap_err();
+    assert!(e.to_string().len() < 200, "{e}");
+}
+
+#[test]
 fn long_flat_chains_are_fine() {
     let ors = vec!["a = 1"; 20_000].join(" OR ");
     let sums = format!("{} = 1", vec!["1"; 20_000].join(" + "));

@@ -158,6 +158,22 @@ proptest! {
         let _ = Selector::parse(&text);
     }
 
+    /// An error goes back to a client in a header: it stays short whatever the
+    /// text, however long a word or deep a nesting it has (the longest list of
+    /// expected tokens and 32 escaped characters of a word fit in 512 bytes).
+    #[test]
+    fn errors_are_short_whatever_the_text(
+        text in prop_oneof![
+            any::<String>(),
+            ("[a-z]{0,3}", any::<char>(), 0usize..50_000).prop_map(|(head, c, n)| format!("{head} {}", c.to_string().repeat(n))),
+            ("[(]{0,5000}", "[-+ ]{0,5000}", "NOT ?|[a-z]{0,2}").prop_map(|(a, b, c)| format!("{a}{b}{c}")),
+        ]
+    ) {
+        if let Err(e) = Selector::parse(&text) {
+            prop_assert!(e.to_string().len() <= 512, "{e}");
+        }
+    }
+
     #[test]
     fn parse_and_match_never_panic_on_token_soup(text in token_soup(), message in message()) {
         if let Ok(selector) = Selector::parse(&text) {

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod bad_input;
 mod cli;
 mod client;
 mod config_truth;

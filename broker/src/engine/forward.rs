@@ -16,7 +16,7 @@ use super::addresses::Create;
 use super::ops::removal_ops;
 use super::send::{deliver_arrivals, place};
 use crate::dead_letter::{self, Reason};
-use crate::error::Result;
+use crate::error::{BrokerError, Result};
 use crate::postoffice::Registry;
 use crate::queue::{Entry, Queue};
 use crate::time::now_ms;
@@ -69,6 +69,12 @@ impl Broker {
     ) -> Result<()> {
         let target = match self.forward_target(queue, settings, how).await {
             Ok(target) => target,
+            // Storage refused to create the target: the message stays, as for a
+            // failed move.
+            Err(err @ BrokerError::Storage(_)) => {
+                queue.requeue([(entry, 0)], now_ms());
+                return Err(err);
+            }
             Err(err) => {
                 warn!(queue = %queue.name, message = entry.id, %err, "cannot prepare the target address");
                 None
@@ -229,8 +235,9 @@ impl Broker {
             delivery_count = entry.delivery_count,
             "dropping message: {why}"
         );
+        self.remove(queue, vec![entry]).await?;
         queue.count(|c| c.dropped += 1);
-        self.commit(self.submit(removal_ops(queue, [&entry]))).await
+        Ok(())
     }
 
     /// Handles messages the dispatcher found expired.

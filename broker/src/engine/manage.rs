@@ -13,7 +13,6 @@ use tracing::info;
 
 use super::addresses::Create;
 use super::forward::Moved;
-use super::ops::removal_ops;
 use super::{Broker, parse_filter};
 use crate::dead_letter::{self, Reason};
 use crate::error::Result;
@@ -135,8 +134,8 @@ impl Broker {
 
     async fn drop_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
         let removed = entries.len() as u64;
+        self.remove(queue, entries).await?;
         queue.count(|c| c.dropped += removed);
-        self.commit(self.submit(removal_ops(queue, &entries))).await?;
         Ok(removed)
     }
 

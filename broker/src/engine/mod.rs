@@ -215,7 +215,7 @@ pub fn parse_filter(text: &str) -> Result<Option<Selector>> {
     }
     Selector::parse(text)
         .map(Some)
-        .map_err(|e| BrokerError::InvalidArgument(format!("filter {text:?}: {e}")))
+        .map_err(|e| BrokerError::InvalidArgument(format!("filter {:?}: {e}", crate::message::excerpt(text))))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use super::forward::Forward;
 use super::ops::{removal_ops, state_op};
 use crate::dead_letter::Reason;
 use crate::error::Result;
+use crate::message::bounded_reason;
 use crate::queue::{Entry, Queue};
 use crate::redelivery::{self, Decision};
 use crate::time::now_ms;
@@ -48,8 +49,9 @@ impl Broker {
         match how {
             Settlement::Ack => {
                 let n = entries.len() as u64;
+                self.remove(queue, entries).await?;
                 queue.count(|c| c.acked += n);
-                self.commit(self.submit(removal_ops(queue, &entries))).await
+                Ok(())
             }
             Settlement::Release => self.release(queue, entries).await,
             Settlement::Nack {
@@ -57,13 +59,25 @@ impl Broker {
                 retry_after_ms,
             } => self.fail(queue, entries, &reason, retry_after_ms).await,
             Settlement::DeadLetter { reason } => {
+                let reason = Reason::Rejected(bounded_reason(&reason));
                 let items = entries
                     .into_iter()
-                    .map(|e| (e, Forward::DeadLetter(Reason::Rejected(reason.clone()))))
+                    .map(|e| (e, Forward::DeadLetter(reason.clone())))
                     .collect();
                 self.forward(queue, items).await
             }
         }
+    }
+
+    /// Removes entries taken from `queue` for good (acked, dropped). If storage
+    /// refuses, they are back in the queue as they were: they are still stored, and
+    /// a message that is stored but in no queue would show up only after a restart.
+    pub(super) async fn remove(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
+        let result = self.commit(self.submit(removal_ops(queue, &entries))).await;
+        if result.is_err() {
+            queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
+        }
+        result
     }
 
     /// Back at once, and the delivery does not count.
@@ -113,7 +127,7 @@ impl Broker {
         {
             let mut rng = rand::rng();
             for mut entry in entries {
-                entry.record_failure(now, reason.to_owned());
+                entry.record_failure(now, reason);
                 match redelivery::decide(&settings, entry.delivery_count, retry_after_ms, &mut rng) {
                     Decision::Redeliver { delay_ms } => {
                         let due = if delay_ms > 0 {

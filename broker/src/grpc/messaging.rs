@@ -120,7 +120,11 @@ async fn transact(
         let request = tokio::select! {
             request = inbound.message() => match request {
                 Ok(Some(request)) => request,
-                Ok(None) | Err(_) => break,
+                Ok(None) => break,
+                Err(status) => {
+                    let _ = tx.send(Err(status));
+                    break;
+                }
             },
             _ = broker.shutdown().cancelled() => {
                 let _ = tx.send(Err(BrokerError::ShuttingDown.into()));
@@ -223,8 +227,14 @@ impl Session {
                             break;
                         }
                     }
-                    // The client closed its side, or the connection is gone.
-                    Ok(None) | Err(_) => break,
+                    // The client closed its side.
+                    Ok(None) => break,
+                    // A request that does not decode, or the connection is gone:
+                    // the client hears why, if it still listens.
+                    Err(status) => {
+                        let _ = self.tx.send(Err(status));
+                        break;
+                    }
                 },
                 _ = self.broker.shutdown().cancelled() => {
                     let _ = self.tx.send(Err(BrokerError::ShuttingDown.into()));

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use rebound_storage::{FailureRecord, MessageId, MessageRecord};
 use tokio::sync::mpsc;
 
+use crate::message::bounded_reason;
+
 /// How many failure reasons a message keeps; they travel with it to the DLQ.
 pub const MAX_FAILURES_KEPT: usize = 5;
 
@@ -33,11 +35,17 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn record_failure(&mut self, at_ms: u64, reason: String) {
+    /// Keeps a failure, its reason cut to [`crate::message::MAX_REASON_BYTES`]:
+    /// failures are stored with the message and copied onto its dead letter, and
+    /// the store bounds both.
+    pub fn record_failure(&mut self, at_ms: u64, reason: &str) {
         if self.failures.len() == MAX_FAILURES_KEPT {
             self.failures.remove(0);
         }
-        self.failures.push(FailureRecord { at_ms, reason });
+        self.failures.push(FailureRecord {
+            at_ms,
+            reason: bounded_reason(reason),
+        });
     }
 }
 

@@ -3,7 +3,9 @@
 //! through the real daemon; these pin down the engine's own contract.
 mod declare;
 mod lifecycle;
+mod random_input;
 mod redelivery;
+mod refusals;
 mod shutdown;
 mod transactions;
 

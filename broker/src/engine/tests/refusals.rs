@@ -1,0 +1,172 @@
+//! A store that refuses a commit: whatever the operation (ack, nack, dead
+//! letter, move, retry, remove, purge), the message stays in its queue as it was,
+//! visible and deliverable, and the caller gets the storage error.
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rebound_storage::{Commit, DeliveryState, MessageId, Op, QueueId, Recovered, StorageError, StoreStats};
+
+use super::*;
+use crate::engine::Selection;
+use crate::error::BrokerError;
+
+/// The in-memory store, refusing every commit while `refuse` is set.
+#[derive(Default)]
+struct Refusing {
+    inner: MemoryStore,
+    refuse: AtomicBool,
+}
+
+impl Store for Refusing {
+    fn commit(&self, ops: Vec<Op>) -> Commit {
+        if self.refuse.load(Ordering::SeqCst) {
+            return Commit::ready(Err(StorageError::Closed));
+        }
+        self.inner.commit(ops)
+    }
+
+    fn generate_id(&self) -> Result<MessageId, StorageError> {
+        self.inner.generate_id()
+    }
+
+    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
+        self.inner.read_message(queue, id)
+    }
+
+    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
+        self.inner.read_state(queue, id)
+    }
+
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        self.inner.recover()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        self.inner.close()
+    }
+}
+
+/// With a DLQ, a parking address, and no storage write on delivery (so that only
+/// the operation under test meets the refusal).
+const CONFIG: &str = r##"
+persist-delivery-count-before-delivery = false
+
+[[address-settings]]
+match = "#"
+dead-letter-address = "DLQ"
+max-delivery-attempts = 2
+
+[[addresses]]
+name = "DLQ"
+  [[addresses.queues]]
+  name = "DLQ"
+
+[[addresses]]
+name = "parked"
+  [[addresses.queues]]
+  name = "parked"
+"##;
+
+async fn refusing() -> (Arc<Broker>, Arc<Refusing>) {
+    let store = Arc::new(Refusing::default());
+    (open(CONFIG, store.clone()).await, store)
+}
+
+/// Settles and returns the engine's answer.
+async fn try_settle(
+    broker: &Arc<Broker>,
+    sub: &Subscription,
+    ids: &[u64],
+    how: Settlement,
+) -> Result<(), BrokerError> {
+    let (tx, rx) = oneshot::channel();
+    broker
+        .settle_deliveries(&sub.queue, sub.consumer, ids.to_vec(), how, None, move |r| {
+            let _ = tx.send(r);
+        })
+        .expect("a valid settle");
+    rx.await.expect("answered").map(drop)
+}
+
+/// `queue` holds exactly the message `body`, nothing went anywhere else, and it
+/// is stored (a restart would find it too).
+fn still_there(broker: &Broker, store: &Refusing, queue: &str, body: &str, after: &str) {
+    let browsed = broker.browse(queue, "", 10).unwrap();
+    let bodies: Vec<_> = browsed.iter().map(|b| b.record.body.clone()).collect();
+    assert_eq!(bodies, [body.as_bytes()], "{queue} after a refused {after}");
+    assert!(broker.browse("DLQ", "", 10).unwrap().is_empty());
+    assert!(broker.browse("parked", "", 10).unwrap().is_empty());
+    let snap = broker.queue(queue).unwrap().snapshot();
+    let c = &snap.counters;
+    assert_eq!((c.acked, c.dead_lettered, c.dropped), (0, 0, 0));
+    let q = broker.queue(queue).unwrap();
+    assert!(
+        store
+            .inner
+            .read_message(q.id, browsed[0].entry.id)
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn refused_settles_leave_the_message_deliverable() {
+    let (broker, store) = refusing().await;
+    send(&broker, "orders", &["m"]).await;
+    let mut sub = broker.subscribe("orders", 100, "").await.unwrap();
+    let nack = Settlement::Nack {
+        reason: "boom".into(),
+        retry_after_ms: None,
+    };
+    let dead = Settlement::DeadLetter { reason: "bad".into() };
+    // The second nack would dead-letter it (max-delivery-attempts = 2).
+    for how in [nack.clone(), nack, dead, Settlement::Ack] {
+        let got = receive(&mut sub, 1).await;
+        store.refuse.store(true, Ordering::SeqCst);
+        let err = try_settle(&broker, &sub, &ids(&got), how.clone()).await;
+        assert!(matches!(err, Err(BrokerError::Storage(_))), "{how:?}: {err:?}");
+        still_there(&broker, &store, "orders", "m", &format!("{how:?}"));
+        store.refuse.store(false, Ordering::SeqCst);
+    }
+    // And it is delivered again; now the ack sticks.
+    let got = receive(&mut sub, 1).await;
+    assert_eq!(body(&got[0]), "m");
+    settle(&broker, &sub, &ids(&got), Settlement::Ack, None).await;
+    assert!(broker.browse("orders", "", 10).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn refused_management_operations_leave_the_message_where_it_was() {
+    let (broker, store) = refusing().await;
+    send(&broker, "orders", &["m"]).await;
+    let all = Selection {
+        queue: "orders".into(),
+        ..Default::default()
+    };
+    store.refuse.store(true, Ordering::SeqCst);
+    let err = broker.move_messages(&all, "parked").await;
+    assert!(matches!(err, Err(BrokerError::Storage(_))), "{:?}", err.map(drop));
+    still_there(&broker, &store, "orders", "m", "move");
+    assert!(broker.remove_messages(&all).await.is_err());
+    still_there(&broker, &store, "orders", "m", "remove");
+    assert!(broker.purge("orders").await.is_err());
+    still_there(&broker, &store, "orders", "m", "purge");
+
+    // A dead letter that cannot go back stays on the DLQ.
+    store.refuse.store(false, Ordering::SeqCst);
+    let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
+    let got = receive(&mut sub, 1).await;
+    let dead = Settlement::DeadLetter { reason: "bad".into() };
+    settle(&broker, &sub, &ids(&got), dead, None).await;
+    store.refuse.store(true, Ordering::SeqCst);
+    let dlq = Selection {
+        queue: "DLQ".into(),
+        ..Default::default()
+    };
+    assert!(broker.retry_messages(&dlq, false, 0).await.is_err());
+    assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 1);
+    assert!(broker.browse("orders", "", 10).unwrap().is_empty());
+}
