@@ -2,6 +2,7 @@
 //! a socket or a disk. The black-box tests in `tests/` cover the same ground
 //! through the real daemon; these pin down the engine's own contract.
 mod declare;
+mod intercepted;
 mod lifecycle;
 mod random_input;
 mod redelivery;

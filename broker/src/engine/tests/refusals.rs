@@ -3,51 +3,29 @@
 //! visible and deliverable, and the caller gets the storage error.
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rebound_storage::{Commit, DeliveryState, MessageId, Op, QueueId, Recovered, StorageError, StoreStats};
+use rebound_storage::{Commit, Op, StorageError};
 
+use super::intercepted::{Hook, Intercepted};
 use super::*;
 use crate::engine::Selection;
 use crate::error::BrokerError;
 
-/// The in-memory store, refusing every commit while `refuse` is set.
+/// Refuses every commit while `refuse` is set.
 #[derive(Default)]
-struct Refusing {
-    inner: MemoryStore,
+struct Refuse {
     refuse: AtomicBool,
 }
 
-impl Store for Refusing {
-    fn commit(&self, ops: Vec<Op>) -> Commit {
+impl Hook for Refuse {
+    fn commit(&self, inner: &Arc<MemoryStore>, ops: Vec<Op>) -> Commit {
         if self.refuse.load(Ordering::SeqCst) {
             return Commit::ready(Err(StorageError::Closed));
         }
-        self.inner.commit(ops)
-    }
-
-    fn generate_id(&self) -> Result<MessageId, StorageError> {
-        self.inner.generate_id()
-    }
-
-    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
-        self.inner.read_message(queue, id)
-    }
-
-    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
-        self.inner.read_state(queue, id)
-    }
-
-    fn recover(&self) -> Result<Recovered, StorageError> {
-        self.inner.recover()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn close(&self) -> Result<(), StorageError> {
-        self.inner.close()
+        inner.commit(ops)
     }
 }
+
+type Refusing = Intercepted<Refuse>;
 
 /// With a DLQ, a parking address, and no storage write on delivery (so that only
 /// the operation under test meets the refusal).
@@ -71,7 +49,10 @@ name = "parked"
 "##;
 
 async fn refusing() -> (Arc<Broker>, Arc<Refusing>) {
-    let store = Arc::new(Refusing::default());
+    let store = Arc::new(Intercepted {
+        inner: Arc::default(),
+        hook: Refuse::default(),
+    });
     (open(CONFIG, store.clone()).await, store)
 }
 
@@ -125,11 +106,11 @@ async fn refused_settles_leave_the_message_deliverable() {
     // The second nack would dead-letter it (max-delivery-attempts = 2).
     for how in [nack.clone(), nack, dead, Settlement::Ack] {
         let got = receive(&mut sub, 1).await;
-        store.refuse.store(true, Ordering::SeqCst);
+        store.hook.refuse.store(true, Ordering::SeqCst);
         let err = try_settle(&broker, &sub, &ids(&got), how.clone()).await;
         assert!(matches!(err, Err(BrokerError::Storage(_))), "{how:?}: {err:?}");
         still_there(&broker, &store, "orders", "m", &format!("{how:?}"));
-        store.refuse.store(false, Ordering::SeqCst);
+        store.hook.refuse.store(false, Ordering::SeqCst);
     }
     // And it is delivered again; now the ack sticks.
     let got = receive(&mut sub, 1).await;
@@ -146,7 +127,7 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
         queue: "orders".into(),
         ..Default::default()
     };
-    store.refuse.store(true, Ordering::SeqCst);
+    store.hook.refuse.store(true, Ordering::SeqCst);
     let err = broker.move_messages(&all, "parked").await;
     assert!(matches!(err, Err(BrokerError::Storage(_))), "{:?}", err.map(drop));
     still_there(&broker, &store, "orders", "m", "move");
@@ -156,12 +137,12 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
     still_there(&broker, &store, "orders", "m", "purge");
 
     // A dead letter that cannot go back stays on the DLQ.
-    store.refuse.store(false, Ordering::SeqCst);
+    store.hook.refuse.store(false, Ordering::SeqCst);
     let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
     let got = receive(&mut sub, 1).await;
     let dead = Settlement::DeadLetter { reason: "bad".into() };
     settle(&broker, &sub, &ids(&got), dead, None).await;
-    store.refuse.store(true, Ordering::SeqCst);
+    store.hook.refuse.store(true, Ordering::SeqCst);
     let dlq = Selection {
         queue: "DLQ".into(),
         ..Default::default()

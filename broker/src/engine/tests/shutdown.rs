@@ -3,27 +3,28 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rebound_storage::{Commit, DeliveryState, MessageId, Op, QueueId, Recovered, StorageError, StoreStats};
+use rebound_storage::{Commit, Op, StorageError};
 
+use super::intercepted::{Hook, Intercepted};
 use super::*;
 use crate::dead_letter;
 
-/// A store whose commits take a while, as a disk's do: each is applied to the
-/// memory store 20 ms after it was handed over. Like the real engine, `close`
-/// finishes the commits it was already given, and refuses later ones.
-struct SlowStore {
-    inner: Arc<MemoryStore>,
-    closed: Arc<AtomicBool>,
+/// Commits that take a while, as a disk's do: each is applied to the memory store
+/// 20 ms after it was handed over. Like the real engine, `close` finishes the
+/// commits it was already given, and refuses later ones.
+#[derive(Default)]
+struct Slow {
+    closed: AtomicBool,
     in_flight: Arc<AtomicUsize>,
 }
 
-impl Store for SlowStore {
-    fn commit(&self, ops: Vec<Op>) -> Commit {
+impl Hook for Slow {
+    fn commit(&self, inner: &Arc<MemoryStore>, ops: Vec<Op>) -> Commit {
         if self.closed.load(Ordering::SeqCst) {
             return Commit::ready(Err(StorageError::Closed));
         }
         let (tx, rx) = oneshot::channel();
-        let (inner, in_flight) = (self.inner.clone(), self.in_flight.clone());
+        let (inner, in_flight) = (inner.clone(), self.in_flight.clone());
         in_flight.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -33,32 +34,12 @@ impl Store for SlowStore {
         Commit::from(rx)
     }
 
-    fn generate_id(&self) -> Result<MessageId, StorageError> {
-        self.inner.generate_id()
-    }
-
-    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
-        self.inner.read_message(queue, id)
-    }
-
-    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
-        self.inner.read_state(queue, id)
-    }
-
-    fn recover(&self) -> Result<Recovered, StorageError> {
-        self.inner.recover()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn close(&self) -> Result<(), StorageError> {
+    fn close(&self, inner: &MemoryStore) -> Result<(), StorageError> {
         self.closed.store(true, Ordering::SeqCst);
         while self.in_flight.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.inner.close()
+        inner.close()
     }
 }
 
@@ -68,10 +49,9 @@ const AUTO_DLQ: &str = "[[address-settings]]\nmatch = \"#\"\ndead-letter-address
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_waits_for_settles_in_flight() {
     let memory = Arc::new(MemoryStore::new());
-    let slow = Arc::new(SlowStore {
+    let slow = Arc::new(Intercepted {
         inner: memory.clone(),
-        closed: Arc::default(),
-        in_flight: Arc::default(),
+        hook: Slow::default(),
     });
     let broker = open(AUTO_DLQ, slow).await;
     let bodies: Vec<String> = (0..100).map(|i| i.to_string()).collect();

@@ -1,0 +1,53 @@
+//! The in-memory store with its commits (and close) handed to a hook: how the
+//! engine copes with a store that is slow or refuses, without a disk.
+use std::sync::Arc;
+
+use rebound_storage::{
+    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueId, Recovered, StorageError, Store,
+    StoreStats,
+};
+
+/// What a test does to the store's commits.
+pub(super) trait Hook: Send + Sync + 'static {
+    fn commit(&self, inner: &Arc<MemoryStore>, ops: Vec<Op>) -> Commit;
+
+    fn close(&self, inner: &MemoryStore) -> Result<(), StorageError> {
+        inner.close()
+    }
+}
+
+/// A [`MemoryStore`] whose commits go through `hook`; reads go straight to it.
+pub(super) struct Intercepted<H> {
+    pub inner: Arc<MemoryStore>,
+    pub hook: H,
+}
+
+impl<H: Hook> Store for Intercepted<H> {
+    fn commit(&self, ops: Vec<Op>) -> Commit {
+        self.hook.commit(&self.inner, ops)
+    }
+
+    fn generate_id(&self) -> Result<MessageId, StorageError> {
+        self.inner.generate_id()
+    }
+
+    fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
+        self.inner.read_message(queue, id)
+    }
+
+    fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError> {
+        self.inner.read_state(queue, id)
+    }
+
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        self.inner.recover()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        self.hook.close(&self.inner)
+    }
+}
