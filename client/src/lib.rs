@@ -56,7 +56,7 @@ pub use rebound_protocol::v1 as proto;
 pub use tonic::Code;
 
 pub use proto::{
-    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse,
+    AddressInfo, GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse,
     RetryOutcome, RoutingType, SendResponse, SettingValue,
 };
 

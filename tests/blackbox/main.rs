@@ -13,6 +13,7 @@ mod crash;
 mod listener;
 mod messaging;
 mod operations;
+mod operator;
 mod redelivery;
 mod tooling;
 mod transactions;

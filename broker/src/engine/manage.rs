@@ -174,17 +174,24 @@ impl Broker {
         Ok(moved)
     }
 
-    /// Sends dead letters back to exactly the queue they failed on.
+    /// Sends dead letters back to exactly the queue they failed on; stops once
+    /// `limit` messages moved (or, in a dry run, would move). Skipped messages do not
+    /// count towards the limit.
     pub async fn retry_messages(
         self: &Arc<Self>,
         selection: &Selection,
         dry_run: bool,
         rate_per_second: u32,
+        limit: Option<usize>,
     ) -> Result<Vec<RetryOutcome>> {
         let (dlq, selected) = self.selected(selection)?;
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
         let mut outcomes = Vec::with_capacity(selected.len());
+        let mut moving = 0;
         for Browsed { entry, record, .. } in selected {
+            if limit.is_some_and(|limit| moving >= limit) {
+                break;
+            }
             let mut outcome = RetryOutcome {
                 message_id: entry.id,
                 to_address: String::new(),
@@ -199,6 +206,7 @@ impl Broker {
                 Err(why) => outcome.skipped = Some(why),
             }
             if dry_run || outcome.skipped.is_some() {
+                moving += usize::from(outcome.skipped.is_none());
                 outcomes.push(outcome);
                 continue;
             }
@@ -219,6 +227,7 @@ impl Broker {
                     outcome.skipped = Some(format!("queue '{target}' no longer exists"));
                 }
             }
+            moving += usize::from(outcome.skipped.is_none());
             outcomes.push(outcome);
             if let Some(pace) = pace {
                 tokio::time::sleep(pace).await;
