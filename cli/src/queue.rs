@@ -336,7 +336,11 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
             let (response, stopped) = if dry_run {
                 (client.retry_messages(&selection, true, rate).await?, None)
             } else {
-                let chunk = chunk.unwrap_or(if rate > 0 { rate.min(RETRY_CHUNK) } else { RETRY_CHUNK });
+                let chunk = chunk.unwrap_or(if rate > 0 {
+                    rate.min(RETRY_CHUNK)
+                } else {
+                    RETRY_CHUNK
+                });
                 let retried = retry::in_chunks(&client, &selection, rate, chunk).await?;
                 (retried.report, retried.stopped)
             };

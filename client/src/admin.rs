@@ -323,7 +323,11 @@ impl Client {
     /// default, 1000, which is also the most it sends), starting after the page whose
     /// `next_page_token` is `page_token` (empty: the first page). The response's
     /// `next_page_token` is empty on the last page.
-    pub async fn list_queues_page(&self, page_size: u32, page_token: &str) -> Result<proto::ListQueuesResponse> {
+    pub async fn list_queues_page(
+        &self,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<proto::ListQueuesResponse> {
         let request = proto::ListQueuesRequest {
             page_size,
             page_token: page_token.to_owned(),
@@ -362,7 +366,9 @@ impl Client {
     /// One address with its queues' names and summed gauges; NOT_FOUND if it does
     /// not exist.
     pub async fn address(&self, name: &str) -> Result<AddressInfo> {
-        let request = proto::GetAddressRequest { name: name.to_owned() };
+        let request = proto::GetAddressRequest {
+            name: name.to_owned(),
+        };
         let response = self.admin.clone().get_address(request).await?.into_inner();
         response
             .address

@@ -92,13 +92,18 @@ async fn clean_up(client: &Client, queue: &str) {
     let mut failures = Vec::new();
     match client.list_queues().await {
         Ok(queues) => {
-            for q in queues.iter().filter(|q| q.name != queue && q.name.contains(queue)) {
+            for q in queues
+                .iter()
+                .filter(|q| q.name != queue && q.name.contains(queue))
+            {
                 if let Err(err) = client.delete_queue(&q.name).await {
                     failures.push(format!("queue {}: {err}", q.name));
                 }
             }
         }
-        Err(err) => failures.push(format!("the dead-letter queues of {queue}: cannot list queues: {err}")),
+        Err(err) => failures.push(format!(
+            "the dead-letter queues of {queue}: cannot list queues: {err}"
+        )),
     }
     if let Err(err) = client.delete_address(queue, true).await {
         failures.push(format!("address {queue} with its queue: {err}"));

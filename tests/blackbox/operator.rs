@@ -140,7 +140,11 @@ impl Running {
         self.seen.extend(rest);
         let mut stderr = self.seen.join("\n");
         stderr.push('\n');
-        CliOutput { status, stdout, stderr }
+        CliOutput {
+            status,
+            stdout,
+            stderr,
+        }
     }
 }
 
@@ -195,7 +199,11 @@ async fn server_flag_goes_before_or_after_the_subcommand_and_beats_the_environme
         .await
         .failure(1);
     let help = rebound(["--help"]).await;
-    assert!(help.success().stdout.contains("--server <URL>"), "{}", help.stdout);
+    assert!(
+        help.success().stdout.contains("--server <URL>"),
+        "{}",
+        help.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -213,10 +221,8 @@ async fn completions_for_bash_zsh_and_fish() {
         }
     }
     // The bash script loads and registers the completion.
-    let (_dir, path) = crate::support::temp_file(
-        "rebound.bash",
-        &rebound(["completions", "bash"]).await.stdout,
-    );
+    let (_dir, path) =
+        crate::support::temp_file("rebound.bash", &rebound(["completions", "bash"]).await.stdout);
     let loaded = tokio::process::Command::new("bash")
         .arg("-c")
         .arg(format!("source '{}' && complete -p rebound", path.display()))
@@ -302,8 +308,14 @@ routing-type = "multicast"
         ]
     );
     let events = &json.json_lines()[0];
-    assert_eq!(events["queues"], serde_json::json!(["audit", "billing", "worker"]));
-    assert_eq!(events["routing_types"], serde_json::json!(["anycast", "multicast"]));
+    assert_eq!(
+        events["queues"],
+        serde_json::json!(["audit", "billing", "worker"])
+    );
+    assert_eq!(
+        events["routing_types"],
+        serde_json::json!(["anycast", "multicast"])
+    );
     assert!(events["bytes"].as_u64().unwrap() > 0);
 
     let stat = cli(&broker, ["address", "stat", "--name", "events"]).await;
@@ -320,7 +332,10 @@ routing-type = "multicast"
     );
     let stat = cli(&broker, ["address", "stat", "--name", "orders", "--json"]).await;
     let orders: Value = serde_json::from_str(stat.success().stdout.trim()).unwrap();
-    assert_eq!((orders["auto_created"].as_bool(), orders["messages"].as_u64()), (Some(true), Some(1)));
+    assert_eq!(
+        (orders["auto_created"].as_bool(), orders["messages"].as_u64()),
+        (Some(true), Some(1))
+    );
 
     let unknown = cli(&broker, ["address", "stat", "--name", "nowhere"]).await;
     unknown.failure(1);
@@ -376,7 +391,10 @@ async fn list_queues_comes_in_bounded_pages_that_cover_every_queue() {
     assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
 
     let all = client.list_queues().await.unwrap();
-    assert_eq!(all.iter().map(|q| &q.name).collect::<Vec<_>>(), names.iter().collect::<Vec<_>>());
+    assert_eq!(
+        all.iter().map(|q| &q.name).collect::<Vec<_>>(),
+        names.iter().collect::<Vec<_>>()
+    );
     let listed = cli(&broker, ["queue", "list", "--json"]).await;
     assert_eq!(listed.success().json_lines().len(), expected);
 
@@ -428,9 +446,16 @@ async fn queue_retry_goes_in_chunks_printing_progress_and_one_final_count() {
     assert_eq!(client.queue("orders").await.unwrap().messages, 25);
 
     // The skipped message, reported by each call, is counted once in the JSON too.
-    let json = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--chunk", "1", "--json"]).await;
+    let json = cli(
+        &broker,
+        ["queue", "retry", "--queue", "DLQ", "--chunk", "1", "--json"],
+    )
+    .await;
     let report: Value = serde_json::from_str(json.success().stdout.trim()).unwrap();
-    assert_eq!((report["moved"].as_u64(), report["skipped"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (report["moved"].as_u64(), report["skipped"].as_u64()),
+        (Some(0), Some(1))
+    );
     assert_eq!(report["outcomes"].as_array().unwrap().len(), 1);
 }
 
@@ -457,7 +482,9 @@ async fn queue_retry_cut_off_by_a_broker_crash_says_how_many_it_retried() {
     let last = out.stderr.lines().last().unwrap();
     assert!(
         last.starts_with("error: retried ")
-            && last.contains(" of 40 messages from DLQ before this error; the call under way may have moved up to 5 more"),
+            && last.contains(
+                " of 40 messages from DLQ before this error; the call under way may have moved up to 5 more"
+            ),
         "{}",
         out.stderr
     );
@@ -496,8 +523,14 @@ async fn queue_retry_interrupted_by_ctrl_c_finishes_its_chunk_and_reports_it() {
         out.stderr
     );
     let moved = retried_count(last);
-    assert!(moved % 5 == 0 && (5..40).contains(&moved), "a whole number of chunks: {last}");
-    assert_eq!(out.stdout, format!("moved {moved} messages from DLQ, skipped 0\n"));
+    assert!(
+        moved.is_multiple_of(5) && (5..40).contains(&moved),
+        "a whole number of chunks: {last}"
+    );
+    assert_eq!(
+        out.stdout,
+        format!("moved {moved} messages from DLQ, skipped 0\n")
+    );
     assert_eq!(
         client.count_messages(&Selection::new("DLQ")).await.unwrap(),
         40 - moved
@@ -517,12 +550,24 @@ max-message-size = 100
     .await;
     let out = cli(
         &broker,
-        ["perf", "--workload", "durable", "--messages", "200", "--size", "1024"],
+        [
+            "perf",
+            "--workload",
+            "durable",
+            "--messages",
+            "200",
+            "--size",
+            "1024",
+        ],
     )
     .await;
     out.failure(1);
     assert!(out.stderr.contains("the run failed"), "{}", out.stderr);
-    assert!(out.stderr.contains("deleting queue perf.durable."), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("deleting queue perf.durable."),
+        "{}",
+        out.stderr
+    );
     assert_eq!(perf_leftovers(&broker.client().await).await, Vec::<String>::new());
 }
 
@@ -531,7 +576,15 @@ async fn perf_interrupted_by_ctrl_c_deletes_its_queue_and_address() {
     let broker = Broker::start().await;
     let mut perf = Running::start(
         &broker,
-        &["perf", "--workload", "durable", "--messages", "10000000", "--size", "16"],
+        &[
+            "perf",
+            "--workload",
+            "durable",
+            "--messages",
+            "10000000",
+            "--size",
+            "16",
+        ],
     );
     let started = perf.wait_for("perf: workload durable on queue ").await;
     let queue = started.rsplit(' ').next().unwrap().to_owned();
@@ -557,10 +610,20 @@ async fn the_example_config_is_the_readmes_and_a_broker_runs_on_it() {
         .expect("README.md shows the example config")
         + fence.len();
     let end = start + readme[start..].find("```").unwrap();
-    assert_eq!(&readme[start..end], example, "README.md and config/examples/rebound.toml differ");
+    assert_eq!(
+        &readme[start..end],
+        example,
+        "README.md and config/examples/rebound.toml differ"
+    );
 
     let path = path.to_str().unwrap();
-    assert_eq!(rebound(["config", "check", "--config", path]).await.success().stdout, "ok\n");
+    assert_eq!(
+        rebound(["config", "check", "--config", path])
+            .await
+            .success()
+            .stdout,
+        "ok\n"
+    );
     let resolved = rebound(["config", "resolve", "--config", path, "--address", "orders.eu"]).await;
     let attempts = resolved
         .success()
@@ -575,5 +638,8 @@ async fn the_example_config_is_the_readmes_and_a_broker_runs_on_it() {
     let broker = Broker::start_with_config(&example).await;
     let events = broker.client().await.address("events").await.unwrap();
     assert_eq!(events.queues, ["audit", "billing"]);
-    assert_eq!(events.routing_types().collect::<Vec<_>>(), [RoutingType::Multicast]);
+    assert_eq!(
+        events.routing_types().collect::<Vec<_>>(),
+        [RoutingType::Multicast]
+    );
 }

@@ -50,7 +50,9 @@ pub struct Page<T> {
 /// The first `limit` of `items` (by `name`) whose name sorts after `after` (all of
 /// them for an empty `after`), sorted.
 fn page<T>(items: impl Iterator<Item = T>, name: impl Fn(&T) -> &str, after: &str, limit: usize) -> Page<T> {
-    let mut items: Vec<T> = items.filter(|item| after.is_empty() || name(item) > after).collect();
+    let mut items: Vec<T> = items
+        .filter(|item| after.is_empty() || name(item) > after)
+        .collect();
     let more = items.len() > limit;
     if more {
         if limit > 0 {

@@ -5,8 +5,7 @@ use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire,
-    selection_from_wire,
+    address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
 use crate::engine::Broker;
 

@@ -39,7 +39,12 @@ pub struct Retried {
 /// Retries `selection` at `rate` messages per second (0: unlimited), at most
 /// `chunk` messages per call. Progress goes to stderr. An error before any call
 /// succeeded is returned as such (nothing was retried).
-pub async fn in_chunks(client: &Client, selection: &Selection, rate: u32, chunk: u32) -> anyhow::Result<Retried> {
+pub async fn in_chunks(
+    client: &Client,
+    selection: &Selection,
+    rate: u32,
+    chunk: u32,
+) -> anyhow::Result<Retried> {
     let queue = &selection.queue;
     let total = client.count_messages(selection).await?;
     let done = Arc::new(AtomicU64::new(0));
@@ -53,10 +58,7 @@ pub async fn in_chunks(client: &Client, selection: &Selection, rate: u32, chunk:
     let mut merged = Merged::default();
     let mut calls = 0;
     let stopped = loop {
-        let response = match client
-            .retry_messages_up_to(selection, false, rate, chunk)
-            .await
-        {
+        let response = match client.retry_messages_up_to(selection, false, rate, chunk).await {
             Ok(response) => response,
             Err(err) if calls == 0 => {
                 watcher.abort();
@@ -103,7 +105,9 @@ async fn watch_interrupts(done: Arc<AtomicU64>, stop: Arc<AtomicBool>, what: Str
         return;
     }
     stop.store(true, Ordering::Relaxed);
-    eprintln!("interrupted: stopping after the call under way (at most {chunk} messages); Ctrl-C again to quit now");
+    eprintln!(
+        "interrupted: stopping after the call under way (at most {chunk} messages); Ctrl-C again to quit now"
+    );
     if tokio::signal::ctrl_c().await.is_err() {
         return;
     }
