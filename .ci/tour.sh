@@ -56,7 +56,7 @@ stop_broker() {
       sleep 0.1
     done
     kill -KILL "$broker" 2>/dev/null || true
-    wait "$broker" 2>/dev/null || true
+    { wait "$broker"; } 2>/dev/null || true
   fi
   if ((status != 0)) && [[ -f $work/broker.log ]]; then
     echo "--- broker log ---" >&2
@@ -67,6 +67,9 @@ stop_broker() {
 }
 trap stop_broker EXIT
 
+# Created here: the background job opens them only once it runs.
+: >"$work/broker.out"
+: >"$work/broker.log"
 rebound serve --listen 127.0.0.1:0 --data-dir "$work/data" \
   </dev/null >"$work/broker.out" 2>"$work/broker.log" &
 broker=$!
