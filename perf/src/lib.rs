@@ -77,8 +77,9 @@ pub async fn run_until(
         result = measure(url, &client, spec, queue.clone()) => result,
         () = interrupt => Err(anyhow!("interrupted")),
     };
-    if let Err(err) = &result {
-        eprintln!("perf: the run failed ({err:#}); deleting queue {queue}");
+    if result.is_err() {
+        // The error itself is the caller's to report.
+        eprintln!("perf: the run failed; deleting queue {queue}");
     }
     clean_up(&client, &queue).await;
     result

@@ -468,14 +468,14 @@ fn retried_count(line: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn queue_retry_cut_off_by_a_broker_crash_says_how_many_it_retried() {
     let mut broker = Broker::start_with_config(DLQ_CONFIG).await;
-    dead_letters(&broker.client().await, 40).await;
+    dead_letters(&broker.client().await, 100).await;
 
-    // 20 a second, 5 a call: the crash lands in the middle.
+    // 20 a second, 5 a call: the crash lands early in the 5 s the retry would take.
     let mut retry = Running::start(
         &broker,
         &["queue", "retry", "--queue", "DLQ", "--rate", "20", "--chunk", "5"],
     );
-    retry.wait_for("retried 10 of 40").await;
+    retry.wait_for("retried 10 of 100").await;
     broker.kill9();
     let out = retry.finish().await;
     out.failure(1);
@@ -483,19 +483,19 @@ async fn queue_retry_cut_off_by_a_broker_crash_says_how_many_it_retried() {
     assert!(
         last.starts_with("error: retried ")
             && last.contains(
-                " of 40 messages from DLQ before this error; the call under way may have moved up to 5 more"
+                " of 100 messages from DLQ before this error; the call under way may have moved up to 5 more"
             ),
         "{}",
         out.stderr
     );
     let reported = retried_count(last);
-    assert!((10..40).contains(&reported), "{last}");
+    assert!((10..100).contains(&reported), "{last}");
 
     broker.restart().await;
     let client = broker.client().await;
     let back = client.queue("orders").await.unwrap().messages;
     let left = client.queue("DLQ").await.unwrap().messages;
-    assert_eq!(back + left, 40, "every message in exactly one queue");
+    assert_eq!(back + left, 100, "every message in exactly one queue");
     assert!(
         (reported..=reported + 5).contains(&back),
         "reported {reported}, {back} are back on orders"
@@ -506,25 +506,25 @@ async fn queue_retry_cut_off_by_a_broker_crash_says_how_many_it_retried() {
 async fn queue_retry_interrupted_by_ctrl_c_finishes_its_chunk_and_reports_it() {
     let broker = Broker::start_with_config(DLQ_CONFIG).await;
     let client = broker.client().await;
-    dead_letters(&client, 40).await;
+    dead_letters(&client, 100).await;
 
     let mut retry = Running::start(
         &broker,
         &["queue", "retry", "--queue", "DLQ", "--rate", "20", "--chunk", "5"],
     );
-    retry.wait_for("retried 5 of 40").await;
+    retry.wait_for("retried 5 of 100").await;
     retry.signal("INT");
     let out = retry.finish().await;
     out.failure(1);
     let last = out.stderr.lines().last().unwrap();
     assert!(
-        last.starts_with("error: interrupted: retried ") && last.ends_with(" of 40 messages from DLQ"),
+        last.starts_with("error: interrupted: retried ") && last.ends_with(" of 100 messages from DLQ"),
         "{}",
         out.stderr
     );
     let moved = retried_count(last);
     assert!(
-        moved.is_multiple_of(5) && (5..40).contains(&moved),
+        moved.is_multiple_of(5) && (5..100).contains(&moved),
         "a whole number of chunks: {last}"
     );
     assert_eq!(
@@ -533,7 +533,7 @@ async fn queue_retry_interrupted_by_ctrl_c_finishes_its_chunk_and_reports_it() {
     );
     assert_eq!(
         client.count_messages(&Selection::new("DLQ")).await.unwrap(),
-        40 - moved
+        100 - moved
     );
 }
 
