@@ -12,13 +12,15 @@
 //! same name) so runs never see each other's messages, and deletes both afterwards,
 //! whether the run succeeded, failed or was interrupted ([`run_until`]): a failed
 //! run must not leave a queue behind that the next run or an operator trips over.
-//! Its producer and consumer tasks are aborted first, so that none of them can
-//! re-create the queue by consuming from it after the deletion. A deletion that
-//! fails too is reported on stderr, naming the queue. Producers and consumers each get
-//! their own connection, and sends go in batches inside an in-flight window, so
-//! that the tool is not what limits the rate; its own CPU time is reported to
-//! show that. A progress line goes to stderr once a second, and a run that makes
-//! no progress for [`STALL`] fails instead of hanging.
+//! Its producer and consumer tasks are aborted first, and the deletion is checked
+//! and repeated for a moment, as a send still under way on the broker can create
+//! the address again. A deletion that fails too is reported on stderr, naming the
+//! queue.
+//!
+//! Producers and consumers each get their own connection, and sends go in batches
+//! inside an in-flight window, so that the tool is not what limits the rate; its
+//! own CPU time is reported to show that. A progress line goes to stderr once a
+//! second, and a run that makes no progress for [`STALL`] fails instead of hanging.
 
 mod load;
 mod report;
@@ -89,29 +91,68 @@ pub async fn run_until(
 /// dead-letter queue (`DLQ.<address>` on the dead-letter address: its name embeds
 /// the queue's), so that repeated or failed runs leave nothing behind. Best effort:
 /// what cannot be deleted is reported on stderr.
+///
+/// A run that stopped early may have had sends in flight; the broker can still be
+/// carrying one out after the deletion, and a send to a missing address creates it
+/// again (`auto-create-addresses`). So the deletion is checked, after a pause that
+/// doubles each round, and repeated until nothing is left or the rounds run out.
 async fn clean_up(client: &Client, queue: &str) {
+    let mut pause = CLEAN_UP_PAUSE;
     let mut failures = Vec::new();
-    match client.list_queues().await {
-        Ok(queues) => {
-            for q in queues
-                .iter()
-                .filter(|q| q.name != queue && q.name.contains(queue))
-            {
-                if let Err(err) = client.delete_queue(&q.name).await {
-                    failures.push(format!("queue {}: {err}", q.name));
-                }
+    for _ in 0..CLEAN_UP_ROUNDS {
+        let left = match leftovers(client, queue).await {
+            Ok(left) => left,
+            Err(err) => {
+                failures = vec![format!("what is left of {queue}: {err}")];
+                break;
+            }
+        };
+        if left.is_empty() {
+            return;
+        }
+        failures.clear();
+        for name in left.iter().filter(|name| *name != queue) {
+            if let Err(err) = client.delete_queue(name).await {
+                failures.push(format!("queue {name}: {err}"));
             }
         }
-        Err(err) => failures.push(format!(
-            "the dead-letter queues of {queue}: cannot list queues: {err}"
-        )),
+        if left.iter().any(|name| name == queue)
+            && let Err(err) = client.delete_address(queue, true).await
+        {
+            failures.push(format!("address {queue} with its queue: {err}"));
+        }
+        tokio::time::sleep(pause).await;
+        pause *= 2;
     }
-    if let Err(err) = client.delete_address(queue, true).await {
-        failures.push(format!("address {queue} with its queue: {err}"));
+    if failures.is_empty() {
+        failures.push(format!("{queue}: it was created again by sends still under way"));
     }
     for failure in failures {
         eprintln!("warning: rebound perf could not delete {failure}");
     }
+}
+
+/// Rounds of [`clean_up`], and its first pause: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s at most.
+const CLEAN_UP_ROUNDS: u32 = 5;
+const CLEAN_UP_PAUSE: Duration = Duration::from_millis(100);
+
+/// The run's queues (its own and its dead-letter queue) and its address (named like
+/// its queue) that still exist.
+async fn leftovers(client: &Client, queue: &str) -> rebound_client::Result<Vec<String>> {
+    let mut left: Vec<String> = client
+        .list_queues()
+        .await?
+        .into_iter()
+        .map(|q| q.name)
+        .filter(|name| name.contains(queue))
+        .collect();
+    match client.address(queue).await {
+        Ok(_) if !left.iter().any(|name| name == queue) => left.push(queue.to_owned()),
+        Ok(_) => {}
+        Err(err) if err.code() == Some(rebound_client::Code::NotFound) => {}
+        Err(err) => return Err(err),
+    }
+    Ok(left)
 }
 
 /// Runs the load and gathers the report; `client` is for admin calls only.

@@ -595,7 +595,12 @@ async fn perf_interrupted_by_ctrl_c_deletes_its_queue_and_address() {
     let out = perf.finish().await;
     out.failure(1);
     assert!(out.stderr.contains("interrupted"), "{}", out.stderr);
-    assert_eq!(perf_leftovers(&client).await, Vec::<String>::new());
+    assert_eq!(
+        perf_leftovers(&client).await,
+        Vec::<String>::new(),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
