@@ -1,6 +1,12 @@
-//! `rebound address`: create and delete addresses.
+//! `rebound address`: create, delete, list and inspect addresses.
+
+use std::io::Write as _;
+
+use rebound_client::AddressInfo;
 
 use crate::args::{RoutingArg, ServerArgs, routing_type};
+use crate::render::{AddressJson, address_fields, plain};
+use crate::table;
 
 /// `rebound address` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -28,6 +34,25 @@ pub enum AddressCommand {
         #[arg(long)]
         force: bool,
     },
+    /// List every address with its routing types, queues and their summed gauges.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// One JSON object per address.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one address: routing types, queues and their summed gauges.
+    Stat {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// The address name.
+        #[arg(long)]
+        name: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a `rebound address` subcommand.
@@ -53,6 +78,57 @@ pub async fn run(command: AddressCommand) -> anyhow::Result<()> {
             server.connect().await?.delete_address(&name, force).await?;
             outln!("deleted address {name}")?;
         }
+        AddressCommand::List { server, json } => {
+            let addresses = server.connect().await?.list_addresses().await?;
+            if json {
+                for address in &addresses {
+                    outln!("{}", serde_json::to_string(&AddressJson(address))?)?;
+                }
+            } else {
+                write!(std::io::stdout(), "{}", list_table(&addresses))?;
+            }
+        }
+        AddressCommand::Stat { server, name, json } => {
+            let info = server.connect().await?.address(&name).await?;
+            if json {
+                outln!("{}", serde_json::to_string(&AddressJson(&info))?)?;
+            } else {
+                for (key, value) in address_fields(&info) {
+                    outln!("{key}: {}", plain(&value))?;
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// `address list`'s table: every field of [`address_fields`] but the queue names,
+/// which are counted instead (`address stat` names them).
+fn list_table(addresses: &[AddressInfo]) -> String {
+    let headers = [
+        "NAME",
+        "ROUTING-TYPES",
+        "AUTO-CREATED",
+        "QUEUES",
+        "MESSAGES",
+        "DELIVERING",
+        "SCHEDULED",
+        "CONSUMERS",
+        "BYTES",
+    ];
+    let rows: Vec<Vec<String>> = addresses
+        .iter()
+        .map(|address| {
+            address_fields(address)
+                .into_iter()
+                .map(|(key, value)| match key {
+                    "queues" => address.queues.len().to_string(),
+                    // Comma-free, so that the table splits on whitespace.
+                    "routing_types" => plain(&value).replace(", ", ","),
+                    _ => plain(&value),
+                })
+                .collect()
+        })
+        .collect();
+    table::render(&headers, &rows)
 }

@@ -1,12 +1,24 @@
 //! The arguments the client subcommands share: `--server` and `--routing-type`.
+//!
+//! `--server` is a global flag: the top-level command declares it too (see
+//! `main.rs`), so it may come before the subcommand (`rebound --server URL queue
+//! list`, as users of other brokers' CLIs type it) or after it (`rebound queue list
+//! --server URL`). clap hands a global flag given at any level down to the
+//! subcommand that runs, which reads it from its own flattened [`ServerArgs`].
 
 use rebound_client::{Client, RoutingType};
 
 /// `--server`, taken by every subcommand that talks to a running broker.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// The broker's gRPC URL, `http://host:port` or `host:port`.
-    #[arg(long, value_name = "URL", env = "REBOUND_SERVER", default_value = rebound_client::DEFAULT_URL)]
+    /// The broker's gRPC URL, `http://host:port` or `host:port` (client commands).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "REBOUND_SERVER",
+        default_value = rebound_client::DEFAULT_URL
+    )]
     pub server: String,
 }
 

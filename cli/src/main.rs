@@ -9,7 +9,8 @@
 //! rebound, so the CLI is that crate's first user. Results go to stdout one record
 //! per line; failures are returned as errors for `main` to print as a single
 //! `error: ...` line. `perf` is the command line of the `rebound_perf` load
-//! generator.
+//! generator; `completions` prints a shell completion script generated from the
+//! same clap definitions. `--server` is global (see `args.rs`).
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ mod table;
 #[derive(Debug, Parser)]
 #[command(name = "rebound", version, propagate_version = true)]
 struct Cli {
+    /// Declared here as well as by each client subcommand so that it may come
+    /// before the subcommand; clap passes its value down (see `args.rs`).
+    #[command(flatten)]
+    _server: args::ServerArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -68,6 +73,11 @@ enum Command {
     Settings(settings::SettingsArgs),
     /// Measure a running broker: rates, latency, fsyncs and memory for a named workload.
     Perf(perf::PerfArgs),
+    /// Print a shell completion script, e.g. `rebound completions bash > /etc/bash_completion.d/rebound`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[tokio::main]
@@ -91,7 +101,20 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Config(command) => config::run(command),
         Command::Settings(args) => settings::run(args).await,
         Command::Perf(args) => perf::run(args).await,
+        Command::Completions { shell } => completions(shell),
     }
+}
+
+/// Prints the completion script for `shell`. It is generated from the same clap
+/// definitions as the parser, so it cannot fall behind the commands.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use clap::CommandFactory as _;
+    use std::io::Write as _;
+    // Into a buffer first: clap_complete panics on a failed write (`| head`).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "rebound", &mut script);
+    std::io::stdout().write_all(&script)?;
+    Ok(())
 }
 
 /// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`, coloured

@@ -67,9 +67,16 @@ impl PerfArgs {
     }
 }
 
-/// Runs `rebound perf`.
+/// Runs `rebound perf`. Ctrl-C stops the run; like a failed run, it deletes its
+/// queue before the command exits.
 pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
     let spec = args.spec()?;
-    let report = rebound_perf::run(&args.server.server, spec).await?;
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No SIGINT handler: no interruption either, the default action stands.
+            std::future::pending::<()>().await;
+        }
+    };
+    let report = rebound_perf::run_until(&args.server.server, spec, interrupt).await?;
     Ok(report.print(args.json)?)
 }

@@ -9,6 +9,8 @@ use crate::args::{RoutingArg, ServerArgs, routing_type};
 use crate::render::{BrowsedJson, QueueJson, browsed_table, plain, queue_fields, routing_name};
 use crate::table;
 
+mod retry;
+
 /// `rebound queue` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum QueueCommand {
@@ -110,6 +112,10 @@ pub enum QueueCommand {
         /// At most this many messages per second (default: as fast as possible).
         #[arg(long, value_name = "PER_SECOND")]
         rate: Option<u32>,
+        /// Messages moved per call to the broker; progress goes to stderr after
+        /// each (default: --rate's value, at most 1000; 1000 without --rate).
+        #[arg(long, value_name = "MESSAGES", value_parser = clap::value_parser!(u32).range(1..))]
+        chunk: Option<u32>,
         /// One JSON object: moved, skipped and the outcome of each message.
         #[arg(long)]
         json: bool,
@@ -225,6 +231,10 @@ fn retry_report(response: &RetryMessagesResponse, queue: &str, dry_run: bool) ->
     out
 }
 
+/// Messages a `queue retry` moves per call when neither `--chunk` nor `--rate`
+/// says otherwise: about a second's work, and a reply far below any size limit.
+const RETRY_CHUNK: u32 = 1000;
+
 /// Runs a `rebound queue` subcommand.
 pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
     match command {
@@ -317,13 +327,23 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
             selection,
             dry_run,
             rate,
+            chunk,
             json,
         } => {
             let selection = Selection::from(selection);
             let client = server.connect().await?;
-            let response = client
-                .retry_messages(&selection, dry_run, rate.unwrap_or(0))
-                .await?;
+            let rate = rate.unwrap_or(0);
+            let (response, stopped) = if dry_run {
+                (client.retry_messages(&selection, true, rate).await?, None)
+            } else {
+                let chunk = chunk.unwrap_or(if rate > 0 {
+                    rate.min(RETRY_CHUNK)
+                } else {
+                    RETRY_CHUNK
+                });
+                let retried = retry::in_chunks(&client, &selection, rate, chunk).await?;
+                (retried.report, retried.stopped)
+            };
             if json {
                 outln!("{}", retry_json(&response))?;
             } else {
@@ -332,6 +352,9 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
                     "{}",
                     retry_report(&response, &selection.queue, dry_run)
                 )?;
+            }
+            if let Some(stopped) = stopped {
+                return Err(stopped);
             }
         }
         QueueCommand::Purge { server, queue } => {

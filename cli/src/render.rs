@@ -11,7 +11,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use rebound_client::proto::PropertyValue;
 use rebound_client::proto::property_value::Value;
-use rebound_client::{BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType, properties};
+use rebound_client::{
+    AddressInfo, BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType, properties,
+};
 use serde::Serialize;
 use serde::ser::Serializer;
 
@@ -239,10 +241,13 @@ pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 16] {
     ]
 }
 
-/// A JSON field value as plain text: strings without their quotes.
+/// A JSON field value as plain text: strings without their quotes, lists as
+/// `a, b` (`-` when empty).
 pub fn plain(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) if items.is_empty() => "-".to_owned(),
+        serde_json::Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(", "),
         other => other.to_string(),
     }
 }
@@ -253,5 +258,31 @@ pub struct QueueJson<'a>(pub &'a QueueInfo);
 impl Serialize for QueueJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(queue_fields(self.0))
+    }
+}
+
+/// An address, its queues and their summed gauges in documented order; the one
+/// list behind `address stat`, its JSON and the `address list` table.
+pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 9] {
+    let routing_types: Vec<&str> = a.routing_types().map(routing_name).collect();
+    [
+        ("name", a.name.clone().into()),
+        ("routing_types", routing_types.into()),
+        ("auto_created", a.auto_created.into()),
+        ("queues", a.queues.clone().into()),
+        ("messages", a.messages.into()),
+        ("delivering", a.delivering.into()),
+        ("scheduled", a.scheduled.into()),
+        ("consumers", a.consumers.into()),
+        ("bytes", a.bytes.into()),
+    ]
+}
+
+/// An address as one JSON object with the keys of [`address_fields`].
+pub struct AddressJson<'a>(pub &'a AddressInfo);
+
+impl Serialize for AddressJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(address_fields(self.0))
     }
 }

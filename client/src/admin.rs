@@ -7,8 +7,8 @@
 //! [`Error::Status`].
 
 use crate::{
-    Client, Error, Message, MessageState, QueueInfo, Result, RetryMessagesResponse, RoutingType, ServerInfo,
-    SettingValue, proto,
+    AddressInfo, Client, Error, Message, MessageState, QueueInfo, Result, RetryMessagesResponse, RoutingType,
+    ServerInfo, SettingValue, proto,
 };
 
 /// A message seen by [`Client::browse`], which consumes nothing.
@@ -153,15 +153,19 @@ impl Client {
         Ok(())
     }
 
-    /// Every queue with its counters.
+    /// Every queue with its counters, sorted by name. The broker answers a page at
+    /// a time ([`list_queues_page`](Self::list_queues_page)); this follows the pages.
     pub async fn list_queues(&self) -> Result<Vec<QueueInfo>> {
-        Ok(self
-            .admin
-            .clone()
-            .list_queues(proto::ListQueuesRequest {})
-            .await?
-            .into_inner()
-            .queues)
+        let mut queues = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self.list_queues_page(0, &token).await?;
+            queues.extend(page.queues);
+            if page.next_page_token.is_empty() {
+                return Ok(queues);
+            }
+            token = page.next_page_token;
+        }
     }
 
     /// One queue with its counters.
@@ -259,6 +263,27 @@ impl Client {
             selection: Some(selection.into()),
             dry_run,
             rate_per_second,
+            limit: None,
+        };
+        Ok(self.admin.clone().retry_messages(request).await?.into_inner())
+    }
+
+    /// Like [`retry_messages`](Self::retry_messages), but stops once `limit` messages
+    /// moved (in a dry run: would move); 0 = no limit. Skipped messages do not count
+    /// and are reported again by every call, so to retry a large queue in chunks,
+    /// call again while `moved` equals `limit`.
+    pub async fn retry_messages_up_to(
+        &self,
+        selection: &Selection,
+        dry_run: bool,
+        rate_per_second: u32,
+        limit: u32,
+    ) -> Result<RetryMessagesResponse> {
+        let request = proto::RetryMessagesRequest {
+            selection: Some(selection.into()),
+            dry_run,
+            rate_per_second,
+            limit: Some(limit),
         };
         Ok(self.admin.clone().retry_messages(request).await?.into_inner())
     }
@@ -299,5 +324,61 @@ impl Client {
             .get_server_info(proto::GetServerInfoRequest {})
             .await?
             .into_inner())
+    }
+
+    /// One page of queues, sorted by name: at most `page_size` (0: the broker's
+    /// default, 1000, which is also the most it sends), starting after the page whose
+    /// `next_page_token` is `page_token` (empty: the first page). The response's
+    /// `next_page_token` is empty on the last page.
+    pub async fn list_queues_page(
+        &self,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<proto::ListQueuesResponse> {
+        let request = proto::ListQueuesRequest {
+            page_size,
+            page_token: page_token.to_owned(),
+        };
+        Ok(self.admin.clone().list_queues(request).await?.into_inner())
+    }
+
+    /// Every address with its queues' names and summed gauges, sorted by name;
+    /// follows the pages of [`list_addresses_page`](Self::list_addresses_page).
+    pub async fn list_addresses(&self) -> Result<Vec<AddressInfo>> {
+        let mut addresses = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self.list_addresses_page(0, &token).await?;
+            addresses.extend(page.addresses);
+            if page.next_page_token.is_empty() {
+                return Ok(addresses);
+            }
+            token = page.next_page_token;
+        }
+    }
+
+    /// One page of addresses, paged like [`list_queues_page`](Self::list_queues_page).
+    pub async fn list_addresses_page(
+        &self,
+        page_size: u32,
+        page_token: &str,
+    ) -> Result<proto::ListAddressesResponse> {
+        let request = proto::ListAddressesRequest {
+            page_size,
+            page_token: page_token.to_owned(),
+        };
+        Ok(self.admin.clone().list_addresses(request).await?.into_inner())
+    }
+
+    /// One address with its queues' names and summed gauges; NOT_FOUND if it does
+    /// not exist.
+    pub async fn address(&self, name: &str) -> Result<AddressInfo> {
+        let request = proto::GetAddressRequest {
+            name: name.to_owned(),
+        };
+        let response = self.admin.clone().get_address(request).await?.into_inner();
+        response
+            .address
+            .ok_or_else(|| Error::missing("GetAddressResponse.address"))
     }
 }

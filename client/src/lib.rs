@@ -56,8 +56,8 @@ pub use rebound_protocol::v1 as proto;
 pub use tonic::Code;
 
 pub use proto::{
-    GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo, RetryMessagesResponse,
-    RetryOutcome, RoutingType, SendResponse, SettingValue,
+    AddressInfo, GetServerInfoResponse as ServerInfo, Message, MessageState, QueueInfo,
+    RetryMessagesResponse, RetryOutcome, RoutingType, SendResponse, SettingValue,
 };
 
 pub use proto::{Committed, RolledBack};

@@ -8,12 +8,19 @@
 //! be measured the same way. The command line (`rebound perf`, in rebound-cli) only
 //! picks the workload, applies its overrides and prints the [`Report`].
 //!
-//! Each run uses a fresh queue `perf.<workload>.<random>` so runs never see each
-//! other's messages, and deletes it afterwards. Producers and consumers each get
-//! their own connection, and sends go in batches inside an in-flight window, so
-//! that the tool is not what limits the rate; its own CPU time is reported to
-//! show that. A progress line goes to stderr once a second, and a run that makes
-//! no progress for [`STALL`] fails instead of hanging.
+//! Each run uses a fresh queue `perf.<workload>.<random>` (on an address of the
+//! same name) so runs never see each other's messages, and deletes both afterwards,
+//! whether the run succeeded, failed or was interrupted ([`run_until`]): a failed
+//! run must not leave a queue behind that the next run or an operator trips over.
+//! Its producer and consumer tasks are aborted first, and the deletion is checked
+//! and repeated for a moment, as a send still under way on the broker can create
+//! the address again. A deletion that fails too is reported on stderr, naming the
+//! queue.
+//!
+//! Producers and consumers each get their own connection, and sends go in batches
+//! inside an in-flight window, so that the tool is not what limits the rate; its
+//! own CPU time is reported to show that. A progress line goes to stderr once a
+//! second, and a run that makes no progress for [`STALL`] fails instead of hanging.
 
 mod load;
 mod report;
@@ -32,8 +39,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use hdrhistogram::Histogram;
 use rebound_client::{Client, RoutingType, ServerInfo};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use load::Run;
 
@@ -50,6 +57,16 @@ const POLL: Duration = Duration::from_millis(5);
 /// `spec` is one of [`WORKLOADS`], possibly with its numbers changed; its `size`
 /// must be at least [`HEADER`] and its `batch` between 1 and `in_flight`.
 pub async fn run(url: &str, spec: Workload) -> anyhow::Result<Report> {
+    run_until(url, spec, std::future::pending()).await
+}
+
+/// Like [`run`], but stops early with an error once `interrupt` completes (the
+/// command line passes Ctrl-C); the queue is deleted all the same.
+pub async fn run_until(
+    url: &str,
+    spec: Workload,
+    interrupt: impl Future<Output = ()>,
+) -> anyhow::Result<Report> {
     let client = Client::connect(url).await?;
     let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
     spec.check_settings(&client, &queue).await?;
@@ -57,17 +74,85 @@ pub async fn run(url: &str, spec: Workload) -> anyhow::Result<Report> {
         .create_queue(&queue, &queue, RoutingType::Anycast, true)
         .await?;
     eprintln!("perf: workload {} on queue {queue}", spec.name);
-    let result = measure(url, &client, spec, queue.clone()).await;
-    // The queue and, for poison, its auto-created dead-letter queue (whose name
-    // embeds the queue's) go, so repeated runs leave nothing behind.
-    for q in client.list_queues().await.unwrap_or_default() {
-        if q.name.contains(&queue)
-            && let Err(err) = client.delete_queue(&q.name).await
-        {
-            eprintln!("warning: cannot delete queue {}: {err}", q.name);
-        }
+    // Dropping `measure` (on an interrupt) aborts its tasks, as its own errors do.
+    let result = tokio::select! {
+        result = measure(url, &client, spec, queue.clone()) => result,
+        () = interrupt => Err(anyhow!("interrupted")),
+    };
+    if result.is_err() {
+        // The error itself is the caller's to report.
+        eprintln!("perf: the run failed; deleting queue {queue}");
     }
+    clean_up(&client, &queue).await;
     result
+}
+
+/// Deletes the run's queue with its address and, for poison, its auto-created
+/// dead-letter queue (`DLQ.<address>` on the dead-letter address: its name embeds
+/// the queue's), so that repeated or failed runs leave nothing behind. Best effort:
+/// what cannot be deleted is reported on stderr.
+///
+/// A run that stopped early may have had sends in flight; the broker can still be
+/// carrying one out after the deletion, and a send to a missing address creates it
+/// again (`auto-create-addresses`). So the deletion is checked, after a pause that
+/// doubles each round, and repeated until nothing is left or the rounds run out.
+async fn clean_up(client: &Client, queue: &str) {
+    let mut pause = CLEAN_UP_PAUSE;
+    let mut failures = Vec::new();
+    for _ in 0..CLEAN_UP_ROUNDS {
+        let left = match leftovers(client, queue).await {
+            Ok(left) => left,
+            Err(err) => {
+                failures = vec![format!("what is left of {queue}: {err}")];
+                break;
+            }
+        };
+        if left.is_empty() {
+            return;
+        }
+        failures.clear();
+        for name in left.iter().filter(|name| *name != queue) {
+            if let Err(err) = client.delete_queue(name).await {
+                failures.push(format!("queue {name}: {err}"));
+            }
+        }
+        if left.iter().any(|name| name == queue)
+            && let Err(err) = client.delete_address(queue, true).await
+        {
+            failures.push(format!("address {queue} with its queue: {err}"));
+        }
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+    }
+    if failures.is_empty() {
+        failures.push(format!("{queue}: it was created again by sends still under way"));
+    }
+    for failure in failures {
+        eprintln!("warning: rebound perf could not delete {failure}");
+    }
+}
+
+/// Rounds of [`clean_up`], and its first pause: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s at most.
+const CLEAN_UP_ROUNDS: u32 = 5;
+const CLEAN_UP_PAUSE: Duration = Duration::from_millis(100);
+
+/// The run's queues (its own and its dead-letter queue) and its address (named like
+/// its queue) that still exist.
+async fn leftovers(client: &Client, queue: &str) -> rebound_client::Result<Vec<String>> {
+    let mut left: Vec<String> = client
+        .list_queues()
+        .await?
+        .into_iter()
+        .map(|q| q.name)
+        .filter(|name| name.contains(queue))
+        .collect();
+    match client.address(queue).await {
+        Ok(_) if !left.iter().any(|name| name == queue) => left.push(queue.to_owned()),
+        Ok(_) => {}
+        Err(err) if err.code() == Some(rebound_client::Code::NotFound) => {}
+        Err(err) => return Err(err),
+    }
+    Ok(left)
 }
 
 /// Runs the load and gathers the report; `client` is for admin calls only.
@@ -105,14 +190,14 @@ async fn drive(
         .zip(producers)
         .map(|(i, c)| {
             let seqs = load::share(spec.messages, spec.producers, i);
-            tokio::spawn(load::produce(c, run.clone(), seqs))
+            AbortOnDropHandle::new(tokio::spawn(load::produce(c, run.clone(), seqs)))
         })
         .collect();
     let stop = CancellationToken::new();
     let spawn_consumers = |clients: Vec<Client>| -> Vec<_> {
         clients
             .into_iter()
-            .map(|c| tokio::spawn(load::consume(c, run.clone(), stop.clone())))
+            .map(|c| AbortOnDropHandle::new(tokio::spawn(load::consume(c, run.clone(), stop.clone()))))
             .collect()
     };
 
@@ -130,7 +215,7 @@ async fn drive(
     let good = run.good_messages();
     let wait_consumers = async {
         while run.acked.load(Ordering::Relaxed) < good {
-            if consumers.iter().any(JoinHandle::is_finished) {
+            if consumers.iter().any(AbortOnDropHandle::is_finished) {
                 return Err(anyhow!("a consumer stopped early"));
             }
             tokio::time::sleep(POLL).await;
@@ -195,8 +280,12 @@ async fn drive(
     })
 }
 
+/// A producer or consumer task. Aborted when dropped: a run that fails or is
+/// interrupted stops all of its tasks before it deletes its queue.
+type Task = AbortOnDropHandle<anyhow::Result<Histogram<u64>>>;
+
 /// Waits for every task and merges their latency histograms.
-async fn join(tasks: Vec<JoinHandle<anyhow::Result<Histogram<u64>>>>) -> anyhow::Result<Histogram<u64>> {
+async fn join(tasks: Vec<Task>) -> anyhow::Result<Histogram<u64>> {
     let mut total = histogram();
     for task in tasks {
         let h = task.await??;

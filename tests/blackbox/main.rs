@@ -15,6 +15,7 @@ mod crash;
 mod listener;
 mod messaging;
 mod operations;
+mod operator;
 mod redelivery;
 mod tooling;
 mod transactions;

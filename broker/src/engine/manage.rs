@@ -180,10 +180,28 @@ impl Broker {
         dry_run: bool,
         rate_per_second: u32,
     ) -> Result<Vec<RetryOutcome>> {
+        self.retry_messages_up_to(selection, dry_run, rate_per_second, None)
+            .await
+    }
+
+    /// [`retry_messages`](Self::retry_messages) that stops once `limit` messages
+    /// moved (or, in a dry run, would move); skipped messages do not count. A client
+    /// retrying a large queue in chunks shows progress between them.
+    pub async fn retry_messages_up_to(
+        self: &Arc<Self>,
+        selection: &Selection,
+        dry_run: bool,
+        rate_per_second: u32,
+        limit: Option<usize>,
+    ) -> Result<Vec<RetryOutcome>> {
         let (dlq, selected) = self.selected(selection)?;
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
         let mut outcomes = Vec::with_capacity(selected.len());
+        let mut moving = 0;
         for Browsed { entry, record, .. } in selected {
+            if limit.is_some_and(|limit| moving >= limit) {
+                break;
+            }
             let mut outcome = RetryOutcome {
                 message_id: entry.id,
                 to_address: String::new(),
@@ -198,6 +216,7 @@ impl Broker {
                 Err(why) => outcome.skipped = Some(why),
             }
             if dry_run || outcome.skipped.is_some() {
+                moving += usize::from(outcome.skipped.is_none());
                 outcomes.push(outcome);
                 continue;
             }
@@ -218,6 +237,7 @@ impl Broker {
                     outcome.skipped = Some(format!("queue '{target}' no longer exists"));
                 }
             }
+            moving += usize::from(outcome.skipped.is_none());
             outcomes.push(outcome);
             if let Some(pace) = pace {
                 tokio::time::sleep(pace).await;

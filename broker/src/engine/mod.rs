@@ -12,6 +12,7 @@
 //! | `settle.rs` | acks, nacks, releases: the redelivery policy carried out |
 //! | `forward.rs` | messages that leave their queue for another address (dead letters, expiry, schedule moves, management moves) |
 //! | `manage.rs` | browsing, and the management operations on queued messages |
+//! | `listing.rs` | read-only views: queues and addresses a page at a time |
 //! | `transact.rs` | committing and rolling back local transactions |
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
@@ -40,6 +41,7 @@ mod addresses;
 mod consume;
 mod dispatch;
 mod forward;
+mod listing;
 mod manage;
 mod ops;
 mod recovery;
@@ -66,6 +68,7 @@ use crate::settings::Settings;
 use crate::transactions::Transactions;
 
 pub use consume::{Settled, Subscription};
+pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use send::Sent;
 pub use settle::Settlement;

@@ -5,7 +5,7 @@ use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::convert::{
-    browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
+    address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
 use crate::engine::Broker;
 
@@ -88,10 +88,16 @@ impl pb::admin_server::Admin for AdminService {
 
     async fn list_queues(
         &self,
-        _request: Request<pb::ListQueuesRequest>,
+        request: Request<pb::ListQueuesRequest>,
     ) -> Result<Response<pb::ListQueuesResponse>, Status> {
-        let queues = self.broker.queues().iter().map(|q| queue_info(q)).collect();
-        Ok(Response::new(pb::ListQueuesResponse { queues }))
+        let r = request.into_inner();
+        let page = self.broker.queues_page(&r.page_token, page_size(r.page_size));
+        let queues: Vec<pb::QueueInfo> = page.items.iter().map(|q| queue_info(q)).collect();
+        let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
+        Ok(Response::new(pb::ListQueuesResponse {
+            queues,
+            next_page_token,
+        }))
     }
 
     async fn get_queue(
@@ -167,7 +173,12 @@ impl pb::admin_server::Admin for AdminService {
         let selection = selection_from_wire(r.selection)?;
         let outcomes = self
             .broker
-            .retry_messages(&selection, r.dry_run, r.rate_per_second)
+            .retry_messages_up_to(
+                &selection,
+                r.dry_run,
+                r.rate_per_second,
+                r.limit.filter(|&n| n > 0).map(|n| n as usize),
+            )
             .await?;
         let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count() as u64;
         let moved = if r.dry_run {
@@ -218,5 +229,50 @@ impl pb::admin_server::Admin for AdminService {
             store_syncs: stats.syncs,
             store_disk_bytes: stats.disk_bytes,
         }))
+    }
+
+    async fn list_addresses(
+        &self,
+        request: Request<pb::ListAddressesRequest>,
+    ) -> Result<Response<pb::ListAddressesResponse>, Status> {
+        let r = request.into_inner();
+        let page = self.broker.addresses_page(&r.page_token, page_size(r.page_size));
+        let addresses: Vec<pb::AddressInfo> = page.items.iter().map(address_info).collect();
+        let next_page_token = next_page_token(page.more, addresses.last().map(|a| &a.name));
+        Ok(Response::new(pb::ListAddressesResponse {
+            addresses,
+            next_page_token,
+        }))
+    }
+
+    async fn get_address(
+        &self,
+        request: Request<pb::GetAddressRequest>,
+    ) -> Result<Response<pb::GetAddressResponse>, Status> {
+        let address = self.broker.address(&request.into_inner().name)?;
+        Ok(Response::new(pb::GetAddressResponse {
+            address: Some(address_info(&address)),
+        }))
+    }
+}
+
+/// Entries per page of ListQueues and ListAddresses when the client asks for none,
+/// and the most it may ask for: 1000 queues are about 45 kB on the wire.
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// A request's `page_size` as the engine takes it: 0 = the default, capped.
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => MAX_PAGE_SIZE,
+        n => n.min(MAX_PAGE_SIZE),
+    }
+}
+
+/// The token of the page after one that ends at `last`: the name itself (the next
+/// page starts after it); empty when no page follows.
+fn next_page_token(more: bool, last: Option<&String>) -> String {
+    match last {
+        Some(name) if more => name.clone(),
+        _ => String::new(),
     }
 }

@@ -7,7 +7,7 @@ use rebound_protocol::v1 as pb;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
-use crate::engine::{Browsed, RetryOutcome, Selection, Settlement};
+use crate::engine::{AddressView, Browsed, RetryOutcome, Selection, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::message::DEFAULT_PRIORITY;
 use crate::queue::{BrowseState, Dispatched, Queue};
@@ -193,6 +193,33 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
         expired: snap.counters.expired,
         bytes: snap.bytes,
     }
+}
+
+/// An address with its queues' names and their gauges summed.
+pub fn address_info(address: &AddressView) -> pb::AddressInfo {
+    let mut info = pb::AddressInfo {
+        name: address.name.clone(),
+        routing_types: [
+            (address.anycast, RoutingType::Anycast),
+            (address.multicast, RoutingType::Multicast),
+        ]
+        .into_iter()
+        .filter(|(allowed, _)| *allowed)
+        .map(|(_, routing)| routing_to_wire(routing))
+        .collect(),
+        auto_created: address.auto_created,
+        ..Default::default()
+    };
+    for queue in &address.queues {
+        let snap = queue.snapshot();
+        info.queues.push(queue.name.clone());
+        info.messages += snap.messages;
+        info.delivering += snap.delivering;
+        info.scheduled += snap.scheduled;
+        info.consumers += snap.consumers;
+        info.bytes += snap.bytes;
+    }
+    info
 }
 
 #[cfg(test)]

@@ -1,0 +1,116 @@
+//! Read-only views for management: queues and addresses a page at a time, and one
+//! address with its queues.
+//!
+//! Pages are sorted by name and start after a name (the last one of the previous
+//! page), so a listing needs no state on the broker and a reply stays small however
+//! many queues there are. Each page is taken under the registry's read lock in
+//! O(n): the names after the cursor are filtered, the smallest `limit` of them
+//! selected, and only those sorted.
+use std::sync::Arc;
+
+use super::Broker;
+use crate::error::{BrokerError, Result};
+use crate::postoffice::Address;
+use crate::queue::Queue;
+
+/// An address as management shows it: its routing types and its queues, by name.
+#[derive(Debug, Clone)]
+pub struct AddressView {
+    pub name: String,
+    pub anycast: bool,
+    pub multicast: bool,
+    pub auto_created: bool,
+    /// Sorted by name.
+    pub queues: Vec<Arc<Queue>>,
+}
+
+impl AddressView {
+    fn of(address: &Address) -> AddressView {
+        let mut queues = address.queues.clone();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        AddressView {
+            name: address.name.clone(),
+            anycast: address.anycast,
+            multicast: address.multicast,
+            auto_created: address.auto_created,
+            queues,
+        }
+    }
+}
+
+/// One page of a listing and whether another follows.
+#[derive(Debug)]
+pub struct Page<T> {
+    /// Sorted by name.
+    pub items: Vec<T>,
+    /// More items follow the last one of this page.
+    pub more: bool,
+}
+
+/// The first `limit` of `items` (by `name`) whose name sorts after `after` (all of
+/// them for an empty `after`), sorted.
+fn page<T>(items: impl Iterator<Item = T>, name: impl Fn(&T) -> &str, after: &str, limit: usize) -> Page<T> {
+    let mut items: Vec<T> = items
+        .filter(|item| after.is_empty() || name(item) > after)
+        .collect();
+    let more = items.len() > limit;
+    if more {
+        if limit > 0 {
+            items.select_nth_unstable_by(limit - 1, |a, b| name(a).cmp(name(b)));
+        }
+        items.truncate(limit);
+    }
+    items.sort_by(|a, b| name(a).cmp(name(b)));
+    Page { items, more }
+}
+
+impl Broker {
+    /// Up to `limit` queues whose names sort after `after` (empty: from the first),
+    /// by name.
+    pub fn queues_page(&self, after: &str, limit: usize) -> Page<Arc<Queue>> {
+        let reg = self.read();
+        page(reg.queues.values().cloned(), |q| &q.name, after, limit)
+    }
+
+    /// Up to `limit` addresses whose names sort after `after` (empty: from the
+    /// first), by name.
+    pub fn addresses_page(&self, after: &str, limit: usize) -> Page<AddressView> {
+        let reg = self.read();
+        let addresses = page(reg.addresses.values(), |a| &a.name, after, limit);
+        Page {
+            items: addresses.items.into_iter().map(AddressView::of).collect(),
+            more: addresses.more,
+        }
+    }
+
+    /// One address with its queues.
+    pub fn address(&self, name: &str) -> Result<AddressView> {
+        self.read()
+            .addresses
+            .get(name)
+            .map(AddressView::of)
+            .ok_or_else(|| BrokerError::AddressNotFound(name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page;
+
+    fn names(after: &str, limit: usize) -> (Vec<&'static str>, bool) {
+        let all = ["d", "a", "e", "c", "b"];
+        let p = page(all.into_iter(), |s| *s, after, limit);
+        (p.items, p.more)
+    }
+
+    #[test]
+    fn pages_are_sorted_bounded_and_start_after_the_cursor() {
+        assert_eq!(names("", 2), (vec!["a", "b"], true));
+        assert_eq!(names("b", 2), (vec!["c", "d"], true));
+        assert_eq!(names("d", 2), (vec!["e"], false));
+        assert_eq!(names("e", 2), (vec![], false));
+        assert_eq!(names("", 5), (vec!["a", "b", "c", "d", "e"], false));
+        assert_eq!(names("bb", 10), (vec!["c", "d", "e"], false));
+        assert_eq!(names("", 0), (vec![], true));
+    }
+}
