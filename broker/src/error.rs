@@ -8,7 +8,7 @@ use std::fmt;
 
 use rebound_storage::StorageError;
 
-use crate::message::excerpt;
+use rebound_config::excerpt;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {

@@ -27,11 +27,10 @@
 //! dead-letter address: reasons are cut to [`MAX_REASON_BYTES`] with a marker
 //! ([`bounded_reason`]) rather than refused, because refusing a nack would leave a
 //! consumer no way to give a message back. Error messages quote at most
-//! [`EXCERPT_BYTES`] of any input ([`excerpt`]): gRPC carries them in a header, and
-//! an error bigger than the client's header limit reaches it as a protocol error
-//! instead of the status the broker meant.
-use std::borrow::Cow;
-
+//! `rebound_config::EXCERPT_BYTES` of any input (`rebound_config::excerpt`): gRPC
+//! carries them in a header, and an error bigger than the client's header limit
+//! reaches it as a protocol error instead of the status the broker meant.
+use rebound_config::{clip, excerpt};
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord};
 
@@ -91,28 +90,9 @@ pub const MAX_PROPERTIES_BYTES: u64 = (MAX_INLINE_RECORD_BYTES / 2) as u64;
 /// The longest failure reason kept, in bytes; longer ones are cut with a marker.
 pub const MAX_REASON_BYTES: usize = 1024;
 
-/// The most of a user's input an error message quotes, in bytes.
-pub const EXCERPT_BYTES: usize = 100;
-
-/// `text` cut to at most `max` bytes at a character boundary, with a marker that
-/// says how much was cut.
-fn clip(text: &str, max: usize) -> Cow<'_, str> {
-    if text.len() <= max {
-        return Cow::Borrowed(text);
-    }
-    // `str::floor_char_boundary` is newer than the workspace's rust-version.
-    let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-    Cow::Owned(format!("{}…[truncated {} bytes]", &text[..cut], text.len() - cut))
-}
-
 /// A failure reason as the broker keeps it: at most [`MAX_REASON_BYTES`] of it.
 pub fn bounded_reason(reason: &str) -> String {
     clip(reason, MAX_REASON_BYTES).into_owned()
-}
-
-/// A user's input as an error message quotes it: at most [`EXCERPT_BYTES`] of it.
-pub fn excerpt(input: &str) -> Cow<'_, str> {
-    clip(input, EXCERPT_BYTES)
 }
 
 /// The encoded size of a message's properties, as [`MAX_PROPERTIES_BYTES`] and

@@ -227,8 +227,8 @@ mod tests {
             (
                 format!("[[addresses]]\nname = \"{}\"", "n".repeat(10_000)),
                 format!(
-                    "test.toml:2:8: addresses[0].name: address name {:?}... must be at most 255 bytes",
-                    "n".repeat(64)
+                    "test.toml:2:8: addresses[0].name: address name \"{}…[truncated 9900 bytes]\" must be at most 255 bytes",
+                    "n".repeat(100)
                 ),
             ),
             (

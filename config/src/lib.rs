@@ -84,6 +84,7 @@ mod names;
 mod routing_type;
 pub mod schedule;
 pub mod settings;
+mod text;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
@@ -95,3 +96,4 @@ pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, Step
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
+pub use text::{EXCERPT_BYTES, clip, excerpt};

@@ -468,8 +468,8 @@ mod tests {
             (
                 format!("expiry-address = \"{}\"", "e".repeat(256)),
                 format!(
-                    "test.toml:3:18: address-settings[0].expiry-address: address name {:?}... must be at most 255 bytes",
-                    "e".repeat(64)
+                    "test.toml:3:18: address-settings[0].expiry-address: address name \"{}…[truncated 156 bytes]\" must be at most 255 bytes",
+                    "e".repeat(100)
                 ),
             ),
             (

@@ -7,6 +7,8 @@
 //! every dead letter was then dropped. The broker calls [`check_name`] for
 //! every name a client sends, so there is one rule, not two.
 
+use crate::text::excerpt;
+
 /// The longest address or queue name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
 
@@ -30,12 +32,7 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
     match name_problem(name) {
         None => Ok(()),
         Some(problem) if name.is_empty() => Err(format!("{kind} name {problem}")),
-        Some(problem) => {
-            // A 10 KB name is not worth repeating in full.
-            let shown: String = name.chars().take(64).collect();
-            let ellipsis = if shown.len() < name.len() { "..." } else { "" };
-            Err(format!("{kind} name {shown:?}{ellipsis} {problem}"))
-        }
+        Some(problem) => Err(format!("{kind} name {:?} {problem}", excerpt(name))),
     }
 }
 
@@ -71,7 +68,10 @@ mod tests {
         let long = check_name("address", &"y".repeat(10_000)).unwrap_err();
         assert_eq!(
             long,
-            format!("address name {:?}... must be at most 255 bytes", "y".repeat(64))
+            format!(
+                "address name \"{}…[truncated 9900 bytes]\" must be at most 255 bytes",
+                "y".repeat(100)
+            )
         );
         assert_eq!(
             check_name("address", "").unwrap_err(),

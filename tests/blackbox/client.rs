@@ -159,7 +159,12 @@ async fn a_refused_settle_keeps_the_credit_of_a_consumer_that_follows_the_proto(
     let mut window = client.consume("refused", 1).await.unwrap();
     let second = window.next_timeout(ARRIVAL).await.unwrap().expect("window 1").id;
     assert!(window.ack_in(&finished, &[second]).await.is_err());
-    let third = window.next_timeout(ARRIVAL).await.unwrap().expect("the overshoot").id;
+    let third = window
+        .next_timeout(ARRIVAL)
+        .await
+        .unwrap()
+        .expect("the overshoot")
+        .id;
     window.ack(&[second]).await.unwrap();
     window.flush().await.unwrap();
     assert!(

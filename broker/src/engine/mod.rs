@@ -218,7 +218,7 @@ pub fn parse_filter(text: &str) -> Result<Option<Selector>> {
     }
     Selector::parse(text)
         .map(Some)
-        .map_err(|e| BrokerError::InvalidArgument(format!("filter {:?}: {e}", crate::message::excerpt(text))))
+        .map_err(|e| BrokerError::InvalidArgument(format!("filter {:?}: {e}", rebound_config::excerpt(text))))
 }
 
 #[cfg(test)]

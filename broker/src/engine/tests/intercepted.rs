@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rebound_storage::{
-    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueId, Recovered, StorageError, Store,
-    StoreStats,
+    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueId, Recovered, StorageError,
+    Store, StoreStats,
 };
 
 /// What a test does to the store's commits.

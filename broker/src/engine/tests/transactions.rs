@@ -44,7 +44,10 @@ async fn a_refused_settle_leaves_its_deliveries_outstanding_and_the_credit_alone
     let mut sub = broker.subscribe("q", 1, "").await.unwrap();
     let first = receive(&mut sub, 1).await;
     let refused = settle(&broker, &sub, &ids(&first), Settlement::Ack, Some(424242)).await;
-    assert!(matches!(refused, Settled::Refused { ref delivery_ids, .. } if *delivery_ids == ids(&first)), "{refused:?}");
+    assert!(
+        matches!(refused, Settled::Refused { ref delivery_ids, .. } if *delivery_ids == ids(&first)),
+        "{refused:?}"
+    );
     assert_eq!(sub.queue.snapshot().delivering, 1, "still outstanding");
     let done = settle(&broker, &sub, &ids(&first), Settlement::Ack, None).await;
     assert!(matches!(done, Settled::Done { ref settled, .. } if settled.len() == 1));

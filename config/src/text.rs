@@ -1,0 +1,43 @@
+//! How much of a user's text rebound repeats or keeps: cut at a character
+//! boundary, with a marker that says how much was cut.
+//!
+//! Error messages quote at most [`EXCERPT_BYTES`] of any input ([`excerpt`]):
+//! gRPC carries them in a header, and an error bigger than a client's header
+//! limit reaches it as a protocol error instead of the status that was meant;
+//! a 10 KB name is not worth repeating in a config error either. The config
+//! crate owns this because it is the lowest crate that quotes input; the broker
+//! uses the same functions.
+use std::borrow::Cow;
+
+/// The most of a user's input an error message quotes, in bytes.
+pub const EXCERPT_BYTES: usize = 100;
+
+/// `text` cut to at most `max` bytes at a character boundary, with a marker that
+/// says how much was cut.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    // `str::floor_char_boundary` is newer than the workspace's rust-version.
+    let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    Cow::Owned(format!("{}…[truncated {} bytes]", &text[..cut], text.len() - cut))
+}
+
+/// A user's input as an error message quotes it: at most [`EXCERPT_BYTES`] of it.
+pub fn excerpt(input: &str) -> Cow<'_, str> {
+    clip(input, EXCERPT_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_kept_and_long_text_is_cut_at_a_char_boundary() {
+        assert_eq!(excerpt("orders"), "orders");
+        let long = "é".repeat(100);
+        let cut = excerpt(&long);
+        assert!(cut.starts_with(&"é".repeat(50)), "{cut}");
+        assert!(cut.ends_with("…[truncated 100 bytes]"), "{cut}");
+    }
+}
