@@ -1,11 +1,9 @@
 //! `rebound address`: create, delete, list and inspect addresses.
 
-use std::io::Write as _;
-
 use rebound_client::AddressInfo;
 
 use crate::args::{RoutingArg, ServerArgs, routing_type};
-use crate::render::{AddressJson, address_fields, plain};
+use crate::render::{address_fields, plain, print_list, print_stat};
 use crate::table;
 
 /// `rebound address` subcommands.
@@ -80,23 +78,10 @@ pub async fn run(command: AddressCommand) -> anyhow::Result<()> {
         }
         AddressCommand::List { server, json } => {
             let addresses = server.connect().await?.list_addresses().await?;
-            if json {
-                for address in &addresses {
-                    outln!("{}", serde_json::to_string(&AddressJson(address))?)?;
-                }
-            } else {
-                write!(std::io::stdout(), "{}", list_table(&addresses))?;
-            }
+            print_list(&addresses, json, list_table)?;
         }
         AddressCommand::Stat { server, name, json } => {
-            let info = server.connect().await?.address(&name).await?;
-            if json {
-                outln!("{}", serde_json::to_string(&AddressJson(&info))?)?;
-            } else {
-                for (key, value) in address_fields(&info) {
-                    outln!("{key}: {}", plain(&value))?;
-                }
-            }
+            print_stat(&server.connect().await?.address(&name).await?, json)?;
         }
     }
     Ok(())

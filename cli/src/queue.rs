@@ -6,7 +6,7 @@ use std::io::Write as _;
 use rebound_client::{QueueInfo, RetryMessagesResponse, Selection};
 
 use crate::args::{RoutingArg, ServerArgs, routing_type};
-use crate::render::{BrowsedJson, QueueJson, browsed_table, plain, queue_fields, routing_name};
+use crate::render::{BrowsedJson, browsed_table, plain, print_list, print_stat, queue_fields, routing_name};
 use crate::table;
 
 mod retry;
@@ -263,23 +263,10 @@ pub async fn run(command: QueueCommand) -> anyhow::Result<()> {
         }
         QueueCommand::List { server, json } => {
             let queues = server.connect().await?.list_queues().await?;
-            if json {
-                for queue in &queues {
-                    outln!("{}", serde_json::to_string(&QueueJson(queue))?)?;
-                }
-            } else {
-                write!(std::io::stdout(), "{}", list_table(&queues))?;
-            }
+            print_list(&queues, json, list_table)?;
         }
         QueueCommand::Stat { server, queue, json } => {
-            let info = server.connect().await?.queue(&queue).await?;
-            if json {
-                outln!("{}", serde_json::to_string(&QueueJson(&info))?)?;
-            } else {
-                for (key, value) in queue_fields(&info) {
-                    outln!("{key}: {}", plain(&value))?;
-                }
-            }
+            print_stat(&server.connect().await?.queue(&queue).await?, json)?;
         }
         QueueCommand::Browse {
             server,

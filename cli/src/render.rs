@@ -14,6 +14,8 @@ use rebound_client::proto::property_value::Value;
 use rebound_client::{
     AddressInfo, BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType, properties,
 };
+use std::io::Write as _;
+
 use serde::Serialize;
 use serde::ser::Serializer;
 
@@ -252,15 +254,6 @@ pub fn plain(value: &serde_json::Value) -> String {
     }
 }
 
-/// A queue as one JSON object with the keys of [`queue_fields`].
-pub struct QueueJson<'a>(pub &'a QueueInfo);
-
-impl Serialize for QueueJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(queue_fields(self.0))
-    }
-}
-
 /// An address, its queues and their summed gauges in documented order; the one
 /// list behind `address stat`, its JSON and the `address list` table.
 pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 9] {
@@ -278,11 +271,57 @@ pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 9]
     ]
 }
 
-/// An address as one JSON object with the keys of [`address_fields`].
-pub struct AddressJson<'a>(pub &'a AddressInfo);
+/// A queue or an address as management shows it: one list of documented fields
+/// behind its JSON object, its `stat` lines and its table row.
+pub trait Fields {
+    fn fields(&self) -> Vec<(&'static str, serde_json::Value)>;
+}
 
-impl Serialize for AddressJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(address_fields(self.0))
+impl Fields for QueueInfo {
+    fn fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        queue_fields(self).into()
     }
+}
+
+impl Fields for AddressInfo {
+    fn fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        address_fields(self).into()
+    }
+}
+
+/// A record as one JSON object with the keys of its [`Fields`].
+struct AsJson<'a, T>(&'a T);
+
+impl<T: Fields> Serialize for AsJson<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.fields())
+    }
+}
+
+/// `list`: one JSON object per line, or the table `table` makes.
+pub fn print_list<T: Fields>(
+    items: &[T],
+    json: bool,
+    table: impl FnOnce(&[T]) -> String,
+) -> anyhow::Result<()> {
+    if !json {
+        write!(std::io::stdout(), "{}", table(items))?;
+        return Ok(());
+    }
+    for item in items {
+        outln!("{}", serde_json::to_string(&AsJson(item))?)?;
+    }
+    Ok(())
+}
+
+/// `stat`: one JSON object, or a `key: value` line per field.
+pub fn print_stat<T: Fields>(item: &T, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string(&AsJson(item))?)?;
+        return Ok(());
+    }
+    for (key, value) in item.fields() {
+        outln!("{key}: {}", plain(&value))?;
+    }
+    Ok(())
 }

@@ -156,16 +156,11 @@ impl Client {
     /// Every queue with its counters, sorted by name. The broker answers a page at
     /// a time ([`list_queues_page`](Self::list_queues_page)); this follows the pages.
     pub async fn list_queues(&self) -> Result<Vec<QueueInfo>> {
-        let mut queues = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = self.list_queues_page(0, &token).await?;
-            queues.extend(page.queues);
-            if page.next_page_token.is_empty() {
-                return Ok(queues);
-            }
-            token = page.next_page_token;
-        }
+        every_page(async |token| {
+            let page = self.list_queues_page(0, token).await?;
+            Ok((page.queues, page.next_page_token))
+        })
+        .await
     }
 
     /// One queue with its counters.
@@ -345,16 +340,11 @@ impl Client {
     /// Every address with its queues' names and summed gauges, sorted by name;
     /// follows the pages of [`list_addresses_page`](Self::list_addresses_page).
     pub async fn list_addresses(&self) -> Result<Vec<AddressInfo>> {
-        let mut addresses = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = self.list_addresses_page(0, &token).await?;
-            addresses.extend(page.addresses);
-            if page.next_page_token.is_empty() {
-                return Ok(addresses);
-            }
-            token = page.next_page_token;
-        }
+        every_page(async |token| {
+            let page = self.list_addresses_page(0, token).await?;
+            Ok((page.addresses, page.next_page_token))
+        })
+        .await
     }
 
     /// One page of addresses, paged like [`list_queues_page`](Self::list_queues_page).
@@ -380,5 +370,20 @@ impl Client {
         response
             .address
             .ok_or_else(|| Error::missing("GetAddressResponse.address"))
+    }
+}
+
+/// Every item of a paged listing: `page` fetches the page after a token (empty:
+/// the first) and returns its items and the next token, empty after the last page.
+async fn every_page<T>(mut page: impl AsyncFnMut(&str) -> Result<(Vec<T>, String)>) -> Result<Vec<T>> {
+    let mut items = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (more, next) = page(&token).await?;
+        items.extend(more);
+        if next.is_empty() {
+            return Ok(items);
+        }
+        token = next;
     }
 }
