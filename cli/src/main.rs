@@ -18,6 +18,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use rebound_broker::daemon;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::MakeExt as _;
+use tracing_subscriber::fmt::format;
 
 /// `writeln!` to stdout. Unlike `println!` it returns an error instead of
 /// panicking when stdout is closed, e.g. piped into `head`.
@@ -119,10 +121,26 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 
 /// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`, coloured
 /// only on a terminal so that a log file stays greppable.
+///
+/// Every field and message is written with its control characters escaped
+/// ([`rebound_config::escape_controls`]): log lines quote what clients sent
+/// (failure reasons, filters, errors that repeat input), and a newline in one
+/// must not forge a line of its own, nor an ESC drive the operator's terminal.
+/// Escaping here, where all log text passes, covers every log line at once.
 fn init_logging(default_filter: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let fields = format::debug_fn(|writer, field, value| {
+        let text = format!("{value:?}");
+        let text = rebound_config::escape_controls(&text);
+        match field.name() {
+            "message" => write!(writer, "{text}"),
+            name => write!(writer, "{name}={text}"),
+        }
+    })
+    .delimited(" ");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(fields)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();

@@ -3,6 +3,14 @@
 //!
 //! The JSON shapes are part of the CLI's interface; keys keep their documented
 //! order (struct field order, or an explicit list for queues).
+//!
+//! Bodies, property names and values and dead-letter reasons are whatever some
+//! producer or consumer sent. The human output shows them with every control
+//! character escaped (`\n`, `\u{1b}`: [`rebound_config::escape_controls`]),
+//! newline and tab included, so that a message cannot move the cursor, clear
+//! or retitle the terminal, ring its bell, or break its one line or table row
+//! into several. Address and queue names need nothing: they cannot hold control
+//! characters. The JSON output needs nothing either: JSON escapes them itself.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,6 +22,7 @@ use rebound_client::proto::property_value::Value;
 use rebound_client::{
     AddressInfo, BrowsedMessage, Delivery, Message, MessageState, QueueInfo, RoutingType, properties,
 };
+use rebound_config::escape_controls;
 use std::io::Write as _;
 
 use serde::Serialize;
@@ -132,7 +141,7 @@ fn body_text(body: &[u8]) -> (Cow<'_, str>, bool) {
 /// The body for a human: the text, or a note with the base64 of binary data.
 fn body_for_humans(body: &[u8]) -> String {
     match body_text(body) {
-        (text, false) => text.into_owned(),
+        (text, false) => escape_controls(&text).into_owned(),
         (base64, true) => format!("<{} bytes, not UTF-8; base64 {base64}>", body.len()),
     }
 }
@@ -188,15 +197,16 @@ fn properties_text(message: &Message) -> String {
         message.properties.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let pairs: Vec<String> = sorted
         .into_iter()
-        .map(|(key, value)| format!("{key}={}", property_text(value)))
+        .map(|(key, value)| format!("{}={}", escape_controls(key), property_text(value)))
         .collect();
     pairs.join(", ")
 }
 
-/// A property value as its JSON rendering, strings without their quotes.
+/// A property value as its JSON rendering, strings without their quotes (and
+/// with control characters escaped, as JSON would have).
 fn property_text(value: &PropertyValue) -> String {
     match PropertyJson::new(value) {
-        Some(PropertyJson::String(s)) => s,
+        Some(PropertyJson::String(s)) => escape_controls(&s).into_owned(),
         Some(other) => serde_json::to_string(&other).unwrap_or_default(),
         None => "null".to_owned(),
     }

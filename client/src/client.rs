@@ -33,13 +33,24 @@ pub struct Client {
 impl Client {
     /// Connects to the broker at `url`: `http://host:port` or just `host:port`.
     ///
-    /// Fails with [`Error::Connect`] if the broker cannot be reached now; once
-    /// connected, the channel reconnects by itself when the connection drops.
+    /// Fails with [`Error::TlsUnsupported`] for an `https://` URL (TLS is not
+    /// implemented yet, and tonic would otherwise dial it in plaintext), with
+    /// [`Error::InvalidUrl`] for any other scheme but `http`, and with
+    /// [`Error::Connect`] if the broker cannot be reached now; once connected,
+    /// the channel reconnects by itself when the connection drops.
     pub async fn connect(url: &str) -> Result<Client> {
-        let url = if url.contains("://") {
-            url.to_owned()
-        } else {
-            format!("http://{url}")
+        let url = match url.split_once("://") {
+            None => format!("http://{url}"),
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => url.to_owned(),
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+                return Err(Error::TlsUnsupported { url: url.to_owned() });
+            }
+            Some((scheme, _)) => {
+                return Err(Error::InvalidUrl {
+                    url: url.to_owned(),
+                    reason: format!("unsupported scheme '{scheme}', use http://"),
+                });
+            }
         };
         let endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| Error::InvalidUrl {
@@ -133,6 +144,23 @@ mod tests {
             err.to_string(),
             "cannot connect to http://127.0.0.1:1: connection refused"
         );
+    }
+
+    #[tokio::test]
+    async fn https_is_refused_not_dialled_in_plaintext() {
+        // A listener that would accept a plaintext connection: the refusal must
+        // come before any dialling, not from a failed handshake.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("HTTPS://{}", listener.local_addr().unwrap());
+        let err = Client::connect(&url).await.unwrap_err();
+        assert!(matches!(err, Error::TlsUnsupported { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("TLS is not supported by this client yet: use http://"),
+            "{err}"
+        );
+        let err = Client::connect("grpc://127.0.0.1:1").await.unwrap_err();
+        assert!(matches!(err, Error::InvalidUrl { .. }), "{err}");
     }
 
     #[tokio::test]

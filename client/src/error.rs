@@ -20,6 +20,16 @@ pub enum Error {
         /// Why it is invalid.
         reason: String,
     },
+    /// The URL asks for TLS (`https://`), which this client does not speak yet.
+    /// Refused rather than dialled in plaintext, which would send what the URL
+    /// promised to encrypt in the clear.
+    #[error(
+        "TLS is not supported by this client yet: use http:// instead of https:// in '{url}' (the connection will not be encrypted)"
+    )]
+    TlsUnsupported {
+        /// The URL as given.
+        url: String,
+    },
     /// The broker could not be reached.
     #[error("cannot connect to {url}: {reason}")]
     Connect {

@@ -96,4 +96,4 @@ pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, Step
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
-pub use text::{EXCERPT_BYTES, clip, excerpt};
+pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};

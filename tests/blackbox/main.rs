@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod config_truth;
 mod crash;
+mod hostile;
 mod listener;
 mod messaging;
 mod operations;
