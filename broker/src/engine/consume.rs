@@ -67,8 +67,8 @@ impl Broker {
     /// Settles deliveries of `consumer`: they leave the queue now, and the settle's
     /// commit runs as an engine task that calls `answer` once it is durable (or has
     /// failed). An ack inside `transaction` joins that transaction instead. A settle
-    /// that breaks the protocol (a transactional settle that is not an ack) is an
-    /// error at once, and nothing is settled.
+    /// that breaks the protocol (a transactional settle that is not an ack, more ids
+    /// than `max-ids-per-settle`) is an error at once, and nothing is settled.
     pub fn settle_deliveries(
         self: &Arc<Self>,
         queue: &Arc<Queue>,
@@ -78,6 +78,13 @@ impl Broker {
         transaction: Option<u64>,
         answer: impl FnOnce(Result<Settled>) + Send + 'static,
     ) -> Result<()> {
+        let limit = self.limits().max_ids_per_settle;
+        if delivery_ids.len() as u64 > limit {
+            return Err(BrokerError::InvalidArgument(format!(
+                "a settle names {} delivery ids, more than max-ids-per-settle {limit}",
+                delivery_ids.len()
+            )));
+        }
         if let Some(transaction) = transaction {
             if how != Settlement::Ack {
                 return Err(BrokerError::InvalidArgument(

@@ -1,0 +1,129 @@
+//! The `[limits]`: a hostile client meets a clear refusal or backpressure, and the
+//! broker keeps serving everyone else.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
+use rebound_client::{Client, Code, OutgoingMessage};
+
+use crate::support::Broker;
+
+/// Far above anything the broker hands out, so every id is unknown.
+const UNKNOWN_ID: u64 = 1 << 50;
+
+fn settle(ids: impl IntoIterator<Item = u64>) -> proto::ConsumeRequest {
+    proto::ConsumeRequest {
+        kind: Some(Kind::Settle(proto::Settle {
+            delivery_ids: ids.into_iter().collect(),
+            outcome: proto::Outcome::Ack.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+fn subscribe(queue: &str) -> proto::ConsumeRequest {
+    proto::ConsumeRequest {
+        kind: Some(Kind::Subscribe(proto::Subscribe {
+            queue: queue.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+async fn rss(client: &Client) -> u64 {
+    client.server_info().await.unwrap().rss_bytes
+}
+
+/// Another client is served at once: a message goes through send, consume and ack.
+async fn served_promptly(client: &Client, queue: &str) {
+    let round_trip = async {
+        client
+            .send(OutgoingMessage::new(queue, "still here"))
+            .await
+            .unwrap();
+        let mut consumer = client.consumer(queue).open().await.unwrap();
+        let delivery = consumer.next().await.unwrap().expect("a delivery");
+        consumer.ack(&[delivery.id]).await.unwrap();
+        consumer.close().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(20), round_trip)
+        .await
+        .expect("another client is served while the hostile one is connected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_answers_is_pushed_back_on() {
+    const SETTLES: usize = 100_000;
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let before = rss(&client).await;
+
+    // 100k settles of 100 unknown ids each (~70 MB of requests), none of whose
+    // answers is ever read. Counting what the client library pulls from the request
+    // stream shows how far the broker read.
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let settles = futures::stream::iter(0..SETTLES).map(move |i| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        let first = UNKNOWN_ID + 100 * i as u64;
+        settle(first..first + 100)
+    });
+    let requests = futures::stream::iter([subscribe("hostile")]).chain(settles);
+    let mut messaging = MessagingClient::connect(broker.url()).await.unwrap();
+    let unread = messaging.consume(requests).await.unwrap();
+
+    // Wait until the client is stuck (nothing pulled for 2 s) or has sent everything.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = pulled.load(Ordering::Relaxed);
+        if now == last || now == SETTLES || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let sent = pulled.load(Ordering::Relaxed);
+    assert!(
+        sent < SETTLES / 2,
+        "the broker read {sent} of {SETTLES} settles whose answers were never read"
+    );
+    let grown = rss(&client).await.saturating_sub(before);
+    assert!(grown < 48 << 20, "the broker grew by {grown} bytes");
+
+    served_promptly(&client, "other").await;
+    drop(unread);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn settles_are_bounded_in_ids_and_the_largest_is_answered_quickly() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+
+    // The most ids a settle may name, all unknown: answered quickly.
+    let mut consumer = client.consumer("ids").open().await.unwrap();
+    let ids: Vec<u64> = (UNKNOWN_ID..UNKNOWN_ID + 10_000).collect();
+    let started = Instant::now();
+    consumer.ack(&ids).await.unwrap();
+    let unknown = tokio::time::timeout(Duration::from_secs(20), consumer.flush())
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(unknown, ids);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    served_promptly(&client, "other").await;
+
+    // One more is refused, naming the limit; the broker is fine.
+    let too_many: Vec<u64> = (UNKNOWN_ID..=UNKNOWN_ID + 10_000).collect();
+    consumer.ack(&too_many).await.unwrap();
+    let err = consumer.flush().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+    assert!(err.to_string().contains("max-ids-per-settle 10000"), "{err}");
+    served_promptly(&client, "other").await;
+}
