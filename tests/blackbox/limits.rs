@@ -127,3 +127,29 @@ async fn settles_are_bounded_in_ids_and_the_largest_is_answered_quickly() {
     assert!(err.to_string().contains("max-ids-per-settle 10000"), "{err}");
     served_promptly(&client, "other").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactions_are_bounded_in_number_and_size() {
+    let broker =
+        Broker::start_with_config("[limits]\nmax-open-transactions = 2\nmax-transaction-messages = 3\n")
+            .await;
+    let client = broker.client().await;
+    let session = client.session().await.unwrap();
+    let first = session.begin().await.unwrap();
+    let _second = session.begin().await.unwrap();
+    let err = session.begin().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-open-transactions is 2"), "{err}");
+
+    for body in ["a", "b", "c"] {
+        first.send(OutgoingMessage::new("out", body)).await.unwrap();
+    }
+    let err = first.send(OutgoingMessage::new("out", "d")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-transaction-messages is 3"), "{err}");
+    // The refused send left the transaction as it was, and open.
+    assert_eq!(first.commit().await.unwrap().sent, 3);
+    assert_eq!(client.queue("out").await.unwrap().messages, 3);
+    // A finished transaction makes room for another.
+    session.begin().await.unwrap();
+}

@@ -91,7 +91,12 @@ impl Broker {
                     "only an ACK can be part of a transaction".into(),
                 ));
             }
-            if let Err(error) = self.transactions.check(transaction) {
+            // The room is checked as the settle arrives: settles in flight may take
+            // the transaction past max-transaction-messages by at most their ids.
+            if let Err(error) = self
+                .transactions
+                .check_room(transaction, delivery_ids.len(), &self.limits())
+            {
                 answer(Ok(Settled::Refused { error, delivery_ids }));
                 return Ok(());
             }

@@ -181,7 +181,7 @@ async fn transact_one(
     use transact_response::Kind as Rs;
     Ok(match kind {
         Some(Rq::Begin(_)) => Rs::Begun(pb::Begun {
-            transaction_id: broker.begin_transaction(session),
+            transaction_id: broker.begin_transaction(session)?,
         }),
         Some(Rq::Send(send)) => {
             let message_ids = broker.send_in_transaction(

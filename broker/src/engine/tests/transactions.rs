@@ -11,7 +11,7 @@ async fn sends_are_visible_only_after_the_commit() {
         .create_queue("q", "q", None, true, None, false)
         .await
         .unwrap();
-    let tx = broker.begin_transaction(1);
+    let tx = broker.begin_transaction(1).unwrap();
     broker
         .send_in_transaction(tx, 1, vec![message("q", "a"), message("q", "b")])
         .unwrap();
@@ -27,7 +27,7 @@ async fn a_rolled_back_ack_is_a_failed_delivery() {
     send(&broker, "q", &["m"]).await;
     let mut sub = broker.subscribe("q", 10, "").await.unwrap();
     let got = receive(&mut sub, 1).await;
-    let tx = broker.begin_transaction(7);
+    let tx = broker.begin_transaction(7).unwrap();
     settle(&broker, &sub, &ids(&got), Settlement::Ack, Some(tx)).await;
     broker.rollback_transaction(tx, 7).await.unwrap();
     let back = receive(&mut sub, 1).await;
@@ -64,7 +64,7 @@ async fn only_an_ack_may_be_transactional() {
     send(&broker, "q", &["m"]).await;
     let mut sub = broker.subscribe("q", 1, "").await.unwrap();
     let got = receive(&mut sub, 1).await;
-    let tx = broker.begin_transaction(1);
+    let tx = broker.begin_transaction(1).unwrap();
     let err = broker
         .settle_deliveries(
             &sub.queue,
