@@ -30,6 +30,9 @@ pub struct Limits {
     pub max_transaction_bytes: u64,
     /// Transactions one Transact stream may have open (`max-open-transactions`).
     pub max_open_transactions: u64,
+    /// Addresses and queues that sends and consumers may have auto-created, in
+    /// all (`max-auto-created`); explicitly created ones do not count.
+    pub max_auto_created: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +43,7 @@ impl Default for Limits {
             max_transaction_messages: 10_000,
             max_transaction_bytes: 64 << 20,
             max_open_transactions: 100,
+            max_auto_created: 10_000,
         }
     }
 }
@@ -53,6 +57,7 @@ pub(crate) struct RawLimits {
     max_transaction_messages: Option<Spanned<i64>>,
     max_transaction_bytes: Option<Spanned<i64>>,
     max_open_transactions: Option<Spanned<i64>>,
+    max_auto_created: Option<Spanned<i64>>,
 }
 
 impl RawLimits {
@@ -86,6 +91,11 @@ impl RawLimits {
                 self.max_open_transactions,
                 "max-open-transactions",
                 default.max_open_transactions,
+            )?,
+            max_auto_created: limit(
+                self.max_auto_created,
+                "max-auto-created",
+                default.max_auto_created,
             )?,
         })
     }

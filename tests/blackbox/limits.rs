@@ -153,3 +153,21 @@ async fn transactions_are_bounded_in_number_and_size() {
     // A finished transaction makes room for another.
     session.begin().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_creation_stops_at_its_quota() {
+    let broker = Broker::start_with_config("[limits]\nmax-auto-created = 2\n").await;
+    let client = broker.client().await;
+    client
+        .send(OutgoingMessage::new("a", "made a and its queue"))
+        .await
+        .unwrap();
+    let err = client.send(OutgoingMessage::new("b", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-auto-created is 2"), "{err}");
+    let err = client.consumer("c").open().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    // What exists still works.
+    client.send(OutgoingMessage::new("a", "again")).await.unwrap();
+    assert_eq!(client.queue("a").await.unwrap().messages, 2);
+}
