@@ -33,6 +33,9 @@ pub struct Limits {
     /// Addresses and queues that sends and consumers may have auto-created, in
     /// all (`max-auto-created`); explicitly created ones do not count.
     pub max_auto_created: u64,
+    /// Deliveries one consumer may have unsettled plus the credit it has not yet
+    /// used (`max-consumer-credit`); credit granted beyond it is dropped.
+    pub max_consumer_credit: u64,
 }
 
 impl Default for Limits {
@@ -44,6 +47,7 @@ impl Default for Limits {
             max_transaction_bytes: 64 << 20,
             max_open_transactions: 100,
             max_auto_created: 10_000,
+            max_consumer_credit: 10_000,
         }
     }
 }
@@ -58,6 +62,7 @@ pub(crate) struct RawLimits {
     max_transaction_bytes: Option<Spanned<i64>>,
     max_open_transactions: Option<Spanned<i64>>,
     max_auto_created: Option<Spanned<i64>>,
+    max_consumer_credit: Option<Spanned<i64>>,
 }
 
 impl RawLimits {
@@ -96,6 +101,11 @@ impl RawLimits {
                 self.max_auto_created,
                 "max-auto-created",
                 default.max_auto_created,
+            )?,
+            max_consumer_credit: limit(
+                self.max_consumer_credit,
+                "max-consumer-credit",
+                default.max_consumer_credit,
             )?,
         })
     }

@@ -55,13 +55,24 @@ impl Broker {
         let queue = self.queue_for_consumer(queue).await?;
         let consumer = self.next_consumer_id();
         let deliveries = queue
-            .attach(consumer, credit, filter)
+            .attach(consumer, credit.min(self.credit_cap()), filter)
             .ok_or_else(|| BrokerError::QueueNotFound(queue.name.clone()))?;
         Ok(Subscription {
             queue,
             consumer,
             deliveries,
         })
+    }
+
+    /// Grants a consumer more credit, within `max-consumer-credit`: a client that
+    /// grants without end cannot make the broker load and hand over a whole queue
+    /// that it does not read.
+    pub fn grant(&self, queue: &Queue, consumer: ConsumerId, credit: u32) {
+        queue.grant(consumer, credit, self.credit_cap());
+    }
+
+    fn credit_cap(&self) -> u32 {
+        u32::try_from(self.limits().max_consumer_credit).unwrap_or(u32::MAX)
     }
 
     /// Settles deliveries of `consumer`: they leave the queue now, and the settle's

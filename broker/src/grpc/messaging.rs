@@ -262,7 +262,7 @@ impl Session {
     async fn handle(&self, request: pb::ConsumeRequest) -> Result<()> {
         match request.kind {
             Some(consume_request::Kind::Credit(c)) => {
-                self.queue.grant(self.consumer, c.credit);
+                self.broker.grant(&self.queue, self.consumer, c.credit);
                 Ok(())
             }
             Some(consume_request::Kind::Settle(s)) => {

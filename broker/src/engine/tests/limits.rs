@@ -56,3 +56,27 @@ async fn a_settle_names_at_most_max_ids_per_settle() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_consumer_holds_at_most_max_consumer_credit() {
+    let (broker, _) = broker("[limits]\nmax-consumer-credit = 3\n").await;
+    let bodies: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    send(
+        &broker,
+        "q",
+        &bodies.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    // An initial credit of 100 is capped at 3 deliveries.
+    let mut sub = broker.subscribe("q", 100, "").await.unwrap();
+    let first = receive(&mut sub, 3).await;
+    assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+    // Granting more while 3 are unsettled gives nothing.
+    broker.grant(&sub.queue, sub.consumer, 100);
+    assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+    // Settling 2 makes room for 2 more, however much is granted.
+    settle(&broker, &sub, &ids(&first)[..2], Settlement::Ack, None).await;
+    broker.grant(&sub.queue, sub.consumer, 100);
+    assert_eq!(receive(&mut sub, 2).await.len(), 2);
+    assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+}

@@ -51,7 +51,7 @@ async fn a_refused_settle_leaves_its_deliveries_outstanding_and_the_credit_alone
     assert_eq!(sub.queue.snapshot().delivering, 1, "still outstanding");
     let done = settle(&broker, &sub, &ids(&first), Settlement::Ack, None).await;
     assert!(matches!(done, Settled::Done { ref settled, .. } if settled.len() == 1));
-    sub.queue.grant(sub.consumer, 1);
+    sub.queue.grant(sub.consumer, 1, u32::MAX);
     assert!(
         !nothing_within(&mut sub, Duration::from_secs(2)).await,
         "the next message came"
