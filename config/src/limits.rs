@@ -36,6 +36,9 @@ pub struct Limits {
     /// Deliveries one consumer may have unsettled plus the credit it has not yet
     /// used (`max-consumer-credit`); credit granted beyond it is dropped.
     pub max_consumer_credit: u64,
+    /// Consume streams open at once on one client connection
+    /// (`max-consume-streams-per-connection`).
+    pub max_consume_streams_per_connection: u64,
 }
 
 impl Default for Limits {
@@ -48,6 +51,7 @@ impl Default for Limits {
             max_open_transactions: 100,
             max_auto_created: 10_000,
             max_consumer_credit: 10_000,
+            max_consume_streams_per_connection: 100,
         }
     }
 }
@@ -63,6 +67,7 @@ pub(crate) struct RawLimits {
     max_open_transactions: Option<Spanned<i64>>,
     max_auto_created: Option<Spanned<i64>>,
     max_consumer_credit: Option<Spanned<i64>>,
+    max_consume_streams_per_connection: Option<Spanned<i64>>,
 }
 
 impl RawLimits {
@@ -106,6 +111,11 @@ impl RawLimits {
                 self.max_consumer_credit,
                 "max-consumer-credit",
                 default.max_consumer_credit,
+            )?,
+            max_consume_streams_per_connection: limit(
+                self.max_consume_streams_per_connection,
+                "max-consume-streams-per-connection",
+                default.max_consume_streams_per_connection,
             )?,
         })
     }

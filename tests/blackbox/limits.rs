@@ -171,3 +171,36 @@ async fn auto_creation_stops_at_its_quota() {
     client.send(OutgoingMessage::new("a", "again")).await.unwrap();
     assert_eq!(client.queue("a").await.unwrap().messages, 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_opens_at_most_its_consume_streams() {
+    let broker = Broker::start_with_config("[limits]\nmax-consume-streams-per-connection = 2\n").await;
+    let client = broker.client().await;
+    let first = client.consumer("a").open().await.unwrap();
+    let _second = client.consumer("b").open().await.unwrap();
+    let err = client.consumer("c").open().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(
+        err.to_string()
+            .contains("max-consume-streams-per-connection is 2"),
+        "{err}"
+    );
+    // Another connection has its own; a closed stream makes room.
+    broker.client().await.consumer("c").open().await.unwrap();
+    first.close().await.unwrap();
+    let reopened = async {
+        loop {
+            match client.consumer("c").open().await {
+                Ok(consumer) => break consumer,
+                // The session ends just after the client saw its stream end.
+                Err(err) if err.code() == Some(Code::ResourceExhausted) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(err) => panic!("{err}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), reopened)
+        .await
+        .expect("room once a stream closed");
+}

@@ -18,8 +18,10 @@
 //! is started. A client that does not read its responses therefore stops being
 //! served: the session stops reading its requests, and HTTP/2 flow control pushes
 //! back on the client, rather than the broker buffering without bound.
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use rebound_protocol::v1::{
@@ -36,11 +38,60 @@ use crate::queue::{ConsumerId, Dispatched, Queue};
 
 pub struct MessagingService {
     broker: Arc<Broker>,
+    streams: Arc<StreamCounts>,
 }
 
 impl MessagingService {
     pub fn new(broker: Arc<Broker>) -> MessagingService {
-        MessagingService { broker }
+        MessagingService {
+            broker,
+            streams: Arc::default(),
+        }
+    }
+}
+
+/// The Consume streams open per connection (its peer address), for
+/// `max-consume-streams-per-connection`.
+#[derive(Default)]
+struct StreamCounts(Mutex<HashMap<SocketAddr, u64>>);
+
+/// One open Consume stream of a connection; uncounted when its session ends.
+struct Counted {
+    counts: Arc<StreamCounts>,
+    peer: SocketAddr,
+}
+
+impl StreamCounts {
+    /// Counts a new stream of `peer`, unless it has the most it may. A stream
+    /// whose peer is unknown is not counted.
+    fn open(self: &Arc<Self>, peer: Option<SocketAddr>, limit: u64) -> Result<Option<Counted>> {
+        let Some(peer) = peer else { return Ok(None) };
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let open = counts.entry(peer).or_default();
+        if *open >= limit {
+            return Err(BrokerError::LimitReached {
+                what: format!("this connection has {open} Consume streams open"),
+                limit: "max-consume-streams-per-connection",
+                value: limit,
+            });
+        }
+        *open += 1;
+        Ok(Some(Counted {
+            counts: self.clone(),
+            peer,
+        }))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = counts.get_mut(&self.peer) {
+            *open -= 1;
+            if *open == 0 {
+                counts.remove(&self.peer);
+            }
+        }
     }
 }
 
@@ -93,6 +144,8 @@ impl pb::messaging_server::Messaging for MessagingService {
         &self,
         request: Request<Streaming<pb::ConsumeRequest>>,
     ) -> Result<Response<Self::ConsumeStream>, Status> {
+        let limit = self.broker.limits().max_consume_streams_per_connection;
+        let counted = self.streams.open(request.remote_addr(), limit)?;
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
             Some(pb::ConsumeRequest {
@@ -126,6 +179,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             queue,
             consumer,
             tx,
+            _counted: counted,
         };
         self.broker.spawn(session.run(inbound, deliveries));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -219,6 +273,8 @@ struct Session {
     queue: Arc<Queue>,
     consumer: ConsumerId,
     tx: ResponseTx,
+    /// Counts the stream against its connection's limit while the session lives.
+    _counted: Option<Counted>,
 }
 
 impl Session {
