@@ -33,6 +33,13 @@ pub enum BrokerError {
     MessageTooLarge { address: String, size: u64, limit: u64 },
     #[error("address '{address}' is full: it holds {held} bytes and max-size-bytes is {limit}")]
     AddressFull { address: String, held: u64, limit: u64 },
+    /// A quota of the `[limits]` table is full: `what` says how, `limit` names the key.
+    #[error("{what}: {limit} is {value}")]
+    LimitReached {
+        what: String,
+        limit: &'static str,
+        value: u64,
+    },
     #[error("{0}")]
     FailedPrecondition(String),
     #[error("the broker is shutting down")]

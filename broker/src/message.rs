@@ -95,6 +95,12 @@ pub fn bounded_reason(reason: &str) -> String {
     clip(reason, MAX_REASON_BYTES).into_owned()
 }
 
+/// The bytes of a message that the producer controls, as `max-message-size` and
+/// `max-transaction-bytes` count them: its body and its properties.
+pub fn counted_bytes(record: &MessageRecord) -> u64 {
+    record.body.len() as u64 + properties_bytes(record)
+}
+
 /// The encoded size of a message's properties, as [`MAX_PROPERTIES_BYTES`] and
 /// `max-message-size` count them.
 pub fn properties_bytes(record: &MessageRecord) -> u64 {

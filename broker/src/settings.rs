@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use rebound_config::{Config, EffectiveSettings, ResolvedSettings, SettingsRepository};
+use rebound_config::{Config, EffectiveSettings, Limits, ResolvedSettings, SettingsRepository};
 
 /// The broker's settings: address-settings and the broker-wide switches that a
 /// reload may change.
@@ -16,6 +16,7 @@ pub struct Settings {
     repository: RwLock<Arc<SettingsRepository>>,
     cache: Mutex<HashMap<String, Arc<EffectiveSettings>>>,
     persist_count_before_delivery: AtomicBool,
+    limits: RwLock<Limits>,
 }
 
 impl Settings {
@@ -24,6 +25,7 @@ impl Settings {
             repository: RwLock::new(Arc::new(config.address_settings.clone())),
             cache: Mutex::new(HashMap::new()),
             persist_count_before_delivery: AtomicBool::new(config.persist_delivery_count_before_delivery),
+            limits: RwLock::new(config.limits),
         }
     }
 
@@ -48,6 +50,11 @@ impl Settings {
         self.persist_count_before_delivery.load(Ordering::Relaxed)
     }
 
+    /// The `[limits]` in force.
+    pub fn limits(&self) -> Limits {
+        *self.limits.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Puts a new config's settings in force.
     pub fn replace(&self, config: &Config) {
         *self.repository.write().unwrap_or_else(|e| e.into_inner()) =
@@ -55,6 +62,7 @@ impl Settings {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.persist_count_before_delivery
             .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
+        *self.limits.write().unwrap_or_else(|e| e.into_inner()) = config.limits;
     }
 
     fn repository(&self) -> Arc<SettingsRepository> {

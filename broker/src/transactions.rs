@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rebound_config::Limits;
 use rebound_storage::MessageRecord;
 
 use crate::error::{BrokerError, Result};
@@ -24,12 +25,39 @@ pub struct Transaction {
     pub sends: Vec<MessageRecord>,
     /// Acked deliveries, out of their queues but still in storage.
     pub acks: Vec<(Arc<Queue>, Entry)>,
+    /// What `max-transaction-bytes` counts of the sends.
+    bytes: u64,
+}
+
+impl Transaction {
+    /// Whether `messages` more (of `bytes`) fit in transaction `id`.
+    fn room(&self, id: u64, messages: usize, bytes: u64, limits: &Limits) -> Result<()> {
+        let held = (self.sends.len() + self.acks.len() + messages) as u64;
+        if held > limits.max_transaction_messages {
+            return Err(BrokerError::LimitReached {
+                what: format!("transaction {id} would hold {held} messages"),
+                limit: "max-transaction-messages",
+                value: limits.max_transaction_messages,
+            });
+        }
+        let total = self.bytes.saturating_add(bytes);
+        if total > limits.max_transaction_bytes {
+            return Err(BrokerError::LimitReached {
+                what: format!("transaction {id} would hold {total} bytes of messages"),
+                limit: "max-transaction-bytes",
+                value: limits.max_transaction_bytes,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[derive(Default)]
 struct State {
     open: HashMap<u64, Transaction>,
     finished: VecDeque<(u64, &'static str)>,
+    /// How many transactions each session has open (no entry: none).
+    per_session: HashMap<SessionId, u64>,
 }
 
 /// The open transactions of the broker.
@@ -61,16 +89,27 @@ impl Transactions {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn begin(&self, session: SessionId) -> u64 {
+    /// Opens a transaction of `session`, unless it has `max-open-transactions`.
+    pub fn begin(&self, session: SessionId, limits: &Limits) -> Result<u64> {
+        let mut st = self.lock();
+        let open = st.per_session.entry(session).or_default();
+        if *open >= limits.max_open_transactions {
+            return Err(BrokerError::LimitReached {
+                what: format!("this session has {open} transactions open"),
+                limit: "max-open-transactions",
+                value: limits.max_open_transactions,
+            });
+        }
+        *open += 1;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        self.lock().open.insert(
+        st.open.insert(
             id,
             Transaction {
                 session,
                 ..Default::default()
             },
         );
-        id
+        Ok(id)
     }
 
     /// Runs `f` on an open transaction of `session` (any session when None).
@@ -95,6 +134,12 @@ impl Transactions {
         self.with(id, Some(session), |_| ())?;
         let mut st = self.lock();
         let tx = st.open.remove(&id).ok_or_else(|| unknown(&st, id))?;
+        if let Some(open) = st.per_session.get_mut(&tx.session) {
+            *open -= 1;
+            if *open == 0 {
+                st.per_session.remove(&tx.session);
+            }
+        }
         if st.finished.len() == FINISHED_KEPT {
             st.finished.pop_front();
         }
@@ -102,13 +147,27 @@ impl Transactions {
         Ok(tx)
     }
 
-    /// Checks that a transaction is open (before a consumer's ack is taken into it).
-    pub fn check(&self, id: u64) -> Result<()> {
-        self.with(id, None, |_| ())
+    /// Checks that a transaction is open and has room for `acks` more messages
+    /// (before a consumer's acks are taken into it).
+    pub fn check_room(&self, id: u64, acks: usize, limits: &Limits) -> Result<()> {
+        self.with(id, None, |tx| tx.room(id, acks, 0, limits))?
     }
 
-    pub fn add_sends(&self, id: u64, session: SessionId, records: Vec<MessageRecord>) -> Result<()> {
-        self.with(id, Some(session), |tx| tx.sends.extend(records))
+    /// Adds sends, or none of them when they would not fit.
+    pub fn add_sends(
+        &self,
+        id: u64,
+        session: SessionId,
+        records: Vec<MessageRecord>,
+        limits: &Limits,
+    ) -> Result<()> {
+        let bytes = records.iter().map(crate::message::counted_bytes).sum();
+        self.with(id, Some(session), |tx| {
+            tx.room(id, records.len(), bytes, limits)?;
+            tx.bytes += bytes;
+            tx.sends.extend(records);
+            Ok(())
+        })?
     }
 
     /// Adds acked deliveries; if the transaction is gone meanwhile they are handed back.
@@ -153,9 +212,10 @@ mod tests {
     #[test]
     fn finished_transactions_explain_themselves() {
         let txs = Transactions::default();
-        let a = txs.begin(1);
-        let b = txs.begin(1);
-        assert!(txs.check(a).is_ok());
+        let limits = Limits::default();
+        let a = txs.begin(1, &limits).unwrap();
+        let b = txs.begin(1, &limits).unwrap();
+        assert!(txs.check_room(a, 0, &limits).is_ok());
         assert!(matches!(
             txs.finish(a, 2, "committed"),
             Err(BrokerError::FailedPrecondition(_))
@@ -164,9 +224,63 @@ mod tests {
         let err = txs.finish(a, 1, "committed").err().unwrap().to_string();
         assert_eq!(err, format!("transaction {a} was already committed"));
         assert!(matches!(
-            txs.check(999),
+            txs.check_room(999, 0, &limits),
             Err(BrokerError::TransactionNotFound(999))
         ));
         assert_eq!(txs.of_session(1), vec![b]);
+    }
+
+    fn refused(result: Result<impl std::fmt::Debug>) -> String {
+        match result {
+            Err(err @ BrokerError::LimitReached { .. }) => err.to_string(),
+            other => panic!("expected a LimitReached, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_session_opens_at_most_max_open_transactions() {
+        let txs = Transactions::default();
+        let limits = Limits {
+            max_open_transactions: 2,
+            ..Limits::default()
+        };
+        let a = txs.begin(1, &limits).unwrap();
+        txs.begin(1, &limits).unwrap();
+        assert_eq!(
+            refused(txs.begin(1, &limits)),
+            "this session has 2 transactions open: max-open-transactions is 2"
+        );
+        // Another session has its own; a finished transaction makes room.
+        txs.begin(2, &limits).unwrap();
+        txs.finish(a, 1, "committed").unwrap();
+        txs.begin(1, &limits).unwrap();
+    }
+
+    #[test]
+    fn a_transaction_holds_at_most_its_messages_and_bytes() {
+        let txs = Transactions::default();
+        let limits = Limits {
+            max_transaction_messages: 3,
+            max_transaction_bytes: 100,
+            ..Limits::default()
+        };
+        let record = |body: usize| MessageRecord {
+            body: vec![b'x'; body].into(),
+            ..Default::default()
+        };
+        let id = txs.begin(1, &limits).unwrap();
+        txs.add_sends(id, 1, vec![record(40), record(40)], &limits)
+            .unwrap();
+        assert_eq!(
+            refused(txs.add_sends(id, 1, vec![record(40)], &limits)),
+            format!("transaction {id} would hold 120 bytes of messages: max-transaction-bytes is 100")
+        );
+        txs.add_sends(id, 1, vec![record(20)], &limits).unwrap();
+        assert_eq!(
+            refused(txs.check_room(id, 1, &limits)),
+            format!("transaction {id} would hold 4 messages: max-transaction-messages is 3")
+        );
+        // What was refused left the transaction as it was.
+        assert_eq!(txs.finish(id, 1, "committed").unwrap().sends.len(), 3);
     }
 }

@@ -359,12 +359,25 @@ impl Consumer {
         Ok(())
     }
 
+    /// Sends a request. The broker stops reading requests while its responses go
+    /// unread, so responses are read (and filed) while waiting for room: a consumer
+    /// that settles many deliveries before it reads cannot deadlock with the broker.
     async fn request(&mut self, kind: RequestKind) -> Result<()> {
-        let requests = self.requests.as_ref().ok_or(Error::StreamClosed)?;
-        requests
-            .send(request(kind))
-            .await
-            .map_err(|_| Error::StreamClosed)
+        let requests = self.requests.clone().ok_or(Error::StreamClosed)?;
+        loop {
+            tokio::select! {
+                biased;
+                room = requests.reserve() => {
+                    room.map_err(|_| Error::StreamClosed)?.send(request(kind));
+                    return Ok(());
+                }
+                more = self.read() => {
+                    if !more? {
+                        return Err(Error::StreamClosed);
+                    }
+                }
+            }
+        }
     }
 
     /// Reads one response and files it; `false` when the stream has ended.

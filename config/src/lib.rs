@@ -28,6 +28,9 @@
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
 //! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
 //!
+//! [limits]                        # bounds against abusive clients (see default.toml)
+//! max-ids-per-settle = 10000
+//!
 //! [[address-settings]]
 //! match = "#"                     # every address
 //! dead-letter-address = "DLQ"
@@ -78,6 +81,7 @@
 mod address;
 mod check;
 mod error;
+mod limits;
 pub mod matcher;
 mod model;
 mod names;
@@ -88,6 +92,7 @@ mod text;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
+pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};
 pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
 pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, check_name};

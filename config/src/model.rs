@@ -17,6 +17,7 @@ use toml::Spanned;
 use crate::address::{AddressConfig, RawAddress, addresses};
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
+use crate::limits::{Limits, RawLimits};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 
@@ -41,6 +42,8 @@ pub struct Config {
     /// Size of a journal segment in bytes, within [`JOURNAL_FILE_SIZE_RANGE`];
     /// `None` = the store's default (8 MiB). Read at start-up.
     pub journal_file_size: Option<u64>,
+    /// The `[limits]` table; all defaults when absent.
+    pub limits: Limits,
     /// The `[[address-settings]]` entries.
     pub address_settings: SettingsRepository,
     /// Addresses (and their queues) to create at start-up.
@@ -82,6 +85,8 @@ struct RawConfig {
     persist_delivery_count_before_delivery: bool,
     config_reload_period: Option<Spanned<i64>>,
     journal_file_size: Option<Spanned<i64>>,
+    #[serde(default)]
+    limits: RawLimits,
     #[serde(default)]
     address_settings: Vec<RawSettingsEntry>,
     #[serde(default)]
@@ -128,6 +133,7 @@ impl RawConfig {
             journal_file_size: checked(doc, self.journal_file_size, check_journal_file_size, || {
                 "journal-file-size".into()
             })?,
+            limits: self.limits.validate(doc)?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
         })
@@ -508,7 +514,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `address-settings`, `addresses`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`",
             ),
             (
                 "listen = 61616",
@@ -620,6 +626,27 @@ mod tests {
             "test.toml:1:21: journal-file-size: must be between 4096 and 1073741824 bytes (got 100)"
         );
         assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
+    }
+
+    #[test]
+    fn limits_default_and_are_checked_where_written() {
+        assert_eq!(parse("").limits, Limits::default());
+        assert_eq!(Config::embedded_default().limits, Limits::default());
+        let limits = parse("[limits]\nmax-ids-per-settle = 5\nmax-open-transactions = 2\n").limits;
+        assert_eq!((limits.max_ids_per_settle, limits.max_open_transactions), (5, 2));
+        assert_eq!(
+            limits.max_unread_responses,
+            Limits::default().max_unread_responses
+        );
+        assert_eq!(
+            err("[limits]\nmax-transaction-bytes = 0").to_string(),
+            "test.toml:2:25: limits.max-transaction-bytes: must be greater than 0 (got 0)"
+        );
+        assert!(
+            err("[limits]\nmax-ids = 5")
+                .to_string()
+                .starts_with("test.toml:2:1: limits.max-ids: unknown field")
+        );
     }
 
     #[test]

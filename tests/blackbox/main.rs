@@ -13,6 +13,7 @@ mod client;
 mod config_truth;
 mod crash;
 mod hostile;
+mod limits;
 mod listener;
 mod messaging;
 mod operations;

@@ -74,10 +74,14 @@ impl Broker {
             if reg.addresses.contains_key(name) {
                 return Ok(());
             }
+            let queue_too = with_queue && !reg.queues.contains_key(name);
+            if how != Create::Explicit {
+                self.auto_create_room(&reg, 1 + u64::from(queue_too))?;
+            }
             let address = Address::new(name.to_owned(), routing, how != Create::Explicit);
             let mut ops = vec![Op::PutAddress(address.record())];
             reg.addresses.insert(name.to_owned(), address);
-            let queue = (with_queue && !reg.queues.contains_key(name)).then(|| {
+            let queue = queue_too.then(|| {
                 let new = NewQueue {
                     address: name,
                     name,
@@ -93,6 +97,24 @@ impl Broker {
         self.commit(commit).await?;
         if let Some(queue) = queue {
             self.spawn_dispatcher(queue);
+        }
+        Ok(())
+    }
+
+    /// Refuses to auto-create `more` addresses and queues beyond `max-auto-created`.
+    /// Counted when asked (a scan, on the rare path that creates), so nothing can
+    /// drift from what the registry holds.
+    fn auto_create_room(&self, reg: &Registry, more: u64) -> Result<()> {
+        let limit = self.limits().max_auto_created;
+        let held = reg.addresses.values().filter(|a| a.auto_created).count()
+            + reg.queues.values().filter(|q| q.auto_created).count();
+        let total = held as u64 + more;
+        if total > limit {
+            return Err(BrokerError::LimitReached {
+                what: format!("auto-creating would make {total} auto-created addresses and queues"),
+                limit: "max-auto-created",
+                value: limit,
+            });
         }
         Ok(())
     }
@@ -198,6 +220,9 @@ impl Broker {
         if let Some(existing) = self.read().queues.get(name) {
             return Err(exists(existing));
         }
+        if auto_created {
+            self.auto_create_room(&self.read(), 1)?;
+        }
         self.ensure_address(address, Some(routing), Create::Explicit)
             .await?;
         let (commit, queue) = {
@@ -207,6 +232,9 @@ impl Broker {
             }
             if !reg.addresses.contains_key(address) {
                 return Err(BrokerError::AddressNotFound(address.to_owned()));
+            }
+            if auto_created {
+                self.auto_create_room(&reg, 1)?;
             }
             let mut ops = Vec::new();
             let new = NewQueue {

@@ -55,7 +55,7 @@ impl Broker {
         let queue = self.queue_for_consumer(queue).await?;
         let consumer = self.next_consumer_id();
         let deliveries = queue
-            .attach(consumer, credit, filter)
+            .attach(consumer, credit.min(self.credit_cap()), filter)
             .ok_or_else(|| BrokerError::QueueNotFound(queue.name.clone()))?;
         Ok(Subscription {
             queue,
@@ -64,11 +64,22 @@ impl Broker {
         })
     }
 
+    /// Grants a consumer more credit, within `max-consumer-credit`: a client that
+    /// grants without end cannot make the broker load and hand over a whole queue
+    /// that it does not read.
+    pub fn grant(&self, queue: &Queue, consumer: ConsumerId, credit: u32) {
+        queue.grant(consumer, credit, self.credit_cap());
+    }
+
+    fn credit_cap(&self) -> u32 {
+        u32::try_from(self.limits().max_consumer_credit).unwrap_or(u32::MAX)
+    }
+
     /// Settles deliveries of `consumer`: they leave the queue now, and the settle's
     /// commit runs as an engine task that calls `answer` once it is durable (or has
     /// failed). An ack inside `transaction` joins that transaction instead. A settle
-    /// that breaks the protocol (a transactional settle that is not an ack) is an
-    /// error at once, and nothing is settled.
+    /// that breaks the protocol (a transactional settle that is not an ack, more ids
+    /// than `max-ids-per-settle`) is an error at once, and nothing is settled.
     pub fn settle_deliveries(
         self: &Arc<Self>,
         queue: &Arc<Queue>,
@@ -78,13 +89,25 @@ impl Broker {
         transaction: Option<u64>,
         answer: impl FnOnce(Result<Settled>) + Send + 'static,
     ) -> Result<()> {
+        let limit = self.limits().max_ids_per_settle;
+        if delivery_ids.len() as u64 > limit {
+            return Err(BrokerError::InvalidArgument(format!(
+                "a settle names {} delivery ids, more than max-ids-per-settle {limit}",
+                delivery_ids.len()
+            )));
+        }
         if let Some(transaction) = transaction {
             if how != Settlement::Ack {
                 return Err(BrokerError::InvalidArgument(
                     "only an ACK can be part of a transaction".into(),
                 ));
             }
-            if let Err(error) = self.transactions.check(transaction) {
+            // The room is checked as the settle arrives: settles in flight may take
+            // the transaction past max-transaction-messages by at most their ids.
+            if let Err(error) = self
+                .transactions
+                .check_room(transaction, delivery_ids.len(), &self.limits())
+            {
                 answer(Ok(Settled::Refused { error, delivery_ids }));
                 return Ok(());
             }

@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
-use rebound_config::{Config, EffectiveSettings, ResolvedSettings};
+use rebound_config::{Config, EffectiveSettings, Limits, ResolvedSettings};
 use rebound_selector::Selector;
 use rebound_storage::{Commit, MAX_RECORD_BYTES, MessageRecord, Op, Store};
 use tokio_util::sync::CancellationToken;
@@ -148,6 +148,11 @@ impl Broker {
     /// The effective address-settings of an address.
     pub fn settings_for(&self, address: &str) -> Arc<EffectiveSettings> {
         self.settings.for_address(address)
+    }
+
+    /// The `[limits]` in force (a reload may change them).
+    pub fn limits(&self) -> Limits {
+        self.settings.limits()
     }
 
     /// The effective settings of an address with where each value came from.

@@ -48,8 +48,7 @@ impl Broker {
         for mut record in batch {
             message::check_new(&record)?;
             let settings = self.settings_for(&record.address);
-            // What the producer controls; the rest of the record is the broker's.
-            let size = record.body.len() as u64 + message::properties_bytes(&record);
+            let size = message::counted_bytes(&record);
             let limit = settings.max_message_size;
             if size > limit {
                 return Err(BrokerError::MessageTooLarge {

@@ -23,13 +23,15 @@ use crate::queue::{Entry, Queue};
 use crate::transactions::{Outcome, SessionId};
 
 impl Broker {
-    /// Begins a transaction of `session`; returns its id.
-    pub fn begin_transaction(&self, session: SessionId) -> u64 {
-        self.transactions.begin(session)
+    /// Begins a transaction of `session`; returns its id. Refused when the session
+    /// already has `max-open-transactions` open.
+    pub fn begin_transaction(&self, session: SessionId) -> Result<u64> {
+        self.transactions.begin(session, &self.limits())
     }
 
     /// Validates messages and adds them to a transaction of `session`; returns
-    /// their ids. They become visible only when it commits.
+    /// their ids. They become visible only when it commits. Refused, leaving the
+    /// transaction as it was, beyond `max-transaction-messages` or `-bytes`.
     pub fn send_in_transaction(
         &self,
         id: u64,
@@ -38,7 +40,8 @@ impl Broker {
     ) -> Result<Vec<u64>> {
         let records = self.prepare(batch)?;
         let ids = records.iter().map(|r| r.message_id).collect();
-        self.transactions.add_sends(id, session, records)?;
+        self.transactions
+            .add_sends(id, session, records, &self.limits())?;
         Ok(ids)
     }
 

@@ -12,15 +12,23 @@
 //!
 //! Both kinds of session run as engine tasks ([`Broker::spawn`]), so shutdown waits
 //! for them and for the settles they started.
+//!
+//! Backpressure: a stream's responses wait in a bounded buffer of
+//! `max-unread-responses`, and a settle reserves its answer's room there before it
+//! is started. A client that does not read its responses therefore stops being
+//! served: the session stops reading its requests, and HTTP/2 flow control pushes
+//! back on the client, rather than the broker buffering without bound.
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use rebound_protocol::v1::{
     self as pb, consume_request, consume_response, transact_request, transact_response,
 };
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
@@ -30,15 +38,80 @@ use crate::queue::{ConsumerId, Dispatched, Queue};
 
 pub struct MessagingService {
     broker: Arc<Broker>,
+    streams: Arc<StreamCounts>,
 }
 
 impl MessagingService {
     pub fn new(broker: Arc<Broker>) -> MessagingService {
-        MessagingService { broker }
+        MessagingService {
+            broker,
+            streams: Arc::default(),
+        }
     }
 }
 
-type ResponseTx = mpsc::UnboundedSender<Result<pb::ConsumeResponse, Status>>;
+/// The Consume streams open per connection (its peer address), for
+/// `max-consume-streams-per-connection`.
+#[derive(Default)]
+struct StreamCounts(Mutex<HashMap<SocketAddr, u64>>);
+
+/// One open Consume stream of a connection; uncounted when its session ends.
+struct Counted {
+    counts: Arc<StreamCounts>,
+    peer: SocketAddr,
+}
+
+impl StreamCounts {
+    /// Counts a new stream of `peer`, unless it has the most it may. A stream
+    /// whose peer is unknown is not counted.
+    fn open(self: &Arc<Self>, peer: Option<SocketAddr>, limit: u64) -> Result<Option<Counted>> {
+        let Some(peer) = peer else { return Ok(None) };
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let open = counts.entry(peer).or_default();
+        if *open >= limit {
+            return Err(BrokerError::LimitReached {
+                what: format!("this connection has {open} Consume streams open"),
+                limit: "max-consume-streams-per-connection",
+                value: limit,
+            });
+        }
+        *open += 1;
+        Ok(Some(Counted {
+            counts: self.clone(),
+            peer,
+        }))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = counts.get_mut(&self.peer) {
+            *open -= 1;
+            if *open == 0 {
+                counts.remove(&self.peer);
+            }
+        }
+    }
+}
+
+type ResponseTx = mpsc::Sender<Result<pb::ConsumeResponse, Status>>;
+
+/// A stream's bounded response buffer, of `max-unread-responses`.
+fn responses<T>(broker: &Broker) -> (mpsc::Sender<T>, mpsc::Receiver<T>) {
+    let room = usize::try_from(broker.limits().max_unread_responses).unwrap_or(usize::MAX);
+    mpsc::channel(room.clamp(1, tokio::sync::Semaphore::MAX_PERMITS))
+}
+
+/// Sends a response, waiting while the client leaves the buffer full (the session
+/// reads no request meanwhile). False when the client is gone or the broker stops.
+async fn tell<T>(broker: &Broker, tx: &mpsc::Sender<T>, response: T) -> bool {
+    tokio::select! {
+        biased;
+        sent = tx.send(response) => sent.is_ok(),
+        _ = broker.shutdown().cancelled() => false,
+    }
+}
 
 #[tonic::async_trait]
 impl pb::messaging_server::Messaging for MessagingService {
@@ -59,10 +132,10 @@ impl pb::messaging_server::Messaging for MessagingService {
         &self,
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = responses(&self.broker);
         self.broker
             .spawn(transact(self.broker.clone(), request.into_inner(), tx));
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     type ConsumeStream = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
@@ -71,6 +144,8 @@ impl pb::messaging_server::Messaging for MessagingService {
         &self,
         request: Request<Streaming<pb::ConsumeRequest>>,
     ) -> Result<Response<Self::ConsumeStream>, Status> {
+        let limit = self.broker.limits().max_consume_streams_per_connection;
+        let counted = self.streams.open(request.remote_addr(), limit)?;
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
             Some(pb::ConsumeRequest {
@@ -91,8 +166,9 @@ impl pb::messaging_server::Messaging for MessagingService {
             .broker
             .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
             .await?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(Ok(pb::ConsumeResponse {
+        let (tx, rx) = responses(&self.broker);
+        // A new buffer has room for one.
+        let _ = tx.try_send(Ok(pb::ConsumeResponse {
             kind: Some(consume_response::Kind::Subscribed(pb::Subscribed {
                 queue: queue.name.clone(),
                 address: queue.address.clone(),
@@ -103,9 +179,10 @@ impl pb::messaging_server::Messaging for MessagingService {
             queue,
             consumer,
             tx,
+            _counted: counted,
         };
         self.broker.spawn(session.run(inbound, deliveries));
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
 
@@ -113,23 +190,17 @@ impl pb::messaging_server::Messaging for MessagingService {
 async fn transact(
     broker: Arc<Broker>,
     mut inbound: Streaming<pb::TransactRequest>,
-    tx: mpsc::UnboundedSender<Result<pb::TransactResponse, Status>>,
+    tx: mpsc::Sender<Result<pb::TransactResponse, Status>>,
 ) {
     let session = broker.next_consumer_id();
-    loop {
+    let last = loop {
         let request = tokio::select! {
             request = inbound.message() => match request {
                 Ok(Some(request)) => request,
-                Ok(None) => break,
-                Err(status) => {
-                    let _ = tx.send(Err(status));
-                    break;
-                }
+                Ok(None) => break None,
+                Err(status) => break Some(status),
             },
-            _ = broker.shutdown().cancelled() => {
-                let _ = tx.send(Err(BrokerError::ShuttingDown.into()));
-                break;
-            }
+            _ = broker.shutdown().cancelled() => break Some(BrokerError::ShuttingDown.into()),
         };
         let kind = match transact_one(&broker, session, request.kind).await {
             Ok(kind) => kind,
@@ -145,11 +216,14 @@ async fn transact(
             request_id: request.request_id,
             kind: Some(kind),
         };
-        if tx.send(Ok(response)).is_err() {
-            break;
+        if !tell(&broker, &tx, Ok(response)).await {
+            break None;
         }
-    }
+    };
     broker.session_gone(session).await;
+    if let Some(status) = last {
+        tell(&broker, &tx, Err(status)).await;
+    }
 }
 
 async fn transact_one(
@@ -161,7 +235,7 @@ async fn transact_one(
     use transact_response::Kind as Rs;
     Ok(match kind {
         Some(Rq::Begin(_)) => Rs::Begun(pb::Begun {
-            transaction_id: broker.begin_transaction(session),
+            transaction_id: broker.begin_transaction(session)?,
         }),
         Some(Rq::Send(send)) => {
             let message_ids = broker.send_in_transaction(
@@ -199,6 +273,8 @@ struct Session {
     queue: Arc<Queue>,
     consumer: ConsumerId,
     tx: ResponseTx,
+    /// Counts the stream against its connection's limit while the session lives.
+    _counted: Option<Counted>,
 }
 
 impl Session {
@@ -207,55 +283,58 @@ impl Session {
         mut inbound: Streaming<pb::ConsumeRequest>,
         mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
     ) {
-        loop {
+        // Why the stream ends, for the client (if it still listens): told after the
+        // consumer is detached, so a client that does not read holds nothing.
+        let last: Option<Status> = loop {
             tokio::select! {
                 batch = deliveries.recv() => match batch {
                     Some(batch) => {
-                        if self.tx.send(Ok(deliveries_response(&self.queue.name, batch))).is_err() {
-                            break;
+                        if !tell(&self.broker, &self.tx, Ok(deliveries_response(&self.queue.name, batch))).await {
+                            break None;
                         }
                     }
-                    None => {
-                        let _ = self.tx.send(Err(BrokerError::QueueNotFound(self.queue.name.clone()).into()));
-                        break;
-                    }
+                    None => break Some(BrokerError::QueueNotFound(self.queue.name.clone()).into()),
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {
-                        if let Err(err) = self.handle(request) {
-                            let _ = self.tx.send(Err(err.into()));
-                            break;
+                        if let Err(err) = self.handle(request).await {
+                            break Some(err.into());
                         }
                     }
                     // The client closed its side.
-                    Ok(None) => break,
-                    // A request that does not decode, or the connection is gone:
-                    // the client hears why, if it still listens.
-                    Err(status) => {
-                        let _ = self.tx.send(Err(status));
-                        break;
-                    }
+                    Ok(None) => break None,
+                    // A request that does not decode, or the connection is gone.
+                    Err(status) => break Some(status),
                 },
-                _ = self.broker.shutdown().cancelled() => {
-                    let _ = self.tx.send(Err(BrokerError::ShuttingDown.into()));
-                    break;
-                }
+                _ = self.broker.shutdown().cancelled() => break Some(BrokerError::ShuttingDown.into()),
             }
-        }
+        };
         self.broker.consumer_gone(&self.queue, self.consumer).await;
+        if let Some(status) = last {
+            tell(&self.broker, &self.tx, Err(status)).await;
+        }
     }
 
-    fn handle(&self, request: pb::ConsumeRequest) -> Result<()> {
+    async fn handle(&self, request: pb::ConsumeRequest) -> Result<()> {
         match request.kind {
             Some(consume_request::Kind::Credit(c)) => {
-                self.queue.grant(self.consumer, c.credit);
+                self.broker.grant(&self.queue, self.consumer, c.credit);
                 Ok(())
             }
             Some(consume_request::Kind::Settle(s)) => {
                 let how = settlement_from_wire(&s)?;
-                let tx = self.tx.clone();
+                // The answer's room is reserved before the settle starts, which bounds
+                // the settles in flight as well as the answers unread.
+                let room = tokio::select! {
+                    biased;
+                    room = self.tx.clone().reserve_owned() => room,
+                    _ = self.broker.shutdown().cancelled() => return Err(BrokerError::ShuttingDown),
+                };
+                // The client is gone: the stream is about to end, and what the settle
+                // named goes back with everything the consumer held.
+                let Ok(room) = room else { return Ok(()) };
                 let answer = move |result: Result<Settled>| {
-                    let _ = tx.send(result.map(settled_response).map_err(Status::from));
+                    room.send(result.map(settled_response).map_err(Status::from));
                 };
                 self.broker.settle_deliveries(
                     &self.queue,

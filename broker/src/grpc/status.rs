@@ -12,7 +12,7 @@ impl From<BrokerError> for Status {
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists { .. } | BrokerError::AddressExists { .. } => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
-            BrokerError::AddressFull { .. } => Code::ResourceExhausted,
+            BrokerError::AddressFull { .. } | BrokerError::LimitReached { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
             BrokerError::ShuttingDown => Code::Unavailable,
             BrokerError::Storage(_) => Code::Internal,

@@ -130,11 +130,14 @@ impl Queue {
         Some(rx)
     }
 
-    /// Grants a consumer more credit (none once it is closing).
-    pub fn grant(&self, consumer: ConsumerId, credit: u32) {
+    /// Grants a consumer more credit (none once it is closing), up to `cap`
+    /// deliveries unsettled or still to come; the rest is dropped. Credit it
+    /// already has is kept (a lowered cap takes effect as deliveries use it).
+    pub fn grant(&self, consumer: ConsumerId, credit: u32, cap: u32) {
         let mut st = self.lock();
         if let Some(c) = st.consumers.iter_mut().find(|c| c.id == consumer && !c.closing) {
-            c.credit = c.credit.saturating_add(credit);
+            let room = cap.saturating_sub(u32::try_from(c.outstanding.len()).unwrap_or(u32::MAX));
+            c.credit = c.credit.max(c.credit.saturating_add(credit).min(room));
         }
         drop(st);
         self.wake.notify_one();

@@ -39,9 +39,9 @@ fn each_delivery_uses_one_credit() {
         q.pick(100, &|_, _| true).0.is_empty(),
         "settling grants no credit"
     );
-    q.grant(7, 1);
+    q.grant(7, 1, u32::MAX);
     assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![3]);
-    q.grant(7, 10);
+    q.grant(7, 10, u32::MAX);
     assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![4, 5]);
 }
 
@@ -52,7 +52,7 @@ fn closing_stops_grants() {
     let _rx = q.attach(1, 1, None).unwrap();
     assert_eq!(q.pick(100, &|_, _| true).0.len(), 1);
     q.stop(1);
-    q.grant(1, 5);
+    q.grant(1, 5, u32::MAX);
     assert!(q.pick(100, &|_, _| true).0.is_empty(), "no credit after close");
 }
 
@@ -69,7 +69,7 @@ fn priority_then_send_order_and_returned_messages_keep_their_place() {
     q.requeue([(back, 0)], 100);
     let mut order = Vec::new();
     for _ in 0..3 {
-        q.grant(1, 1);
+        q.grant(1, 1, u32::MAX);
         let p = q.pick(100, &|_, _| true).0;
         order.extend(ids(&p));
         q.take_delivered(1, &[p[0].delivery_id]);

@@ -44,7 +44,7 @@ async fn each_delivery_uses_one_credit_and_unknown_ids_are_reported() {
         nothing_within(&mut sub, Duration::from_millis(100)).await,
         "settling grants no credit"
     );
-    sub.queue.grant(sub.consumer, 2);
+    sub.queue.grant(sub.consumer, 2, u32::MAX);
     assert_eq!(receive(&mut sub, 2).await.len(), 2);
 }
 

@@ -4,6 +4,7 @@
 mod declare;
 mod intercepted;
 mod lifecycle;
+mod limits;
 mod random_input;
 mod redelivery;
 mod refusals;

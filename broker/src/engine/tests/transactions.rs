@@ -11,7 +11,7 @@ async fn sends_are_visible_only_after_the_commit() {
         .create_queue("q", "q", None, true, None, false)
         .await
         .unwrap();
-    let tx = broker.begin_transaction(1);
+    let tx = broker.begin_transaction(1).unwrap();
     broker
         .send_in_transaction(tx, 1, vec![message("q", "a"), message("q", "b")])
         .unwrap();
@@ -27,7 +27,7 @@ async fn a_rolled_back_ack_is_a_failed_delivery() {
     send(&broker, "q", &["m"]).await;
     let mut sub = broker.subscribe("q", 10, "").await.unwrap();
     let got = receive(&mut sub, 1).await;
-    let tx = broker.begin_transaction(7);
+    let tx = broker.begin_transaction(7).unwrap();
     settle(&broker, &sub, &ids(&got), Settlement::Ack, Some(tx)).await;
     broker.rollback_transaction(tx, 7).await.unwrap();
     let back = receive(&mut sub, 1).await;
@@ -51,7 +51,7 @@ async fn a_refused_settle_leaves_its_deliveries_outstanding_and_the_credit_alone
     assert_eq!(sub.queue.snapshot().delivering, 1, "still outstanding");
     let done = settle(&broker, &sub, &ids(&first), Settlement::Ack, None).await;
     assert!(matches!(done, Settled::Done { ref settled, .. } if settled.len() == 1));
-    sub.queue.grant(sub.consumer, 1);
+    sub.queue.grant(sub.consumer, 1, u32::MAX);
     assert!(
         !nothing_within(&mut sub, Duration::from_secs(2)).await,
         "the next message came"
@@ -64,7 +64,7 @@ async fn only_an_ack_may_be_transactional() {
     send(&broker, "q", &["m"]).await;
     let mut sub = broker.subscribe("q", 1, "").await.unwrap();
     let got = receive(&mut sub, 1).await;
-    let tx = broker.begin_transaction(1);
+    let tx = broker.begin_transaction(1).unwrap();
     let err = broker
         .settle_deliveries(
             &sub.queue,

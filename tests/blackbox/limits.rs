@@ -1,0 +1,206 @@
+//! The `[limits]`: a hostile client meets a clear refusal or backpressure, and the
+//! broker keeps serving everyone else.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
+use rebound_client::{Client, Code, OutgoingMessage};
+
+use crate::support::Broker;
+
+/// Far above anything the broker hands out, so every id is unknown.
+const UNKNOWN_ID: u64 = 1 << 50;
+
+fn settle(ids: impl IntoIterator<Item = u64>) -> proto::ConsumeRequest {
+    proto::ConsumeRequest {
+        kind: Some(Kind::Settle(proto::Settle {
+            delivery_ids: ids.into_iter().collect(),
+            outcome: proto::Outcome::Ack.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+fn subscribe(queue: &str) -> proto::ConsumeRequest {
+    proto::ConsumeRequest {
+        kind: Some(Kind::Subscribe(proto::Subscribe {
+            queue: queue.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+async fn rss(client: &Client) -> u64 {
+    client.server_info().await.unwrap().rss_bytes
+}
+
+/// Another client is served at once: a message goes through send, consume and ack.
+async fn served_promptly(client: &Client, queue: &str) {
+    let round_trip = async {
+        client
+            .send(OutgoingMessage::new(queue, "still here"))
+            .await
+            .unwrap();
+        let mut consumer = client.consumer(queue).open().await.unwrap();
+        let delivery = consumer.next().await.unwrap().expect("a delivery");
+        consumer.ack(&[delivery.id]).await.unwrap();
+        consumer.close().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(20), round_trip)
+        .await
+        .expect("another client is served while the hostile one is connected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_answers_is_pushed_back_on() {
+    const SETTLES: usize = 100_000;
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let before = rss(&client).await;
+
+    // 100k settles of 100 unknown ids each (~70 MB of requests), none of whose
+    // answers is ever read. Counting what the client library pulls from the request
+    // stream shows how far the broker read.
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let settles = futures::stream::iter(0..SETTLES).map(move |i| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        let first = UNKNOWN_ID + 100 * i as u64;
+        settle(first..first + 100)
+    });
+    let requests = futures::stream::iter([subscribe("hostile")]).chain(settles);
+    let mut messaging = MessagingClient::connect(broker.url()).await.unwrap();
+    let unread = messaging.consume(requests).await.unwrap();
+
+    // Wait until the client is stuck (nothing pulled for 2 s) or has sent everything.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = pulled.load(Ordering::Relaxed);
+        if now == last || now == SETTLES || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let sent = pulled.load(Ordering::Relaxed);
+    assert!(
+        sent < SETTLES / 2,
+        "the broker read {sent} of {SETTLES} settles whose answers were never read"
+    );
+    let grown = rss(&client).await.saturating_sub(before);
+    assert!(grown < 48 << 20, "the broker grew by {grown} bytes");
+
+    served_promptly(&client, "other").await;
+    drop(unread);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn settles_are_bounded_in_ids_and_the_largest_is_answered_quickly() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+
+    // The most ids a settle may name, all unknown: answered quickly.
+    let mut consumer = client.consumer("ids").open().await.unwrap();
+    let ids: Vec<u64> = (UNKNOWN_ID..UNKNOWN_ID + 10_000).collect();
+    let started = Instant::now();
+    consumer.ack(&ids).await.unwrap();
+    let unknown = tokio::time::timeout(Duration::from_secs(20), consumer.flush())
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(unknown, ids);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    served_promptly(&client, "other").await;
+
+    // One more is refused, naming the limit; the broker is fine.
+    let too_many: Vec<u64> = (UNKNOWN_ID..=UNKNOWN_ID + 10_000).collect();
+    consumer.ack(&too_many).await.unwrap();
+    let err = consumer.flush().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+    assert!(err.to_string().contains("max-ids-per-settle 10000"), "{err}");
+    served_promptly(&client, "other").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactions_are_bounded_in_number_and_size() {
+    let broker =
+        Broker::start_with_config("[limits]\nmax-open-transactions = 2\nmax-transaction-messages = 3\n")
+            .await;
+    let client = broker.client().await;
+    let session = client.session().await.unwrap();
+    let first = session.begin().await.unwrap();
+    let _second = session.begin().await.unwrap();
+    let err = session.begin().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-open-transactions is 2"), "{err}");
+
+    for body in ["a", "b", "c"] {
+        first.send(OutgoingMessage::new("out", body)).await.unwrap();
+    }
+    let err = first.send(OutgoingMessage::new("out", "d")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-transaction-messages is 3"), "{err}");
+    // The refused send left the transaction as it was, and open.
+    assert_eq!(first.commit().await.unwrap().sent, 3);
+    assert_eq!(client.queue("out").await.unwrap().messages, 3);
+    // A finished transaction makes room for another.
+    session.begin().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_creation_stops_at_its_quota() {
+    let broker = Broker::start_with_config("[limits]\nmax-auto-created = 2\n").await;
+    let client = broker.client().await;
+    client
+        .send(OutgoingMessage::new("a", "made a and its queue"))
+        .await
+        .unwrap();
+    let err = client.send(OutgoingMessage::new("b", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(err.to_string().contains("max-auto-created is 2"), "{err}");
+    let err = client.consumer("c").open().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    // What exists still works.
+    client.send(OutgoingMessage::new("a", "again")).await.unwrap();
+    assert_eq!(client.queue("a").await.unwrap().messages, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_opens_at_most_its_consume_streams() {
+    let broker = Broker::start_with_config("[limits]\nmax-consume-streams-per-connection = 2\n").await;
+    let client = broker.client().await;
+    let first = client.consumer("a").open().await.unwrap();
+    let _second = client.consumer("b").open().await.unwrap();
+    let err = client.consumer("c").open().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    assert!(
+        err.to_string()
+            .contains("max-consume-streams-per-connection is 2"),
+        "{err}"
+    );
+    // Another connection has its own; a closed stream makes room.
+    broker.client().await.consumer("c").open().await.unwrap();
+    first.close().await.unwrap();
+    let reopened = async {
+        loop {
+            match client.consumer("c").open().await {
+                Ok(consumer) => break consumer,
+                // The session ends just after the client saw its stream end.
+                Err(err) if err.code() == Some(Code::ResourceExhausted) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(err) => panic!("{err}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), reopened)
+        .await
+        .expect("room once a stream closed");
+}
