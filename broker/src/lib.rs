@@ -35,4 +35,5 @@ pub mod routing;
 pub mod settings;
 pub mod time;
 pub mod timeline;
+pub mod tls;
 pub mod transactions;

@@ -28,6 +28,10 @@
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
 //! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
 //!
+//! [tls]                           # optional; see the `tls` module
+//! # cert-file = "server.pem"
+//! # key-file = "server.key"
+//!
 //! [[address-settings]]
 //! match = "#"                     # every address
 //! dead-letter-address = "DLQ"
@@ -85,6 +89,7 @@ mod routing_type;
 pub mod schedule;
 pub mod settings;
 mod text;
+pub mod tls;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
@@ -97,3 +102,4 @@ pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
+pub use tls::TlsConfig;

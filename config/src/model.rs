@@ -19,6 +19,7 @@ use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
+use crate::tls::{RawTls, TlsConfig};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
 /// segment's writes are held in memory until it is checkpointed, so the top
@@ -45,6 +46,8 @@ pub struct Config {
     pub address_settings: SettingsRepository,
     /// Addresses (and their queues) to create at start-up.
     pub addresses: Vec<AddressConfig>,
+    /// `[tls]`: serve TLS instead of plaintext; `None` = plaintext.
+    pub tls: Option<TlsConfig>,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -86,6 +89,7 @@ struct RawConfig {
     address_settings: Vec<RawSettingsEntry>,
     #[serde(default)]
     addresses: Vec<RawAddress>,
+    tls: Option<Spanned<RawTls>>,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -130,6 +134,13 @@ impl RawConfig {
             })?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
+            tls: match self.tls {
+                Some(tls) => {
+                    let start = tls.span().start;
+                    Some(tls.into_inner().validate(doc, start)?)
+                }
+                None => None,
+            },
         })
     }
 }
@@ -508,7 +519,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `address-settings`, `addresses`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `address-settings`, `addresses`, `tls`",
             ),
             (
                 "listen = 61616",
