@@ -14,7 +14,8 @@ use rebound_client::{Client, RoutingType, TlsOptions};
 /// `--server`, taken by every subcommand that talks to a running broker.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// The broker's gRPC URL, `http://host:port` or `host:port` (client commands).
+    /// The broker's gRPC URL, `http://host:port`, `host:port`, or `https://host:port` for TLS
+    /// (needs --ca-cert) (client commands).
     #[arg(
         long,
         global = true,

@@ -274,7 +274,7 @@ async fn a_renewed_certificate_is_served_after_a_reload_without_a_restart() {
     let old_ca = Ca::new("old CA");
     pki.issue_server(&old_ca, "broker old");
     let old_ca_pem = pki.write("old-ca.pem", &old_ca.pem);
-    let broker = Broker::start_with_config(&pki.config("")).await;
+    let mut broker = Broker::start_with_config(&pki.config("")).await;
     let url = https(&broker);
     round_trip(&url, &trusting(&old_ca_pem)).await.unwrap();
     // A connection made before the renewal, kept open across it.
@@ -306,6 +306,9 @@ async fn a_renewed_certificate_is_served_after_a_reload_without_a_restart() {
         "{}",
         broker.log()
     );
+    drop(before);
+    let status = broker.terminate().await;
+    assert!(status.success(), "a TLS broker shuts down cleanly: {status}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
