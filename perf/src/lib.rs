@@ -50,7 +50,8 @@ const STALL: Duration = Duration::from_secs(30);
 /// How often completion (all acked, all dead-lettered) is checked.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Runs `spec` against the broker at `url` (`http://host:port` or `host:port`) on a
+/// Runs `spec` against the broker at `url` (`http://host:port` or `host:port`; for
+/// `https://` see [`run_until_with`]) on a
 /// fresh queue, deletes the queue (and, for `poison`, its dead-letter queue)
 /// afterwards, and returns what was measured. Progress goes to stderr.
 ///
