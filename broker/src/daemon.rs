@@ -30,6 +30,7 @@ use tracing::info;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:61616";
@@ -38,6 +39,8 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
 /// broker's own check (which names the limit and the address) is what users see.
 const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// TCP keepalive of accepted connections.
+const KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// Arguments of `rebound serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -85,15 +88,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         })?;
 
+    let tls = match &config.tls {
+        Some(tls) => Some(Arc::new(TlsServer::new(tls).map_err(
+            |err| match &args.config {
+                Some(path) => anyhow::anyhow!("{}: {err}", path.display()),
+                None => anyhow::anyhow!(err),
+            },
+        )?)),
+        None => None,
+    };
     let listener = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
-    // No Nagle: a delivery or a send acknowledgement is small and must not wait for
-    // the peer's delayed ACK (that cost a ~40 ms tail on every workload).
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(Duration::from_secs(60)));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -110,10 +117,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
         // kills, and a change right after it is noticed.
-        let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms)?;
+        let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms, tls.clone())?;
         broker.spawn(watcher.run(broker.clone()));
     }
-    info!(%local, data_dir = %data_dir.display(), "serving");
+    info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
     std::io::stdout().flush()?;
 
@@ -129,15 +136,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             broker.shutdown().cancel();
         }
     };
-    tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)
-        .add_service(admin)
-        .serve_with_incoming_shutdown(incoming, stop)
-        .await?;
+        .add_service(admin);
+    match tls {
+        None => {
+            // No Nagle: a delivery or a send acknowledgement is small and must not wait for
+            // the peer's delayed ACK (that cost a ~40 ms tail on every workload).
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(KEEPALIVE));
+            router.serve_with_incoming_shutdown(incoming, stop).await?;
+        }
+        Some(tls) => {
+            let incoming = tls.incoming(listener, KEEPALIVE, broker.shutdown().clone());
+            router.serve_with_incoming_shutdown(incoming, stop).await?;
+        }
+    }
     broker.close().await?;
     info!("stopped");
     Ok(())

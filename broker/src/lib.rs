@@ -17,7 +17,8 @@
 //! - [`routing`]: routing types in the store.
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
-//! - [`daemon`]: `rebound serve`; [`reload`]: live config reload.
+//! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
+//!   listener (`[tls]`), its certificate swapped on reload.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
@@ -35,4 +36,5 @@ pub mod routing;
 pub mod settings;
 pub mod time;
 pub mod timeline;
+pub mod tls;
 pub mod transactions;

@@ -11,17 +11,24 @@
 //! routing type) with what differs; either way one log line says so and nothing
 //! changes.
 //!
-//! `listen`, `data-dir` and `journal-file-size` are read only at start-up.
+//! With `[tls]`, a reload (SIGHUP, or a change of the config file itself) also
+//! re-reads the certificate, key and client CA files, so a renewed certificate
+//! needs no restart: new connections get it, open ones keep theirs. Files that do
+//! not make a valid TLS configuration reject the whole reload.
+//!
+//! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
+//! are read only at start-up.
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rebound_config::Config;
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
+use crate::tls::TlsServer;
 
 /// Checks the file every this many ms when the config does not say.
 pub const DEFAULT_RELOAD_PERIOD_MS: u64 = 5000;
@@ -32,12 +39,18 @@ pub struct Watcher {
     period: Duration,
     seen: Option<SystemTime>,
     hangup: Signal,
+    tls: Option<Arc<TlsServer>>,
 }
 
 impl Watcher {
     /// Installs the SIGHUP handler and notes the file's modification time.
-    pub fn arm(path: PathBuf, period_ms: Option<u64>) -> std::io::Result<Watcher> {
+    pub fn arm(
+        path: PathBuf,
+        period_ms: Option<u64>,
+        tls: Option<Arc<TlsServer>>,
+    ) -> std::io::Result<Watcher> {
         Ok(Watcher {
+            tls,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
             hangup: signal(SignalKind::hangup())?,
@@ -60,20 +73,53 @@ impl Watcher {
             }
             self.seen = modified(&path);
             match Config::load(&path) {
-                Ok(config) => match broker.reload(&config).await {
-                    Ok(()) => {
-                        self.period = Duration::from_millis(
-                            config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
-                        );
-                        info!(path = %path.display(), "config reloaded");
+                Ok(config) => {
+                    let acceptor = match (&self.tls, &config.tls) {
+                        (Some(_), Some(tls)) => match TlsServer::prepare(tls) {
+                            Ok(acceptor) => Some(acceptor),
+                            Err(err) => {
+                                error!(
+                                    "config reload rejected, the settings and certificate in force stay: {}: {err}",
+                                    path.display()
+                                );
+                                continue;
+                            }
+                        },
+                        (None, Some(_)) => {
+                            warn!(
+                                "[tls] was added: it takes effect at the next start; the listener stays plaintext"
+                            );
+                            None
+                        }
+                        (Some(_), None) => {
+                            warn!(
+                                "[tls] was removed: it takes effect at the next start; the listener stays TLS"
+                            );
+                            None
+                        }
+                        (None, None) => None,
+                    };
+                    match broker.reload(&config).await {
+                        Ok(()) => {
+                            if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
+                                tls.install(acceptor);
+                                info!(path = %path.display(), "TLS certificate re-read");
+                            }
+                            self.period = Duration::from_millis(
+                                config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
+                            );
+                            info!(path = %path.display(), "config reloaded");
+                        }
+                        // Only the store can fail once the reload was checked and begun.
+                        Err(err @ BrokerError::Storage(_)) => {
+                            error!(%err, "applying the reloaded config failed")
+                        }
+                        Err(err) => error!(
+                            "config reload rejected, the settings in force stay: {}: {err}",
+                            path.display()
+                        ),
                     }
-                    // Only the store can fail once the reload was checked and begun.
-                    Err(err @ BrokerError::Storage(_)) => error!(%err, "applying the reloaded config failed"),
-                    Err(err) => error!(
-                        "config reload rejected, the settings in force stay: {}: {err}",
-                        path.display()
-                    ),
-                },
+                }
                 Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
             }
         }

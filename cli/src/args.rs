@@ -1,4 +1,5 @@
-//! The arguments the client subcommands share: `--server` and `--routing-type`.
+//! The arguments the client subcommands share: `--server` (with the TLS flags
+//! `--ca-cert`, `--client-cert`, `--client-key`) and `--routing-type`.
 //!
 //! `--server` is a global flag: the top-level command declares it too (see
 //! `main.rs`), so it may come before the subcommand (`rebound --server URL queue
@@ -6,12 +7,15 @@
 //! --server URL`). clap hands a global flag given at any level down to the
 //! subcommand that runs, which reads it from its own flattened [`ServerArgs`].
 
-use rebound_client::{Client, RoutingType};
+use std::path::PathBuf;
+
+use rebound_client::{Client, RoutingType, TlsOptions};
 
 /// `--server`, taken by every subcommand that talks to a running broker.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// The broker's gRPC URL, `http://host:port` or `host:port` (client commands).
+    /// The broker's gRPC URL, `http://host:port`, `host:port`, or `https://host:port` for TLS
+    /// (needs --ca-cert) (client commands).
     #[arg(
         long,
         global = true,
@@ -20,12 +24,42 @@ pub struct ServerArgs {
         default_value = rebound_client::DEFAULT_URL
     )]
     pub server: String,
+    /// PEM file with the CA certificate that signed the broker's (for an https:// server).
+    #[arg(long, global = true, value_name = "FILE", env = "REBOUND_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// PEM file with this client's certificate, for a broker that requires one (mutual TLS).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "REBOUND_CLIENT_CERT",
+        requires = "client_key"
+    )]
+    pub client_cert: Option<PathBuf>,
+    /// PEM file with the private key of --client-cert.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "REBOUND_CLIENT_KEY",
+        requires = "client_cert"
+    )]
+    pub client_key: Option<PathBuf>,
 }
 
 impl ServerArgs {
-    /// Connects to the broker.
+    /// Connects to the broker (over TLS for an `https://` URL).
     pub async fn connect(&self) -> rebound_client::Result<Client> {
-        Client::connect(&self.server).await
+        Client::connect_with(&self.server, &self.tls()).await
+    }
+
+    /// The TLS options of the flags.
+    pub fn tls(&self) -> TlsOptions {
+        TlsOptions {
+            ca_cert: self.ca_cert.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        }
     }
 }
 

@@ -77,6 +77,7 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    let report = rebound_perf::run_until(&args.server.server, spec, interrupt).await?;
+    let report =
+        rebound_perf::run_until_with(&args.server.server, &args.server.tls(), spec, interrupt).await?;
     Ok(report.print(args.json)?)
 }

@@ -3,9 +3,10 @@
 //! A [`Client`] is a tonic [`Channel`] plus the two generated stubs; cloning it is
 //! cheap and clones share the one HTTP/2 connection, so a program needs one.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::consumer::{Consumer, ConsumerBuilder};
 use crate::proto::admin_client::AdminClient;
@@ -23,6 +24,46 @@ const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
 /// How long [`Client::connect`] tries before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// TLS settings for an `https://` URL: PEM files. The CA certificate is
+/// required (the system's trust store is not used); the client certificate and
+/// key, for a broker with `require-client-cert`, go together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// The CA certificate(s) the broker's certificate must chain to.
+    pub ca_cert: Option<PathBuf>,
+    /// This client's certificate chain (mutual TLS).
+    pub client_cert: Option<PathBuf>,
+    /// The private key of `client_cert`.
+    pub client_key: Option<PathBuf>,
+}
+
+impl TlsOptions {
+    /// tonic's client TLS config from the files; `None` without a CA.
+    fn client_config(&self) -> Result<Option<ClientTlsConfig>> {
+        let read = |path: &PathBuf, what: &str| {
+            std::fs::read(path)
+                .map_err(|e| Error::Tls(format!("cannot read the {what} {}: {e}", path.display())))
+        };
+        let Some(ca) = &self.ca_cert else {
+            return Ok(None);
+        };
+        let mut config =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "CA certificate")?));
+        match (&self.client_cert, &self.client_key) {
+            (Some(cert), Some(key)) => {
+                config = config.identity(Identity::from_pem(
+                    read(cert, "client certificate")?,
+                    read(key, "client key")?,
+                ));
+            }
+            (None, None) => {}
+            (Some(_), None) => return Err(Error::Tls("--client-cert needs --client-key".into())),
+            (None, Some(_)) => return Err(Error::Tls("--client-key needs --client-cert".into())),
+        }
+        Ok(Some(config))
+    }
+}
+
 /// A connection to a rebound broker.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -33,22 +74,34 @@ pub struct Client {
 impl Client {
     /// Connects to the broker at `url`: `http://host:port` or just `host:port`.
     ///
-    /// Fails with [`Error::TlsUnsupported`] for an `https://` URL (TLS is not
-    /// implemented yet, and tonic would otherwise dial it in plaintext), with
-    /// [`Error::InvalidUrl`] for any other scheme but `http`, and with
-    /// [`Error::Connect`] if the broker cannot be reached now; once connected,
-    /// the channel reconnects by itself when the connection drops.
+    /// Fails with [`Error::TlsUnsupported`] for an `https://` URL, which needs
+    /// [`Client::connect_with`] and a CA certificate (tonic would otherwise dial
+    /// it in plaintext), with [`Error::InvalidUrl`] for any other scheme but
+    /// `http`, and with [`Error::Connect`] if the broker cannot be reached now;
+    /// once connected, the channel reconnects by itself when the connection drops.
     pub async fn connect(url: &str) -> Result<Client> {
+        Client::connect_with(url, &TlsOptions::default()).await
+    }
+
+    /// As [`Client::connect`], and an `https://` URL connects over TLS, verifying
+    /// the broker against `tls.ca_cert` (without one it is refused with
+    /// [`Error::TlsUnsupported`]). For `http://` the TLS options are ignored.
+    pub async fn connect_with(url: &str, tls: &TlsOptions) -> Result<Client> {
+        let mut tls_config = None;
         let url = match url.split_once("://") {
             None => format!("http://{url}"),
             Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => url.to_owned(),
-            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-                return Err(Error::TlsUnsupported { url: url.to_owned() });
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => {
+                match tls.client_config()? {
+                    None => return Err(Error::TlsUnsupported { url: url.to_owned() }),
+                    Some(config) => tls_config = Some(config),
+                }
+                format!("https://{rest}")
             }
             Some((scheme, _)) => {
                 return Err(Error::InvalidUrl {
                     url: url.to_owned(),
-                    reason: format!("unsupported scheme '{scheme}', use http://"),
+                    reason: format!("unsupported scheme '{scheme}', use http:// or https://"),
                 });
             }
         };
@@ -59,6 +112,12 @@ impl Client {
             })?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
+        let endpoint = match tls_config {
+            None => endpoint,
+            Some(config) => endpoint
+                .tls_config(config)
+                .map_err(|e| Error::Tls(innermost_cause(&e)))?,
+        };
         let channel = endpoint.connect().await.map_err(|e| Error::Connect {
             url,
             reason: innermost_cause(&e),
@@ -109,7 +168,7 @@ impl Client {
 
 /// The most specific description in an error's source chain: tonic's own messages
 /// are generic ("transport error"), the OS error underneath says what happened.
-fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = err;
     while let Some(next) = cause.source() {
         cause = next;
@@ -156,7 +215,7 @@ mod tests {
         assert!(matches!(err, Error::TlsUnsupported { .. }), "{err}");
         assert!(
             err.to_string()
-                .starts_with("TLS is not supported by this client yet: use http://"),
+                .starts_with("TLS needs the CA certificate that signed the broker's: give --ca-cert FILE"),
             "{err}"
         );
         let err = Client::connect("grpc://127.0.0.1:1").await.unwrap_err();

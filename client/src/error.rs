@@ -20,16 +20,21 @@ pub enum Error {
         /// Why it is invalid.
         reason: String,
     },
-    /// The URL asks for TLS (`https://`), which this client does not speak yet.
-    /// Refused rather than dialled in plaintext, which would send what the URL
-    /// promised to encrypt in the clear.
+    /// The URL asks for TLS (`https://`) but no CA certificate to verify the
+    /// broker with was given ([`TlsOptions::ca_cert`](crate::TlsOptions)); the
+    /// client does not use the system's trust store. Refused rather than dialled
+    /// in plaintext, which would send what the URL promised to encrypt in the clear.
     #[error(
-        "TLS is not supported by this client yet: use http:// instead of https:// in '{url}' (the connection will not be encrypted)"
+        "TLS needs the CA certificate that signed the broker's: give --ca-cert FILE (or REBOUND_CA_CERT) to connect to '{url}', or use http:// (the connection will not be encrypted)"
     )]
     TlsUnsupported {
         /// The URL as given.
         url: String,
     },
+    /// The TLS settings cannot be used: a file that cannot be read, a client
+    /// certificate without its key.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The broker could not be reached.
     #[error("cannot connect to {url}: {reason}")]
     Connect {
@@ -75,9 +80,18 @@ impl Error {
 
 impl From<tonic::Status> for Error {
     fn from(status: tonic::Status) -> Self {
+        // A failure in transit ("transport error") says what failed underneath,
+        // e.g. the broker refusing a TLS client without a certificate.
+        let mut message = status.message().to_owned();
+        if let Some(source) = std::error::Error::source(&status) {
+            let cause = crate::client::innermost_cause(source);
+            if !cause.is_empty() && !message.contains(&cause) {
+                message = format!("{message}: {cause}");
+            }
+        }
         Error::Status {
             code: status.code(),
-            message: status.message().to_owned(),
+            message,
         }
     }
 }

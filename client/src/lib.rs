@@ -39,7 +39,7 @@ mod message;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
-pub use client::{Client, DEFAULT_URL};
+pub use client::{Client, DEFAULT_URL, TlsOptions};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
 pub use error::{Error, Result};
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};

@@ -31,6 +31,10 @@
 //! [limits]                        # bounds against abusive clients (see default.toml)
 //! max-ids-per-settle = 10000
 //!
+//! [tls]                           # optional; see the `tls` module
+//! # cert-file = "server.pem"
+//! # key-file = "server.key"
+//!
 //! [[address-settings]]
 //! match = "#"                     # every address
 //! dead-letter-address = "DLQ"
@@ -89,6 +93,7 @@ mod routing_type;
 pub mod schedule;
 pub mod settings;
 mod text;
+pub mod tls;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
@@ -102,3 +107,4 @@ pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
+pub use tls::TlsConfig;

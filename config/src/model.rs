@@ -20,6 +20,7 @@ use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
+use crate::tls::{RawTls, TlsConfig};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
 /// segment's writes are held in memory until it is checkpointed, so the top
@@ -48,6 +49,8 @@ pub struct Config {
     pub address_settings: SettingsRepository,
     /// Addresses (and their queues) to create at start-up.
     pub addresses: Vec<AddressConfig>,
+    /// `[tls]`: serve TLS instead of plaintext; `None` = plaintext.
+    pub tls: Option<TlsConfig>,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -91,6 +94,7 @@ struct RawConfig {
     address_settings: Vec<RawSettingsEntry>,
     #[serde(default)]
     addresses: Vec<RawAddress>,
+    tls: Option<Spanned<RawTls>>,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -136,6 +140,13 @@ impl RawConfig {
             limits: self.limits.validate(doc)?,
             address_settings: address_settings(doc, self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
+            tls: match self.tls {
+                Some(tls) => {
+                    let start = tls.span().start;
+                    Some(tls.into_inner().validate(doc, start)?)
+                }
+                None => None,
+            },
         })
     }
 }
@@ -514,7 +525,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`",
             ),
             (
                 "listen = 61616",

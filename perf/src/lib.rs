@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use hdrhistogram::Histogram;
-use rebound_client::{Client, RoutingType, ServerInfo};
+use rebound_client::{Client, RoutingType, ServerInfo, TlsOptions};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -50,7 +50,8 @@ const STALL: Duration = Duration::from_secs(30);
 /// How often completion (all acked, all dead-lettered) is checked.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Runs `spec` against the broker at `url` (`http://host:port` or `host:port`) on a
+/// Runs `spec` against the broker at `url` (`http://host:port` or `host:port`; for
+/// `https://` see [`run_until_with`]) on a
 /// fresh queue, deletes the queue (and, for `poison`, its dead-letter queue)
 /// afterwards, and returns what was measured. Progress goes to stderr.
 ///
@@ -67,7 +68,17 @@ pub async fn run_until(
     spec: Workload,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
-    let client = Client::connect(url).await?;
+    run_until_with(url, &TlsOptions::default(), spec, interrupt).await
+}
+
+/// Like [`run_until`], with TLS settings for an `https://` URL.
+pub async fn run_until_with(
+    url: &str,
+    tls: &TlsOptions,
+    spec: Workload,
+    interrupt: impl Future<Output = ()>,
+) -> anyhow::Result<Report> {
+    let client = Client::connect_with(url, tls).await?;
     let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
     spec.check_settings(&client, &queue).await?;
     client
@@ -76,7 +87,7 @@ pub async fn run_until(
     eprintln!("perf: workload {} on queue {queue}", spec.name);
     // Dropping `measure` (on an interrupt) aborts its tasks, as its own errors do.
     let result = tokio::select! {
-        result = measure(url, &client, spec, queue.clone()) => result,
+        result = measure(url, tls, &client, spec, queue.clone()) => result,
         () = interrupt => Err(anyhow!("interrupted")),
     };
     if result.is_err() {
@@ -156,9 +167,15 @@ async fn leftovers(client: &Client, queue: &str) -> rebound_client::Result<Vec<S
 }
 
 /// Runs the load and gathers the report; `client` is for admin calls only.
-async fn measure(url: &str, client: &Client, spec: Workload, queue: String) -> anyhow::Result<Report> {
-    let producer_clients = connect(url, spec.producers).await?;
-    let consumer_clients = connect(url, spec.consumers).await?;
+async fn measure(
+    url: &str,
+    tls: &TlsOptions,
+    client: &Client,
+    spec: Workload,
+    queue: String,
+) -> anyhow::Result<Report> {
+    let producer_clients = connect(url, tls, spec.producers).await?;
+    let consumer_clients = connect(url, tls, spec.consumers).await?;
     let before = client.server_info().await?;
     let run = Arc::new(Run::new(spec, queue));
     let work = drive(client, &run, producer_clients, consumer_clients, &before);
@@ -168,10 +185,10 @@ async fn measure(url: &str, client: &Client, spec: Workload, queue: String) -> a
     }
 }
 
-async fn connect(url: &str, n: u32) -> anyhow::Result<Vec<Client>> {
+async fn connect(url: &str, tls: &TlsOptions, n: u32) -> anyhow::Result<Vec<Client>> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect(url).await?);
+        clients.push(Client::connect_with(url, tls).await?);
     }
     Ok(clients)
 }

@@ -35,7 +35,7 @@ async fn https_is_refused_rather_than_sent_in_plaintext() {
     out.failure(1);
     assert!(
         out.stderr
-            .starts_with("error: TLS is not supported by this client yet: use http://"),
+            .starts_with("error: TLS needs the CA certificate that signed the broker's: give --ca-cert FILE"),
         "{}",
         out.stderr
     );

@@ -19,5 +19,6 @@ mod messaging;
 mod operations;
 mod operator;
 mod redelivery;
+mod tls;
 mod tooling;
 mod transactions;

@@ -395,6 +395,9 @@ where
     command
         .args(args)
         .env_remove("REBOUND_SERVER")
+        .env_remove("REBOUND_CA_CERT")
+        .env_remove("REBOUND_CLIENT_CERT")
+        .env_remove("REBOUND_CLIENT_KEY")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .kill_on_drop(true);

@@ -1,0 +1,155 @@
+//! TLS for the gRPC listener (`[tls]` in the config), with rustls.
+//!
+//! tonic's own `ServerTlsConfig` is fixed at start-up; to let a renewed
+//! certificate take effect without a restart, the daemon accepts TCP itself and
+//! wraps each connection with the [`TlsServer`]'s current rustls
+//! `ServerConfig`. A config reload builds a whole new `ServerConfig` from the
+//! files (certificate, key, and client CA for mutual TLS) and swaps it in;
+//! connections already open keep the one they started with, new ones get the
+//! new one. A reload whose files do not make a valid configuration is rejected
+//! and the certificate in force stays.
+use std::io;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rebound_config::TlsConfig;
+use rebound_config::tls::{read_certificates, read_private_key};
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::sign::CertifiedKey;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// How long a client may take over its TLS handshake before it is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS side of the listener: the rustls configuration in force.
+pub struct TlsServer {
+    current: RwLock<TlsAcceptor>,
+}
+
+impl std::fmt::Debug for TlsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsServer").finish_non_exhaustive()
+    }
+}
+
+impl TlsServer {
+    /// Reads the files of `[tls]`; the error says which key's file is wrong and why.
+    pub fn new(config: &TlsConfig) -> Result<TlsServer, String> {
+        Ok(TlsServer {
+            current: RwLock::new(acceptor(config)?),
+        })
+    }
+
+    /// Re-reads the files and, if they make a valid configuration, uses it for
+    /// the connections accepted from now on; otherwise the one in force stays.
+    pub fn prepare(config: &TlsConfig) -> Result<TlsAcceptor, String> {
+        acceptor(config)
+    }
+
+    /// Puts a configuration made by [`TlsServer::prepare`] in force.
+    pub fn install(&self, acceptor: TlsAcceptor) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Accepts connections on `listener` until `stop` fires, and hands each one,
+    /// once its TLS handshake is done, to the returned stream (for tonic's
+    /// `serve_with_incoming_shutdown`). A failed handshake only costs its own
+    /// connection.
+    pub fn incoming(
+        self: Arc<Self>,
+        listener: TcpListener,
+        keepalive: Duration,
+        stop: CancellationToken,
+    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<TcpStream>>> {
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok(accepted) => accepted,
+                        Err(err) => {
+                            // Out of file descriptors and the like: do not spin.
+                            warn!(%err, "accepting a connection failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                    _ = stop.cancelled() => return,
+                    _ = tx.closed() => return,
+                };
+                // No Nagle (see the daemon), and keepalive as the plaintext listener.
+                let _ = tcp.set_nodelay(true);
+                let keepalive = socket2::TcpKeepalive::new().with_time(keepalive);
+                let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
+                let acceptor = self.acceptor();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send(Ok(tls)).await;
+                        }
+                        Ok(Err(err)) => debug!(%peer, %err, "TLS handshake failed"),
+                        Err(_) => debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A rustls acceptor from the files of `[tls]`, offering HTTP/2 only (gRPC).
+fn acceptor(config: &TlsConfig) -> Result<TlsAcceptor, String> {
+    let provider = provider();
+    let certs = read_certificates(&config.cert_file).map_err(|e| format!("tls.cert-file: {e}"))?;
+    let key = read_private_key(&config.key_file).map_err(|e| format!("tls.key-file: {e}"))?;
+    let certified = CertifiedKey::from_der(certs, key, &provider).map_err(|e| {
+        format!(
+            "tls.key-file: {}: does not fit the certificate of tls.cert-file {}: {e}",
+            config.key_file.display(),
+            config.cert_file.display()
+        )
+    })?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match &config.client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certificates(path).map_err(|e| format!("tls.client-ca-file: {e}"))? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("tls.client-ca-file: {}: {e}", path.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if config.require_client_cert {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("tls.client-ca-file: {}: {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut server = builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
+    server.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(server)))
+}
