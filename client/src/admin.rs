@@ -254,13 +254,7 @@ impl Client {
         dry_run: bool,
         rate_per_second: u32,
     ) -> Result<RetryMessagesResponse> {
-        let request = proto::RetryMessagesRequest {
-            selection: Some(selection.into()),
-            dry_run,
-            rate_per_second,
-            limit: None,
-        };
-        Ok(self.admin.clone().retry_messages(request).await?.into_inner())
+        self.retry(selection, dry_run, rate_per_second, None).await
     }
 
     /// Like [`retry_messages`](Self::retry_messages), but stops once `limit` messages
@@ -274,11 +268,21 @@ impl Client {
         rate_per_second: u32,
         limit: u32,
     ) -> Result<RetryMessagesResponse> {
+        self.retry(selection, dry_run, rate_per_second, Some(limit)).await
+    }
+
+    async fn retry(
+        &self,
+        selection: &Selection,
+        dry_run: bool,
+        rate_per_second: u32,
+        limit: Option<u32>,
+    ) -> Result<RetryMessagesResponse> {
         let request = proto::RetryMessagesRequest {
             selection: Some(selection.into()),
             dry_run,
             rate_per_second,
-            limit: Some(limit),
+            limit,
         };
         Ok(self.admin.clone().retry_messages(request).await?.into_inner())
     }

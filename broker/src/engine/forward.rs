@@ -173,30 +173,32 @@ impl Broker {
         settings: &EffectiveSettings,
         how: Forward,
     ) -> Result<Option<(String, Reason)>> {
+        // The DLQ or expiry queue of its own the address gets, if the settings say so.
+        let own = |wanted: bool, prefix: &str, suffix: &str| {
+            wanted.then(|| format!("{prefix}{}{suffix}", queue.address))
+        };
         let (address, reason, own_queue) = match how {
             Forward::Delete => return Ok(None),
             Forward::DeadLetter(reason) => {
                 let Some(dla) = settings.dead_letter_address.clone() else {
                     return Ok(None);
                 };
-                let own = settings.auto_create_dead_letter_resources.then(|| {
-                    format!(
-                        "{}{}{}",
-                        settings.dead_letter_queue_prefix, queue.address, settings.dead_letter_queue_suffix
-                    )
-                });
+                let own = own(
+                    settings.auto_create_dead_letter_resources,
+                    &settings.dead_letter_queue_prefix,
+                    &settings.dead_letter_queue_suffix,
+                );
                 (dla, reason, own)
             }
             Forward::Expire => {
                 let Some(address) = settings.expiry_address.clone() else {
                     return Ok(None);
                 };
-                let own = settings.auto_create_expiry_resources.then(|| {
-                    format!(
-                        "{}{}{}",
-                        settings.expiry_queue_prefix, queue.address, settings.expiry_queue_suffix
-                    )
-                });
+                let own = own(
+                    settings.auto_create_expiry_resources,
+                    &settings.expiry_queue_prefix,
+                    &settings.expiry_queue_suffix,
+                );
                 (address, Reason::Expired, own)
             }
             Forward::Move(target) => {

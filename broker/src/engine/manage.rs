@@ -174,20 +174,11 @@ impl Broker {
     }
 
     /// Sends dead letters back to exactly the queue they failed on.
+    ///
+    /// With a `limit`, it stops once that many messages moved (or, in a dry run,
+    /// would move); skipped messages do not count, so a client retrying a large
+    /// queue in chunks shows progress between them.
     pub async fn retry_messages(
-        self: &Arc<Self>,
-        selection: &Selection,
-        dry_run: bool,
-        rate_per_second: u32,
-    ) -> Result<Vec<RetryOutcome>> {
-        self.retry_messages_up_to(selection, dry_run, rate_per_second, None)
-            .await
-    }
-
-    /// [`retry_messages`](Self::retry_messages) that stops once `limit` messages
-    /// moved (or, in a dry run, would move); skipped messages do not count. A client
-    /// retrying a large queue in chunks shows progress between them.
-    pub async fn retry_messages_up_to(
         self: &Arc<Self>,
         selection: &Selection,
         dry_run: bool,

@@ -173,7 +173,7 @@ impl pb::admin_server::Admin for AdminService {
         let selection = selection_from_wire(r.selection)?;
         let outcomes = self
             .broker
-            .retry_messages_up_to(
+            .retry_messages(
                 &selection,
                 r.dry_run,
                 r.rate_per_second,
