@@ -3,12 +3,16 @@
 //! hard links, and orphans are swept at open. That they round-trip is part
 //! of the store contract (`tests/contract/`).
 
+#[path = "contract/fixtures.rs"]
+mod fixtures;
+
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use fixtures::large as message;
 use rebound_storage::large::LARGE_DIR;
 use rebound_storage::{
     DeliveryState, LARGE_BODY_THRESHOLD, MessageRecord, Op, QueueRecord, RoutingType, SledStore,
@@ -21,22 +25,6 @@ fn queue(id: u32) -> Op {
         name: format!("q{id}"),
         ..Default::default()
     })
-}
-
-fn message(id: u64, body_len: usize) -> MessageRecord {
-    MessageRecord {
-        message_id: id,
-        address: "big".into(),
-        body: Bytes::from(
-            (0..body_len)
-                .map(|i| (i as u64 * 31 + id) as u8)
-                .collect::<Vec<u8>>(),
-        ),
-        durable: true,
-        priority: 6,
-        expiration_ms: 77,
-        ..Default::default()
-    }
 }
 
 fn put(queue: u32, message: &MessageRecord) -> Op {

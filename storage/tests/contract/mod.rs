@@ -7,6 +7,8 @@
 //! is evaluated afresh for each test). What only one engine does (files,
 //! crashes, group commit) is tested next to that engine, not here.
 
+mod fixtures;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,6 +17,8 @@ use rebound_storage::{
     MAX_RECORD_BYTES, MessageRecord, Op, PropertyValue, QueueRecord, RoutingType, StorageError, Store, keys,
     records::property_value,
 };
+
+pub use fixtures::large;
 
 /// Opens stores of one engine for one test.
 pub trait Harness {
@@ -113,24 +117,6 @@ fn put_state(queue: u32, id: u64, state: &DeliveryState) -> Op {
         queue,
         id,
         state: state.clone(),
-    }
-}
-
-/// A message with a body of `body_len` bytes that differ from message to
-/// message.
-fn large(id: u64, body_len: usize) -> MessageRecord {
-    MessageRecord {
-        message_id: id,
-        address: "big".into(),
-        body: Bytes::from(
-            (0..body_len)
-                .map(|i| (i as u64 * 31 + id) as u8)
-                .collect::<Vec<u8>>(),
-        ),
-        durable: true,
-        priority: 6,
-        expiration_ms: 77,
-        ..Default::default()
     }
 }
 
