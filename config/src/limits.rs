@@ -14,6 +14,7 @@ use toml::Spanned;
 
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
+use crate::names::MAX_PROPERTIES_BYTES_LIMIT;
 
 macro_rules! define_limits {
     ($(
@@ -76,4 +77,13 @@ define_limits! {
     /// Consume streams open at once on one client connection.
     max_consume_streams_per_connection = "max-consume-streams-per-connection",
         check::positive, default = 100;
+    /// Properties one message may carry.
+    max_properties_per_message = "max-properties-per-message", check::positive, default = 256;
+    /// Bytes a message's properties may take, encoded (names, values and a few
+    /// bytes of framing each); at most [`MAX_PROPERTIES_BYTES_LIMIT`].
+    max_properties_bytes = "max-properties-bytes", check::properties_bytes,
+        default = MAX_PROPERTIES_BYTES_LIMIT;
+    /// Bytes of a filter a client sends: a consumer's selector, and the filter
+    /// of a browse, count, move, remove or retry.
+    max_selector_length = "max-selector-length", check::positive, default = 4096;
 }
