@@ -285,7 +285,7 @@ async fn filters_are_bounded_by_max_selector_length() {
 
     let longest = filter_of(4096);
     let over = filter_of(4097);
-    let mut consumer = client
+    let consumer = client
         .consumer("sel")
         .filter(longest.clone())
         .open()
