@@ -5,9 +5,9 @@
 //! Every limit is a positive integer with a default; a reload puts new values
 //! in force for what comes next (nothing already accepted is undone).
 //!
-//! Each limit is one entry of the table in [`define_limits!`]'s call below
-//! (doc, field, key, check, default): the struct, its defaults and the loading
-//! all come from that one line, so a new limit cannot be half-added.
+//! Each limit is one entry of the `define_limits!` table below (doc, field,
+//! key, check, default): the struct, its defaults and the loading all come
+//! from that one entry, so a new limit cannot be half-added.
 
 use serde::Deserialize;
 use toml::Spanned;
