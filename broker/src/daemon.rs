@@ -1,8 +1,9 @@
 //! `rebound serve`: the broker as a daemon in the foreground.
 //!
-//! Start-up: load the config (or the embedded default), open the store, recover the
-//! queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
-//! one line scripts and tests wait for (logs go to stderr).
+//! Start-up: load the config (or the embedded default), make the data dir private
+//! (`data_dir.rs`), open the store, recover the queues, bind, and only then print
+//! `rebound listening on HOST:PORT` on stdout — the one line scripts and tests wait
+//! for (logs go to stderr).
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -70,8 +71,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .data_dir
         .or_else(|| config.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    crate::data_dir::prepare(&data_dir)?;
     let mut options = SledOptions::default();
     if let Some(size) = config.journal_file_size {
         options.journal_segment_bytes = size;
@@ -133,6 +133,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .set_not_serving::<MessagingServer<MessagingService>>()
                 .await;
             health.set_not_serving::<AdminServer<AdminService>>().await;
+            // The server as a whole (service ""), what `rebound health` and
+            // `grpc_health_probe` ask by default.
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             broker.shutdown().cancel();
         }
     };

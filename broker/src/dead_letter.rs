@@ -253,7 +253,9 @@ mod tests {
         use prost::Message as _;
         use rebound_storage::MAX_INLINE_RECORD_BYTES;
 
-        use crate::message::{MAX_PROPERTIES_BYTES, MAX_REASON_BYTES, bounded_reason, properties_bytes};
+        use rebound_config::MAX_PROPERTIES_BYTES_LIMIT;
+
+        use crate::message::{MAX_REASON_BYTES, bounded_reason, properties_bytes};
         use crate::queue::MAX_FAILURES_KEPT;
 
         let name = "n".repeat(255);
@@ -268,13 +270,13 @@ mod tests {
             ..Default::default()
         };
         // Properties as large as a producer may send.
-        let mut value = "v".repeat(MAX_PROPERTIES_BYTES as usize);
+        let mut value = "v".repeat(MAX_PROPERTIES_BYTES_LIMIT as usize);
         loop {
             let property = PropertyValue {
                 value: Some(Value::String(value.clone())),
             };
             original.properties.insert("p".into(), property);
-            if properties_bytes(&original) <= MAX_PROPERTIES_BYTES {
+            if properties_bytes(&original) <= MAX_PROPERTIES_BYTES_LIMIT {
                 break;
             }
             value.pop();

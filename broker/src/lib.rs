@@ -18,11 +18,13 @@
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
-//!   listener (`[tls]`), its certificate swapped on reload.
+//!   listener (`[tls]`), its certificate swapped on reload; [`data_dir`]: the data
+//!   dir, private to the broker's user.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
 pub mod daemon;
+pub mod data_dir;
 pub mod dead_letter;
 pub mod engine;
 pub mod error;

@@ -10,8 +10,8 @@
 //!
 //! The store keeps a message with its body in a file when the body is large, but
 //! everything else of the record must fit [`MAX_INLINE_RECORD_BYTES`] (128 KiB).
-//! Producers get half of that for their properties ([`MAX_PROPERTIES_BYTES`]); the
-//! other half is for the record's own fields (address, headers, key, the large-body
+//! Producers get at most half of that for their properties (`max-properties-bytes`,
+//! at most [`rebound_config::MAX_PROPERTIES_BYTES_LIMIT`]); the other half is for the record's own fields (address, headers, key, the large-body
 //! marker: under 1 KiB) and for what the broker adds when it moves a message to a
 //! dead-letter or expiry address (`_AMQ_ORIG_*`, the reason and the last failures,
 //! each reason at most [`MAX_REASON_BYTES`]: under 40 KiB). So a message the broker
@@ -30,7 +30,7 @@
 //! `rebound_config::EXCERPT_BYTES` of any input (`rebound_config::excerpt`): gRPC
 //! carries them in a header, and an error bigger than the client's header limit
 //! reaches it as a protocol error instead of the status the broker meant.
-use rebound_config::{clip, excerpt};
+use rebound_config::{Limits, MAX_PROPERTIES_BYTES_LIMIT, clip, excerpt};
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord};
 
@@ -47,9 +47,17 @@ pub fn check_name(kind: &str, name: &str) -> Result<()> {
     rebound_config::check_name(kind, name).map_err(BrokerError::InvalidArgument)
 }
 
-/// Checks a message a producer sent (its id and timestamp are the broker's to set).
-pub fn check_new(record: &MessageRecord) -> Result<()> {
+/// Checks a message a producer sent (its id and timestamp are the broker's to set)
+/// against the `[limits]` on its properties.
+pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<()> {
     check_name("address", &record.address)?;
+    let count = record.properties.len() as u64;
+    if count > limits.max_properties_per_message {
+        return Err(BrokerError::InvalidArgument(format!(
+            "the message has {count} properties, more than max-properties-per-message {}",
+            limits.max_properties_per_message
+        )));
+    }
     for name in record.properties.keys() {
         let problem = if name.is_empty() {
             Some("must not be empty")
@@ -74,18 +82,22 @@ pub fn check_new(record: &MessageRecord) -> Result<()> {
         )));
     }
     let size = properties_bytes(record);
-    if size > MAX_PROPERTIES_BYTES {
+    if size > limits.max_properties_bytes {
         return Err(BrokerError::InvalidArgument(format!(
-            "the properties take {size} bytes; the limit is {MAX_PROPERTIES_BYTES} bytes \
-             (names and values, encoded)"
+            "the properties take {size} bytes (names and values, encoded), more than \
+             max-properties-bytes {}",
+            limits.max_properties_bytes
         )));
     }
     Ok(())
 }
 
-/// The most a message's properties may take, encoded (names, values and a few
-/// bytes of framing each): 64 KiB, half of what the store keeps inline.
-pub const MAX_PROPERTIES_BYTES: u64 = (MAX_INLINE_RECORD_BYTES / 2) as u64;
+// The config refuses a `max-properties-bytes` above its ceiling at load; the config
+// cannot see the store, so the ceiling is tied to the store's inline record here.
+const _: () = assert!(
+    MAX_PROPERTIES_BYTES_LIMIT == (MAX_INLINE_RECORD_BYTES / 2) as u64,
+    "rebound_config::MAX_PROPERTIES_BYTES_LIMIT must be half the store's MAX_INLINE_RECORD_BYTES"
+);
 
 /// The longest failure reason kept, in bytes; longer ones are cut with a marker.
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -101,7 +113,7 @@ pub fn counted_bytes(record: &MessageRecord) -> u64 {
     record.body.len() as u64 + properties_bytes(record)
 }
 
-/// The encoded size of a message's properties, as [`MAX_PROPERTIES_BYTES`] and
+/// The encoded size of a message's properties, as `max-properties-bytes` and
 /// `max-message-size` count them.
 pub fn properties_bytes(record: &MessageRecord) -> u64 {
     prost::encoding::btree_map::encoded_len(
@@ -168,35 +180,74 @@ mod tests {
 
     #[test]
     fn bad_messages_are_refused_with_a_reason() {
-        let err = check_new(&record("")).unwrap_err().to_string();
+        let err = check_new(&record(""), &Limits::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("must not be empty"), "{err}");
         let mut m = record("a");
         m.properties.insert(
             rebound_protocol::properties::ORIG_QUEUE.into(),
             Default::default(),
         );
-        assert!(check_new(&m).unwrap_err().to_string().contains("reserved"));
+        assert!(
+            check_new(&m, &Limits::default())
+                .unwrap_err()
+                .to_string()
+                .contains("reserved")
+        );
         let mut m = record("a");
         m.properties.insert(String::new(), Default::default());
-        assert!(check_new(&m).is_err());
+        assert!(check_new(&m, &Limits::default()).is_err());
         let mut m = record("a");
         m.priority = 10;
-        assert!(check_new(&m).unwrap_err().to_string().contains("priority"));
+        assert!(
+            check_new(&m, &Limits::default())
+                .unwrap_err()
+                .to_string()
+                .contains("priority")
+        );
     }
 
     #[test]
     fn properties_are_bounded_and_the_limit_is_named() {
         let mut m = record("a");
         let big = PropertyValue {
-            value: Some(Value::String("x".repeat(MAX_PROPERTIES_BYTES as usize))),
+            value: Some(Value::String("x".repeat(MAX_PROPERTIES_BYTES_LIMIT as usize))),
         };
         m.properties.insert("big".into(), big);
-        let err = check_new(&m).unwrap_err();
+        let err = check_new(&m, &Limits::default()).unwrap_err();
         assert!(matches!(err, BrokerError::InvalidArgument(_)));
-        assert!(err.to_string().contains("65536"), "{err}");
+        assert!(err.to_string().contains("max-properties-bytes 65536"), "{err}");
         m.properties.clear();
         assert_eq!(properties_bytes(&m), 0);
-        assert!(check_new(&m).is_ok());
+        assert!(check_new(&m, &Limits::default()).is_ok());
+    }
+
+    #[test]
+    fn properties_are_bounded_by_the_configured_limits() {
+        let limits = Limits {
+            max_properties_per_message: 2,
+            max_properties_bytes: 20,
+            ..Limits::default()
+        };
+        let mut m = record("a");
+        for name in ["p", "q"] {
+            m.properties.insert(name.into(), PropertyValue::default());
+        }
+        assert!(check_new(&m, &limits).is_ok());
+        m.properties.insert("r".into(), PropertyValue::default());
+        let err = check_new(&m, &limits).unwrap_err().to_string();
+        assert!(
+            err.contains("3 properties, more than max-properties-per-message 2"),
+            "{err}"
+        );
+        m.properties.clear();
+        let value = PropertyValue {
+            value: Some(Value::String("x".repeat(20))),
+        };
+        m.properties.insert("k".into(), value);
+        let err = check_new(&m, &limits).unwrap_err().to_string();
+        assert!(err.contains("more than max-properties-bytes 20"), "{err}");
     }
 
     #[test]

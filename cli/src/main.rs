@@ -33,6 +33,7 @@ macro_rules! outln {
 mod address;
 mod args;
 mod config;
+mod health;
 mod perf;
 mod property;
 mod queue;
@@ -71,6 +72,8 @@ enum Command {
     /// Check a configuration file or resolve its settings, offline.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Check that a running broker is serving (gRPC health check): exit 0 if it is.
+    Health(health::HealthArgs),
     /// Show a running broker's effective address-settings for an address.
     Settings(settings::SettingsArgs),
     /// Measure a running broker: rates, latency, fsyncs and memory for a named workload.
@@ -101,6 +104,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Queue(command) => queue::run(command).await,
         Command::Address(command) => address::run(command).await,
         Command::Config(command) => config::run(command),
+        Command::Health(args) => health::run(args).await,
         Command::Settings(args) => settings::run(args).await,
         Command::Perf(args) => perf::run(args).await,
         Command::Completions { shell } => completions(shell),

@@ -1,12 +1,13 @@
 //! The connection to a broker and the messaging calls (send, consume).
 //!
-//! A [`Client`] is a tonic [`Channel`] plus the two generated stubs; cloning it is
+//! A [`Client`] is a tonic [`Channel`] plus the generated stubs; cloning it is
 //! cheap and clones share the one HTTP/2 connection, so a program needs one.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic_health::pb::health_client::HealthClient;
 
 use crate::consumer::{Consumer, ConsumerBuilder};
 use crate::proto::admin_client::AdminClient;
@@ -69,6 +70,7 @@ impl TlsOptions {
 pub struct Client {
     pub(crate) messaging: MessagingClient<Channel>,
     pub(crate) admin: AdminClient<Channel>,
+    pub(crate) health: HealthClient<Channel>,
 }
 
 impl Client {
@@ -126,6 +128,7 @@ impl Client {
             messaging: MessagingClient::new(channel.clone())
                 .max_decoding_message_size(MAX_GRPC_MESSAGE)
                 .max_encoding_message_size(MAX_GRPC_MESSAGE),
+            health: HealthClient::new(channel.clone()),
             admin: AdminClient::new(channel)
                 .max_decoding_message_size(MAX_GRPC_MESSAGE)
                 .max_encoding_message_size(MAX_GRPC_MESSAGE),

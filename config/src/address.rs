@@ -206,6 +206,11 @@ mod tests {
                 "[[addresses]]\nrouting-type = \"anycast\"",
                 "test.toml:1:1: addresses[0]: missing field `name`",
             ),
+            (
+                "[[addresses]]\nname = \"a\"\n[[addresses.queues]]\nname = \"DLQ\u{200B}\"",
+                "test.toml:4:8: addresses[0].queues[0].name: queue name \"DLQ\\u{200b}\" must not \
+                 contain invisible or bidirectional format characters (U+200B at byte 3)",
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(load(text).unwrap_err().to_string(), expected, "{text}");

@@ -9,7 +9,7 @@
 use toml::Spanned;
 
 use crate::error::{ConfigError, Document};
-use crate::names::{self, MAX_MESSAGE_SIZE_LIMIT, PLACEHOLDER};
+use crate::names::{self, MAX_MESSAGE_SIZE_LIMIT, MAX_PROPERTIES_BYTES_LIMIT, PLACEHOLDER};
 use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
@@ -103,6 +103,18 @@ pub(crate) fn message_size(value: i64) -> Result<u64, String> {
     if size > MAX_MESSAGE_SIZE_LIMIT {
         return Err(format!(
             "must be at most {MAX_MESSAGE_SIZE_LIMIT} bytes, the largest message the store keeps (got {value})"
+        ));
+    }
+    Ok(size)
+}
+
+/// `max-properties-bytes`: properties beyond what the store keeps inline
+/// (with room for a dead letter's) must not be promised.
+pub(crate) fn properties_bytes(value: i64) -> Result<u64, String> {
+    let size = positive(value)?;
+    if size > MAX_PROPERTIES_BYTES_LIMIT {
+        return Err(format!(
+            "must be at most {MAX_PROPERTIES_BYTES_LIMIT} bytes, the most properties the store keeps with a message (got {value})"
         ));
     }
     Ok(size)

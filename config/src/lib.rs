@@ -100,7 +100,7 @@ pub use error::ConfigError;
 pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};
 pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
-pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, check_name};
+pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, MAX_PROPERTIES_BYTES_LIMIT, check_name};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
 pub use settings::{

@@ -4,119 +4,86 @@
 //!
 //! Every limit is a positive integer with a default; a reload puts new values
 //! in force for what comes next (nothing already accepted is undone).
+//!
+//! Each limit is one entry of the `define_limits!` table below (doc, field,
+//! key, check, default): the struct, its defaults and the loading all come
+//! from that one entry, so a new limit cannot be half-added.
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
+use crate::names::MAX_PROPERTIES_BYTES_LIMIT;
 
-/// The broker's limits against abuse. [`Limits::default`] holds the defaults
-/// documented in `default.toml`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Delivery ids one settle may name (`max-ids-per-settle`).
-    pub max_ids_per_settle: u64,
+macro_rules! define_limits {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident = $key:literal, $check:path, default = $default:expr;
+    )*) => {
+        /// The broker's limits against abuse. [`Limits::default`] holds the
+        /// defaults documented in `default.toml`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Limits {
+            $( $(#[doc = $doc])* #[doc = concat!("(`", $key, "`)")] pub $field: u64, )*
+        }
+
+        impl Default for Limits {
+            fn default() -> Limits {
+                Limits { $( $field: $default, )* }
+            }
+        }
+
+        /// `[limits]` as written.
+        #[derive(Deserialize, Default)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct RawLimits {
+            $( #[serde(rename = $key)] $field: Option<Spanned<i64>>, )*
+        }
+
+        impl RawLimits {
+            pub(crate) fn validate(self, doc: &Document<'_>) -> Result<Limits, ConfigError> {
+                let default = Limits::default();
+                Ok(Limits {
+                    $( $field: checked(doc, self.$field, $check, || format!("limits.{}", $key))?
+                        .unwrap_or(default.$field), )*
+                })
+            }
+        }
+    };
+}
+
+define_limits! {
+    /// Delivery ids one settle may name.
+    max_ids_per_settle = "max-ids-per-settle", check::positive, default = 10_000;
     /// Responses one stream (Consume or Transact) may hold for a client that
     /// does not read them, counting settles still being committed; at the
     /// bound the broker stops reading the stream's requests until the client
-    /// reads (`max-unread-responses`).
-    pub max_unread_responses: u64,
-    /// Messages one open transaction may hold, sends plus acks
-    /// (`max-transaction-messages`).
-    pub max_transaction_messages: u64,
+    /// reads.
+    max_unread_responses = "max-unread-responses", check::positive, default = 256;
+    /// Messages one open transaction may hold, sends plus acks.
+    max_transaction_messages = "max-transaction-messages", check::positive, default = 10_000;
     /// Bytes (bodies and properties) of the messages sent in one open
-    /// transaction (`max-transaction-bytes`).
-    pub max_transaction_bytes: u64,
-    /// Transactions one Transact stream may have open (`max-open-transactions`).
-    pub max_open_transactions: u64,
+    /// transaction.
+    max_transaction_bytes = "max-transaction-bytes", check::positive, default = 64 << 20;
+    /// Transactions one Transact stream may have open.
+    max_open_transactions = "max-open-transactions", check::positive, default = 100;
     /// Addresses and queues that sends and consumers may have auto-created, in
-    /// all (`max-auto-created`); explicitly created ones do not count.
-    pub max_auto_created: u64,
+    /// all; explicitly created ones do not count.
+    max_auto_created = "max-auto-created", check::positive, default = 10_000;
     /// Deliveries one consumer may have unsettled plus the credit it has not yet
-    /// used (`max-consumer-credit`); credit granted beyond it is dropped.
-    pub max_consumer_credit: u64,
-    /// Consume streams open at once on one client connection
-    /// (`max-consume-streams-per-connection`).
-    pub max_consume_streams_per_connection: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_ids_per_settle: 10_000,
-            max_unread_responses: 256,
-            max_transaction_messages: 10_000,
-            max_transaction_bytes: 64 << 20,
-            max_open_transactions: 100,
-            max_auto_created: 10_000,
-            max_consumer_credit: 10_000,
-            max_consume_streams_per_connection: 100,
-        }
-    }
-}
-
-/// `[limits]` as written.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub(crate) struct RawLimits {
-    max_ids_per_settle: Option<Spanned<i64>>,
-    max_unread_responses: Option<Spanned<i64>>,
-    max_transaction_messages: Option<Spanned<i64>>,
-    max_transaction_bytes: Option<Spanned<i64>>,
-    max_open_transactions: Option<Spanned<i64>>,
-    max_auto_created: Option<Spanned<i64>>,
-    max_consumer_credit: Option<Spanned<i64>>,
-    max_consume_streams_per_connection: Option<Spanned<i64>>,
-}
-
-impl RawLimits {
-    pub(crate) fn validate(self, doc: &Document<'_>) -> Result<Limits, ConfigError> {
-        let default = Limits::default();
-        let limit = |value: Option<Spanned<i64>>, key: &str, default: u64| {
-            checked(doc, value, check::positive, || format!("limits.{key}")).map(|v| v.unwrap_or(default))
-        };
-        Ok(Limits {
-            max_ids_per_settle: limit(
-                self.max_ids_per_settle,
-                "max-ids-per-settle",
-                default.max_ids_per_settle,
-            )?,
-            max_unread_responses: limit(
-                self.max_unread_responses,
-                "max-unread-responses",
-                default.max_unread_responses,
-            )?,
-            max_transaction_messages: limit(
-                self.max_transaction_messages,
-                "max-transaction-messages",
-                default.max_transaction_messages,
-            )?,
-            max_transaction_bytes: limit(
-                self.max_transaction_bytes,
-                "max-transaction-bytes",
-                default.max_transaction_bytes,
-            )?,
-            max_open_transactions: limit(
-                self.max_open_transactions,
-                "max-open-transactions",
-                default.max_open_transactions,
-            )?,
-            max_auto_created: limit(
-                self.max_auto_created,
-                "max-auto-created",
-                default.max_auto_created,
-            )?,
-            max_consumer_credit: limit(
-                self.max_consumer_credit,
-                "max-consumer-credit",
-                default.max_consumer_credit,
-            )?,
-            max_consume_streams_per_connection: limit(
-                self.max_consume_streams_per_connection,
-                "max-consume-streams-per-connection",
-                default.max_consume_streams_per_connection,
-            )?,
-        })
-    }
+    /// used; credit granted beyond it is dropped.
+    max_consumer_credit = "max-consumer-credit", check::positive, default = 10_000;
+    /// Consume streams open at once on one client connection.
+    max_consume_streams_per_connection = "max-consume-streams-per-connection",
+        check::positive, default = 100;
+    /// Properties one message may carry.
+    max_properties_per_message = "max-properties-per-message", check::positive, default = 256;
+    /// Bytes a message's properties may take, encoded (names, values and a few
+    /// bytes of framing each); at most [`MAX_PROPERTIES_BYTES_LIMIT`].
+    max_properties_bytes = "max-properties-bytes", check::properties_bytes,
+        default = MAX_PROPERTIES_BYTES_LIMIT;
+    /// Bytes of a filter a client sends: a consumer's selector, and the filter
+    /// of a browse, count, move, remove or retry.
+    max_selector_length = "max-selector-length", check::positive, default = 4096;
 }

@@ -661,6 +661,21 @@ mod tests {
     }
 
     #[test]
+    fn max_properties_bytes_is_at_most_what_the_store_keeps() {
+        assert_eq!(Limits::default().max_properties_bytes, 65536);
+        let limits = parse("[limits]\nmax-properties-bytes = 65536\nmax-selector-length = 10\n").limits;
+        assert_eq!(
+            (limits.max_properties_bytes, limits.max_selector_length),
+            (65536, 10)
+        );
+        assert_eq!(
+            err("[limits]\nmax-properties-bytes = 65537").to_string(),
+            "test.toml:2:24: limits.max-properties-bytes: must be at most 65536 bytes, \
+             the most properties the store keeps with a message (got 65537)"
+        );
+    }
+
+    #[test]
     fn load_names_the_path() {
         let dir = std::env::temp_dir().join(format!("rebound-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -1,4 +1,5 @@
-//! The one rule for address and queue names, and the largest message size.
+//! The one rule for address and queue names, and the largest message and
+//! properties sizes.
 //!
 //! Both are the broker's rules, but the config crate owns them so that a
 //! config file is refused at load, pointing at the offending value, for
@@ -6,6 +7,14 @@
 //! broker cannot create (`dead-letter-address = "has space"`) loaded fine and
 //! every dead letter was then dropped. The broker calls [`check_name`] for
 //! every name a client sends, so there is one rule, not two.
+//!
+//! Besides whitespace and control characters, a name may not contain a format
+//! character (Unicode general category Cf: zero-width space U+200B, the
+//! right-to-left override U+202E, the byte order mark U+FEFF...). They are
+//! invisible or reorder what is shown, so `DLQ` followed by a zero-width space
+//! would pass for `DLQ` in every listing and log line.
+
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 use crate::text::excerpt;
 
@@ -19,6 +28,12 @@ pub const MAX_NAME_BYTES: usize = 255;
 /// with the store's limit.
 pub const MAX_MESSAGE_SIZE_LIMIT: u64 = (16 << 20) - (64 << 10);
 
+/// The largest `max-properties-bytes` accepted (and its default): half of
+/// what the store keeps of a record inline (128 KiB), the other half being
+/// room for the record's own fields and what a dead letter adds. The broker
+/// asserts at compile time that this agrees with the store's limit.
+pub const MAX_PROPERTIES_BYTES_LIMIT: u64 = 64 << 10;
+
 /// The word a name pattern's placeholder (`$` in a schedule's move target, the
 /// address between a dead-letter queue's prefix and suffix) is checked with:
 /// one byte, the shortest any address can be, so a pattern refused with it
@@ -27,7 +42,8 @@ pub(crate) const PLACEHOLDER: &str = "x";
 
 /// Checks an address or queue name (`kind` says which, for the message):
 /// non-empty, at most [`MAX_NAME_BYTES`] bytes, no whitespace or control
-/// characters (they make names impossible to type in a CLI or a config).
+/// characters (they make names impossible to type in a CLI or a config), no
+/// invisible or bidirectional format characters (see the module docs).
 pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
     match name_problem(name) {
         None => Ok(()),
@@ -38,13 +54,23 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
 
 /// What is wrong with a name, if anything: [`check_name`]'s rule, for
 /// messages that show the name their own way.
-pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
+pub(crate) fn name_problem(name: &str) -> Option<String> {
+    let format = || {
+        name.char_indices()
+            .find(|(_, c)| c.general_category() == GeneralCategory::Format)
+    };
     if name.is_empty() {
-        Some("must not be empty")
+        Some("must not be empty".into())
     } else if name.len() > MAX_NAME_BYTES {
-        Some("must be at most 255 bytes")
+        Some("must be at most 255 bytes".into())
     } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("must not contain whitespace or control characters")
+        Some("must not contain whitespace or control characters".into())
+    } else if let Some((at, c)) = format() {
+        Some(format!(
+            "must not contain invisible or bidirectional format characters \
+             (U+{:04X} at byte {at})",
+            u32::from(c)
+        ))
     } else {
         None
     }
@@ -78,5 +104,28 @@ mod tests {
             "address name must not be empty"
         );
         assert_eq!(check_name("address", PLACEHOLDER), Ok(()));
+    }
+
+    #[test]
+    fn invisible_and_bidirectional_characters_are_refused() {
+        assert_eq!(
+            check_name("queue", "DLQ\u{200B}").unwrap_err(),
+            "queue name \"DLQ\\u{200b}\" must not contain invisible or bidirectional format \
+             characters (U+200B at byte 3)"
+        );
+        for (name, code) in [
+            ("a\u{202E}b", "U+202E"),
+            ("\u{FEFF}q", "U+FEFF"),
+            ("x\u{2066}y", "U+2066"),
+            ("soft\u{AD}hyphen", "U+00AD"),
+            ("tag\u{E0041}", "U+E0041"),
+        ] {
+            let err = check_name("address", name).unwrap_err();
+            assert!(err.contains(code), "{err}");
+        }
+        // Visible letters of any script, and symbols, stay allowed.
+        for good in ["заказы", "注文", "Ünïcødé", "a.b-c_d/e", "#", "emoji🙂"] {
+            assert_eq!(check_name("address", good), Ok(()), "{good}");
+        }
     }
 }

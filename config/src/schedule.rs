@@ -116,7 +116,7 @@ pub enum EntryProblem {
     /// The target can never be a valid address name, whatever `$` stands for
     /// (see `names.rs`): the message would be dropped instead of moved.
     #[error("the move target `{0}` {1}")]
-    BadName(String, &'static str),
+    BadName(String, String),
     /// The index does not exceed the previous entry's index.
     #[error("the index must be greater than the previous index {0}")]
     NotIncreasing(u32),
@@ -391,12 +391,12 @@ mod tests {
         let must_not = "must not contain whitespace or control characters";
         assert_eq!(
             problem("2:move(queue:bad name$)"),
-            (1, BadName("bad name$".into(), must_not))
+            (1, BadName("bad name$".into(), must_not.into()))
         );
         let long = format!("{}$", "a".repeat(255));
         assert_eq!(
             problem(&format!("2:move(topic:{long})")),
-            (1, BadName(long, "must be at most 255 bytes"))
+            (1, BadName(long, "must be at most 255 bytes".into()))
         );
         assert_eq!(
             schedule(&format!("2:move(same:{}$)", "a".repeat(254)))

@@ -1,7 +1,8 @@
 //! A hostile client (issue 13): what it sends must not forge the broker's log
 //! lines or drive the terminal of whoever looks at its messages, and an
-//! `https://` URL must never be dialled in plaintext.
-use rebound_client::OutgoingMessage;
+//! `https://` URL must never be dialled in plaintext, and no name may pass for
+//! another.
+use rebound_client::{Code, OutgoingMessage};
 
 use crate::redelivery::next;
 use crate::support::{Broker, cli, rebound};
@@ -83,4 +84,41 @@ async fn received_and_browsed_messages_cannot_drive_the_terminal() {
     let out = cli(&broker, ["receive", "--queue", "received"]).await;
     assert_escaped(&out.success().stdout);
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_that_look_like_others_are_refused() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    client.send(OutgoingMessage::new("DLQ", "kept")).await.unwrap();
+
+    // `DLQ` and a zero-width space; a right-to-left override that shows `DLQ.txt`
+    // as `DLQ.` + `txt` reversed.
+    for (name, code) in [
+        ("DLQ\u{200B}", "U+200B at byte 3"),
+        ("DLQ.\u{202E}txt", "U+202E at byte 4"),
+    ] {
+        let out = cli(&broker, ["address", "create", "--name", name]).await;
+        out.failure(1);
+        assert!(
+            out.stderr
+                .contains("must not contain invisible or bidirectional format characters")
+                && out.stderr.contains(code),
+            "{}",
+            out.stderr
+        );
+        let out = cli(&broker, ["queue", "create", "--address", "DLQ", "--queue", name]).await;
+        out.failure(1);
+        assert!(out.stderr.contains(code), "{}", out.stderr);
+
+        let err = client.send(OutgoingMessage::new(name, "x")).await.unwrap_err();
+        assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+        assert!(err.to_string().contains(code), "{err}");
+        let err = client.consumer(name).open().await.unwrap_err();
+        assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+    }
+    // Nothing was made, and what was there is untouched.
+    let addresses = client.list_addresses().await.unwrap();
+    assert!(addresses.iter().all(|a| a.name.is_ascii()), "{addresses:?}");
+    assert_eq!(client.queue("DLQ").await.unwrap().messages, 1);
 }

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
-use rebound_client::{Client, Code, OutgoingMessage};
+use rebound_client::{Client, Code, OutgoingMessage, Selection};
 
-use crate::support::Broker;
+use crate::support::{Broker, cli};
 
 /// Far above anything the broker hands out, so every id is unknown.
 const UNKNOWN_ID: u64 = 1 << 50;
@@ -203,4 +203,171 @@ async fn a_connection_opens_at_most_its_consume_streams() {
     tokio::time::timeout(Duration::from_secs(20), reopened)
         .await
         .expect("room once a stream closed");
+}
+
+/// A refusal is `code`, names `key`, and leaves the broker serving with what it
+/// stored: `kept` (sent before the refusal) is still there, received after it.
+async fn refused_and_intact(client: &Client, err: rebound_client::Error, code: Code, key: &str) {
+    assert_eq!(err.code(), Some(code), "{err}");
+    assert!(err.to_string().contains(key), "names {key}: {err}");
+    let mut consumer = client.consume("kept", 1).await.unwrap();
+    let delivery = consumer
+        .next_timeout(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the message sent before the refusal");
+    assert_eq!(delivery.message.body.as_ref(), b"before");
+    consumer.ack(&[delivery.id]).await.unwrap();
+    consumer.close().await.unwrap();
+}
+
+async fn keep_one(client: &Client) {
+    client.send(OutgoingMessage::new("kept", "before")).await.unwrap();
+}
+
+fn with_properties(count: usize) -> OutgoingMessage {
+    (0..count).fold(OutgoingMessage::new("props", "x"), |m, i| {
+        m.property(format!("p{i}"), "v")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn properties_are_bounded_in_number_and_bytes_and_a_reload_changes_the_bounds() {
+    let broker = Broker::start_with_config("").await;
+    let client = broker.client().await;
+    keep_one(&client).await;
+    client.send(with_properties(256)).await.unwrap();
+    let err = client.send(with_properties(257)).await.unwrap_err();
+    refused_and_intact(
+        &client,
+        err,
+        Code::InvalidArgument,
+        "max-properties-per-message 256",
+    )
+    .await;
+
+    // Lowered by a reload: 10 properties, 200 bytes of them.
+    broker.rewrite_config("[limits]\nmax-properties-per-message = 10\nmax-properties-bytes = 200\n");
+    broker.hup();
+    broker.wait_for_log("config reloaded").await;
+    keep_one(&client).await;
+    client.send(with_properties(10)).await.unwrap();
+    let err = client.send(with_properties(11)).await.unwrap_err();
+    refused_and_intact(
+        &client,
+        err,
+        Code::InvalidArgument,
+        "max-properties-per-message 10",
+    )
+    .await;
+    keep_one(&client).await;
+    // One property of a 1-byte name: 200 bytes encoded is a value of 188 bytes
+    // (12 of framing: map entry tag and length, key tag, length and name, the
+    // value's tags and lengths).
+    let sized = |len: usize| OutgoingMessage::new("props", "x").property("k", "v".repeat(len));
+    client.send(sized(188)).await.unwrap();
+    let err = client.send(sized(189)).await.unwrap_err();
+    refused_and_intact(&client, err, Code::InvalidArgument, "max-properties-bytes 200").await;
+    assert_eq!(client.queue("props").await.unwrap().messages, 3);
+}
+
+/// A filter of exactly `len` bytes that matches every message.
+fn filter_of(len: usize) -> String {
+    format!("{:<len$}", "JMSPriority >= 0")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn filters_are_bounded_by_max_selector_length() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    keep_one(&client).await;
+    client.send(OutgoingMessage::new("sel", "s")).await.unwrap();
+
+    let longest = filter_of(4096);
+    let over = filter_of(4097);
+    let consumer = client
+        .consumer("sel")
+        .filter(longest.clone())
+        .open()
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
+    let err = client
+        .consumer("sel")
+        .filter(over.clone())
+        .open()
+        .await
+        .unwrap_err();
+    refused_and_intact(&client, err, Code::InvalidArgument, "max-selector-length 4096").await;
+
+    keep_one(&client).await;
+    let selection = |filter: &str| Selection::new("sel").filter(filter);
+    assert_eq!(client.count_messages(&selection(&longest)).await.unwrap(), 1);
+    let err = client.count_messages(&selection(&over)).await.unwrap_err();
+    refused_and_intact(&client, err, Code::InvalidArgument, "max-selector-length 4096").await;
+    for args in [
+        ["queue", "browse", "--queue", "sel"],
+        ["queue", "remove", "--queue", "sel"],
+    ] {
+        let out = cli(&broker, args.iter().copied().chain(["--filter", &over])).await;
+        out.failure(1);
+        assert!(out.stderr.contains("max-selector-length 4096"), "{}", out.stderr);
+    }
+    assert_eq!(client.queue("sel").await.unwrap().messages, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_are_at_most_255_bytes() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    keep_one(&client).await;
+    let longest = "n".repeat(255);
+    client.send(OutgoingMessage::new(&longest, "x")).await.unwrap();
+    assert_eq!(client.queue(&longest).await.unwrap().messages, 1);
+    let err = client
+        .send(OutgoingMessage::new("n".repeat(256), "x"))
+        .await
+        .unwrap_err();
+    refused_and_intact(&client, err, Code::InvalidArgument, "must be at most 255 bytes").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_gets_at_most_max_consumer_credit_over_grpc() {
+    let broker = Broker::start_with_config("[limits]\nmax-consumer-credit = 3\n").await;
+    let client = broker.client().await;
+    for i in 0..10 {
+        client
+            .send(OutgoingMessage::new("credit", i.to_string()))
+            .await
+            .unwrap();
+    }
+    // Credit 100 asked for; 3 delivered, then nothing until it settles.
+    let mut consumer = client.consume_manual_credit("credit", 100).await.unwrap();
+    let mut ids = Vec::new();
+    while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
+        ids.push(d.id);
+    }
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    consumer.grant(100).await.unwrap();
+    assert!(
+        consumer
+            .next_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    consumer.ack(&ids).await.unwrap();
+    consumer.flush().await.unwrap();
+    consumer.grant(100).await.unwrap();
+    let mut more = 0;
+    while consumer
+        .next_timeout(Duration::from_secs(2))
+        .await
+        .unwrap()
+        .is_some()
+    {
+        more += 1;
+    }
+    assert_eq!(more, 3);
+    assert_eq!(client.queue("credit").await.unwrap().messages, 7);
 }

@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod config_truth;
 mod crash;
+mod deployment;
 mod hostile;
 mod limits;
 mod listener;

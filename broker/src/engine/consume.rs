@@ -17,7 +17,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::{Broker, Settlement, parse_filter};
+use super::{Broker, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 
@@ -51,7 +51,7 @@ impl Broker {
     /// Attaches a consumer to a queue (auto-created as the settings allow) with
     /// `credit` and an optional selector.
     pub async fn subscribe(self: &Arc<Self>, queue: &str, credit: u32, filter: &str) -> Result<Subscription> {
-        let filter = parse_filter(filter)?.map(Arc::new);
+        let filter = self.client_filter(filter)?.map(Arc::new);
         let queue = self.queue_for_consumer(queue).await?;
         let consumer = self.next_consumer_id();
         let deliveries = queue

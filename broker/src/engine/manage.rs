@@ -11,9 +11,9 @@ use rebound_selector::Selector;
 use rebound_storage::MessageRecord;
 use tracing::info;
 
+use super::Broker;
 use super::addresses::Create;
 use super::forward::Moved;
-use super::{Broker, parse_filter};
 use crate::dead_letter::{self, Reason};
 use crate::error::Result;
 use crate::message::{self, Selectable};
@@ -60,7 +60,7 @@ impl Broker {
     /// `filter` matches (empty = all), without consuming them.
     pub fn browse(&self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
         let queue = self.queue(name)?;
-        let filter = parse_filter(filter)?;
+        let filter = self.client_filter(filter)?;
         self.scan(
             &queue,
             Scan {
@@ -100,7 +100,7 @@ impl Broker {
     /// The messages of a selection that are not being delivered.
     fn selected(&self, selection: &Selection) -> Result<(Arc<Queue>, Vec<Browsed>)> {
         let queue = self.queue(&selection.queue)?;
-        let filter = parse_filter(&selection.filter)?;
+        let filter = self.client_filter(&selection.filter)?;
         let scan = Scan {
             filter: filter.as_ref(),
             message_id: selection.message_id,

@@ -155,6 +155,19 @@ impl Broker {
         self.settings.limits()
     }
 
+    /// A filter a client sent (a consumer's selector, the filter of a browse or a
+    /// management operation), bounded by `max-selector-length` before it is parsed.
+    fn client_filter(&self, text: &str) -> Result<Option<Selector>> {
+        let limit = self.limits().max_selector_length;
+        if text.len() as u64 > limit {
+            return Err(BrokerError::InvalidArgument(format!(
+                "the filter is {} bytes long, more than max-selector-length {limit}",
+                text.len()
+            )));
+        }
+        parse_filter(text)
+    }
+
     /// The effective settings of an address with where each value came from.
     pub fn resolve_settings(&self, address: &str) -> ResolvedSettings {
         self.settings.resolve(address)

@@ -44,9 +44,10 @@ impl Broker {
             return Err(BrokerError::ShuttingDown);
         }
         let now = now_ms();
+        let limits = self.limits();
         let mut records = Vec::with_capacity(batch.len());
         for mut record in batch {
-            message::check_new(&record)?;
+            message::check_new(&record, &limits)?;
             let settings = self.settings_for(&record.address);
             let size = message::counted_bytes(&record);
             let limit = settings.max_message_size;

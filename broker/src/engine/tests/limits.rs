@@ -1,6 +1,7 @@
 //! The `[limits]` the engine keeps: the quota of auto-created addresses and queues,
-//! and the ids of one settle.
+//! the ids of one settle, the credit of a consumer and the length of a filter.
 use super::*;
+use crate::engine::Selection;
 use crate::error::BrokerError;
 
 #[track_caller]
@@ -79,4 +80,45 @@ async fn a_consumer_holds_at_most_max_consumer_credit() {
     broker.grant(&sub.queue, sub.consumer, 100);
     assert_eq!(receive(&mut sub, 2).await.len(), 2);
     assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+}
+
+#[tokio::test]
+async fn filters_from_clients_are_bounded_by_max_selector_length() {
+    let (broker, _) = broker("[limits]\nmax-selector-length = 20\n").await;
+    send(&broker, "q", &["1"]).await;
+    // 20 bytes is the most; one more is refused before it is parsed.
+    let longest = "JMSPriority >= 0    ";
+    let over = format!("{longest} ");
+    let refused = |result: Result<(), BrokerError>| match result {
+        Err(BrokerError::InvalidArgument(message)) => assert_eq!(
+            message,
+            "the filter is 21 bytes long, more than max-selector-length 20"
+        ),
+        other => panic!("{other:?}"),
+    };
+    let selection = |filter: &str| Selection {
+        queue: "q".into(),
+        filter: filter.into(),
+        message_id: None,
+    };
+    assert_eq!(broker.browse("q", longest, 10).unwrap().len(), 1);
+    refused(broker.browse("q", &over, 10).map(|_| ()));
+    assert_eq!(broker.count_messages(&selection(longest)).unwrap(), 1);
+    refused(broker.count_messages(&selection(&over)).map(|_| ()));
+    refused(broker.remove_messages(&selection(&over)).await.map(|_| ()));
+    refused(
+        broker
+            .move_messages(&selection(&over), "elsewhere")
+            .await
+            .map(|_| ()),
+    );
+    refused(
+        broker
+            .retry_messages(&selection(&over), true, 0, None)
+            .await
+            .map(|_| ()),
+    );
+    refused(broker.subscribe("q", 1, &over).await.map(|_| ()));
+    let mut sub = broker.subscribe("q", 1, longest).await.unwrap();
+    assert_eq!(receive(&mut sub, 1).await.len(), 1);
 }
