@@ -12,7 +12,7 @@
 //! most [`MAX_CONCURRENT_CHECKS`] at once, so that guessing cannot take every
 //! core; accepted credentials are cached (`cache.rs`) and failures slow their
 //! peer down (`throttle.rs`). Each refusal is logged as a warning on the audit
-//! target [`AUDIT_TARGET`](super::AUDIT_TARGET), with the peer address.
+//! target [`AUDIT_TARGET`], with the peer address.
 //!
 //! The users table is swapped whole on a config reload ([`Authenticator::install`]);
 //! roles are read from the table at each call, so a reload applies to the next one.
