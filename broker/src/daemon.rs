@@ -1,9 +1,11 @@
 //! `rebound serve`: the broker as a daemon in the foreground.
 //!
-//! Start-up: load the config (or the embedded default), make the data dir private
-//! (`data_dir.rs`), open the store, recover the queues, bind, and only then print
-//! `rebound listening on HOST:PORT` on stdout — the one line scripts and tests wait
-//! for (logs go to stderr).
+//! Start-up: load the config (or the embedded default), refuse a listen address
+//! others can reach without `[[users]]` (see `security::anonymous`), make the data
+//! dir private (`data_dir.rs`), open the store, recover the queues, bind, and only
+//! then print `rebound listening on HOST:PORT` on stdout — the one line scripts and
+//! tests wait for (logs go to stderr). Every call passes the authentication layer
+//! (`security::layer`) before it reaches a service.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -26,11 +28,13 @@ use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_serv
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::security::anonymous::{self, Access};
+use crate::security::{AuthLayer, Authenticator};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -67,6 +71,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .listen
         .or_else(|| config.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    // Before anything is opened: a wide-open broker must not start at all.
+    let addresses: Vec<_> = tokio::net::lookup_host(listen.as_str())
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?
+        .collect();
+    let access = anonymous::access(&config, &listen, &addresses)?;
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -108,6 +118,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    let authenticator = Arc::new(Authenticator::new(&config.users));
     let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
@@ -117,8 +128,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
         // kills, and a change right after it is noticed.
-        let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms, tls.clone())?;
+        let watcher = crate::reload::Watcher::arm(
+            path,
+            config.config_reload_period_ms,
+            tls.clone(),
+            authenticator.clone(),
+            local,
+        )?;
         broker.spawn(watcher.run(broker.clone()));
+    }
+    match access {
+        Access::Login => info!(users = config.users.len(), "every call must log in"),
+        Access::AnonymousLoopback => warn!(
+            "no [[users]] configured: anyone who can connect to {local} may do everything \
+             (allowed only on a loopback address)"
+        ),
+        Access::AnonymousAllowed => warn!(
+            "no [[users]] configured and allow-anonymous = true: anyone who can reach {local} may do everything"
+        ),
     }
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
@@ -144,6 +171,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .layer(AuthLayer::new(authenticator))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)

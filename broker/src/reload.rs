@@ -16,8 +16,13 @@
 //! needs no restart: new connections get it, open ones keep theirs. Files that do
 //! not make a valid TLS configuration reject the whole reload.
 //!
+//! Users and roles are swapped in with the rest and apply from the next call;
+//! a file that removes every user while the broker listens on a non-loopback
+//! address without `allow-anonymous = true` is rejected (see `security::anonymous`).
+//!
 //! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -28,6 +33,7 @@ use tracing::{error, info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
+use crate::security::{Authenticator, anonymous};
 use crate::tls::TlsServer;
 
 /// Checks the file every this many ms when the config does not say.
@@ -40,6 +46,9 @@ pub struct Watcher {
     seen: Option<SystemTime>,
     hangup: Signal,
     tls: Option<Arc<TlsServer>>,
+    authenticator: Arc<Authenticator>,
+    /// The address the broker listens on, for the anonymous-access rule.
+    local: SocketAddr,
 }
 
 impl Watcher {
@@ -48,9 +57,13 @@ impl Watcher {
         path: PathBuf,
         period_ms: Option<u64>,
         tls: Option<Arc<TlsServer>>,
+        authenticator: Arc<Authenticator>,
+        local: SocketAddr,
     ) -> std::io::Result<Watcher> {
         Ok(Watcher {
             tls,
+            authenticator,
+            local,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
             hangup: signal(SignalKind::hangup())?,
@@ -74,6 +87,13 @@ impl Watcher {
             self.seen = modified(&path);
             match Config::load(&path) {
                 Ok(config) => {
+                    if let Err(err) = anonymous::access(&config, &self.local.to_string(), &[self.local]) {
+                        error!(
+                            "config reload rejected, the settings in force stay: {}: {err}",
+                            path.display()
+                        );
+                        continue;
+                    }
                     let acceptor = match (&self.tls, &config.tls) {
                         (Some(_), Some(tls)) => match TlsServer::prepare(tls) {
                             Ok(acceptor) => Some(acceptor),
@@ -101,6 +121,7 @@ impl Watcher {
                     };
                     match broker.reload(&config).await {
                         Ok(()) => {
+                            self.authenticator.install(&config.users);
                             if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
                                 tls.install(acceptor);
                                 info!(path = %path.display(), "TLS certificate re-read");

@@ -26,6 +26,11 @@
 //! # }
 //! ```
 //!
+//! A broker with users wants a login: connect with
+//! [`Client::connect_with_options`] and [`ConnectOptions::credentials`]
+//! ([`Credentials`]), which every call and stream of the client then carries;
+//! the same options hold the TLS settings ([`TlsOptions`]).
+//!
 //! Types that the API returns unchanged are re-exported from the protocol crate
 //! (for example [`QueueInfo`]); everything else of it is under [`proto`].
 #![warn(missing_docs)]
@@ -33,6 +38,7 @@
 mod admin;
 mod client;
 mod consumer;
+mod credentials;
 mod error;
 mod health;
 mod listener;
@@ -40,8 +46,9 @@ mod message;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
-pub use client::{Client, DEFAULT_URL, TlsOptions};
+pub use client::{Client, ConnectOptions, DEFAULT_URL, TlsOptions};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
+pub use credentials::Credentials;
 pub use error::{Error, Result};
 pub use health::HealthStatus;
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};

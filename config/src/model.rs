@@ -21,6 +21,7 @@ use crate::limits::{Limits, RawLimits};
 use crate::matcher::Pattern;
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::tls::{RawTls, TlsConfig};
+use crate::users::{RawUser, UserConfig, users};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
 /// segment's writes are held in memory until it is checkpointed, so the top
@@ -51,6 +52,11 @@ pub struct Config {
     pub addresses: Vec<AddressConfig>,
     /// `[tls]`: serve TLS instead of plaintext; `None` = plaintext.
     pub tls: Option<TlsConfig>,
+    /// The `[[users]]`; none = security is off (see `allow_anonymous`).
+    pub users: Vec<UserConfig>,
+    /// Without users, serve anonymous clients on a non-loopback `listen`
+    /// address too (`allow-anonymous`); on loopback they are always served.
+    pub allow_anonymous: bool,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -95,6 +101,10 @@ struct RawConfig {
     #[serde(default)]
     addresses: Vec<RawAddress>,
     tls: Option<Spanned<RawTls>>,
+    #[serde(default)]
+    users: Vec<RawUser>,
+    #[serde(default)]
+    allow_anonymous: bool,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -147,6 +157,8 @@ impl RawConfig {
                 }
                 None => None,
             },
+            users: users(doc, self.users)?,
+            allow_anonymous: self.allow_anonymous,
         })
     }
 }
@@ -525,7 +537,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`",
             ),
             (
                 "listen = 61616",
