@@ -64,6 +64,10 @@
 //! per failure (`orders.#`), dead-letter address `DLQ` (`#`) and a maximum
 //! delay of 50 000 ms (derived: 10 × the merged delay).
 //!
+//! `[[security-settings]]` ([`security`]) use the same `match` patterns, but the
+//! most specific matching entry decides alone: they give, per permission, the
+//! roles that hold it. Both kinds of entry live in a [`PatternMap`].
+//!
 //! The fields of [`EffectiveSettings`] document every address-settings key
 //! and its default ([`settings::SETTING_KEYS`] lists the TOML names);
 //! [`matcher`] describes the pattern syntax and precedence, [`schedule`] the
@@ -89,8 +93,10 @@ mod limits;
 pub mod matcher;
 mod model;
 mod names;
+pub mod pattern_map;
 mod routing_type;
 pub mod schedule;
+pub mod security;
 pub mod settings;
 mod text;
 pub mod tls;
@@ -101,8 +107,10 @@ pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};
 pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
 pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, check_name};
+pub use pattern_map::{DuplicatePattern, PatternMap};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
+pub use security::{Permission, ResolvedSecurity, RoleGrants, SecuritySettings};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };

@@ -8,7 +8,6 @@
 //! public types. Validation is ours rather than serde's so that messages can
 //! say what the value means ("use -1 for unlimited") and point at the value.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -18,7 +17,8 @@ use crate::address::{AddressConfig, RawAddress, addresses};
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
-use crate::matcher::Pattern;
+use crate::pattern_map::{RawEntry, by_pattern};
+use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::tls::{RawTls, TlsConfig};
 
@@ -51,6 +51,9 @@ pub struct Config {
     pub addresses: Vec<AddressConfig>,
     /// `[tls]`: serve TLS instead of plaintext; `None` = plaintext.
     pub tls: Option<TlsConfig>,
+    /// The `[[security-settings]]` entries: who may do what on which
+    /// addresses, when users are configured.
+    pub security_settings: SecuritySettings,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -95,6 +98,8 @@ struct RawConfig {
     #[serde(default)]
     addresses: Vec<RawAddress>,
     tls: Option<Spanned<RawTls>>,
+    #[serde(default)]
+    security_settings: Vec<RawSecurityEntry>,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -113,8 +118,14 @@ macro_rules! define_raw_settings_entry {
             $( #[serde(rename = $key)] $field: Option<Spanned<$raw>>, )*
         }
 
-        impl RawSettingsEntry {
-            fn settings(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
+        impl RawEntry for RawSettingsEntry {
+            type Value = AddressSettings;
+
+            fn pattern(&self) -> &Spanned<String> {
+                &self.pattern
+            }
+
+            fn value(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
                 Ok(AddressSettings {
                     $( $field: checked(doc, self.$field, $check, || format!("{at}.{}", $key))?, )*
                 })
@@ -138,7 +149,7 @@ impl RawConfig {
                 "journal-file-size".into()
             })?,
             limits: self.limits.validate(doc)?,
-            address_settings: address_settings(doc, self.address_settings)?,
+            address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
             tls: match self.tls {
                 Some(tls) => {
@@ -147,6 +158,7 @@ impl RawConfig {
                 }
                 None => None,
             },
+            security_settings: by_pattern(doc, "security-settings", self.security_settings)?,
         })
     }
 }
@@ -165,30 +177,6 @@ fn check_journal_file_size(value: i64) -> Result<u64, String> {
                 range.end()
             )
         })
-}
-
-fn address_settings(
-    doc: &Document<'_>,
-    raw: Vec<RawSettingsEntry>,
-) -> Result<SettingsRepository, ConfigError> {
-    let mut repository = SettingsRepository::new();
-    let mut first_lines = HashMap::new();
-    for (i, entry) in raw.into_iter().enumerate() {
-        let at = format!("address-settings[{i}]");
-        let start = entry.pattern.span().start;
-        let fail = |message: String| doc.error(start, Some(format!("{at}.match")), message);
-        let pattern = Pattern::parse(entry.pattern.get_ref()).map_err(|e| fail(e.to_string()))?;
-        let settings = entry.settings(doc, &at)?;
-        let text = pattern.as_str().to_owned();
-        repository.insert(pattern, settings).map_err(|duplicate| {
-            fail(format!(
-                "{duplicate}, first defined on line {}",
-                first_lines[&text]
-            ))
-        })?;
-        first_lines.insert(text, doc.line(start));
-    }
-    Ok(repository)
 }
 
 #[cfg(test)]
@@ -230,6 +218,12 @@ mod tests {
             let s = config.address_settings.effective(sink);
             assert_eq!((s.dead_letter_address, s.expiry_address), (None, None), "{sink}");
             assert_eq!(s.max_delivery_attempts, None, "{sink}");
+        }
+
+        let admin = ["admin".to_owned()];
+        for &permission in crate::Permission::ALL {
+            assert!(config.security_settings.allows("any.address", permission, &admin));
+            assert!(!config.security_settings.allows("any.address", permission, &[]));
         }
 
         let names: Vec<_> = config.addresses.iter().map(|a| a.name.as_str()).collect();
@@ -525,7 +519,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `security-settings`",
             ),
             (
                 "listen = 61616",
