@@ -17,6 +17,7 @@
 //! - [`routing`]: routing types in the store.
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
+//! - [`security`]: who is calling ([`Principal`](security::Principal)), and what they may do.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload.
 //!
@@ -33,6 +34,7 @@ pub mod queue;
 pub mod redelivery;
 pub mod reload;
 pub mod routing;
+pub mod security;
 pub mod settings;
 pub mod time;
 pub mod timeline;

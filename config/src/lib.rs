@@ -27,6 +27,7 @@
 //! persist-delivery-count-before-delivery = false
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
 //! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
+//! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)
 //! max-ids-per-settle = 10000
@@ -34,6 +35,11 @@
 //! [tls]                           # optional; see the `tls` module
 //! # cert-file = "server.pem"
 //! # key-file = "server.key"
+//!
+//! [[users]]                       # optional; none = no login ([`UserConfig`])
+//! name = "alice"
+//! password-hash = "$argon2id$v=19$..."  # `rebound user hash-password`
+//! roles = ["producers"]
 //!
 //! [[address-settings]]
 //! match = "#"                     # every address
@@ -100,6 +106,7 @@ pub mod security;
 pub mod settings;
 mod text;
 pub mod tls;
+mod users;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use error::ConfigError;
@@ -116,3 +123,4 @@ pub use settings::{
 };
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
 pub use tls::TlsConfig;
+pub use users::UserConfig;

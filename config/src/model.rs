@@ -21,6 +21,7 @@ use crate::pattern_map::{RawEntry, by_pattern};
 use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::tls::{RawTls, TlsConfig};
+use crate::users::{RawUser, UserConfig, users};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
 /// segment's writes are held in memory until it is checkpointed, so the top
@@ -51,6 +52,11 @@ pub struct Config {
     pub addresses: Vec<AddressConfig>,
     /// `[tls]`: serve TLS instead of plaintext; `None` = plaintext.
     pub tls: Option<TlsConfig>,
+    /// The `[[users]]`; none = security is off (see `allow_anonymous`).
+    pub users: Vec<UserConfig>,
+    /// Without users, serve anonymous clients on a non-loopback `listen`
+    /// address too (`allow-anonymous`); on loopback they are always served.
+    pub allow_anonymous: bool,
     /// The `[[security-settings]]` entries: who may do what on which
     /// addresses, when users are configured.
     pub security_settings: SecuritySettings,
@@ -98,6 +104,10 @@ struct RawConfig {
     #[serde(default)]
     addresses: Vec<RawAddress>,
     tls: Option<Spanned<RawTls>>,
+    #[serde(default)]
+    users: Vec<RawUser>,
+    #[serde(default)]
+    allow_anonymous: bool,
     #[serde(default)]
     security_settings: Vec<RawSecurityEntry>,
 }
@@ -158,6 +168,8 @@ impl RawConfig {
                 }
                 None => None,
             },
+            users: users(doc, self.users)?,
+            allow_anonymous: self.allow_anonymous,
             security_settings: by_pattern(doc, "security-settings", self.security_settings)?,
         })
     }
@@ -519,7 +531,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",

@@ -1,0 +1,11 @@
+//! Security: who is calling, and what they may do.
+//!
+//! Every gRPC call and stream is authenticated before any service sees it; the
+//! outcome, a [`Principal`], travels in the request's extensions, where the
+//! services (and the permission checks) read it. With no `[[users]]` in the
+//! config every caller is [`Principal::Anonymous`] and may do everything.
+//!
+//! - [`principal`]: the [`Principal`] type.
+pub mod principal;
+
+pub use principal::Principal;
