@@ -30,6 +30,7 @@ use tracing::info;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::security::Security;
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -108,16 +109,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
+    let security = Arc::new(Security::new(&config));
+    let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin =
-        AdminServer::new(AdminService::new(broker.clone())).max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone()))
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
         // kills, and a change right after it is noticed.
-        let watcher = crate::reload::Watcher::arm(path, config.config_reload_period_ms, tls.clone())?;
+        let watcher = crate::reload::Watcher::arm(
+            path,
+            config.config_reload_period_ms,
+            tls.clone(),
+            security.clone(),
+        )?;
         broker.spawn(watcher.run(broker.clone()));
     }
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");

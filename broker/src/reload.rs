@@ -16,6 +16,11 @@
 //! needs no restart: new connections get it, open ones keep theirs. Files that do
 //! not make a valid TLS configuration reject the whole reload.
 //!
+//! Users and `[[security-settings]]` are put in force with the rest, after the
+//! broker accepted the config (so a rejected reload leaves them as they were); the
+//! next operation is checked against them, and open consume streams of users who
+//! lost `consume` end.
+//!
 //! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
 use std::path::PathBuf;
@@ -28,6 +33,7 @@ use tracing::{error, info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
+use crate::security::Security;
 use crate::tls::TlsServer;
 
 /// Checks the file every this many ms when the config does not say.
@@ -40,6 +46,7 @@ pub struct Watcher {
     seen: Option<SystemTime>,
     hangup: Signal,
     tls: Option<Arc<TlsServer>>,
+    security: Arc<Security>,
 }
 
 impl Watcher {
@@ -48,9 +55,11 @@ impl Watcher {
         path: PathBuf,
         period_ms: Option<u64>,
         tls: Option<Arc<TlsServer>>,
+        security: Arc<Security>,
     ) -> std::io::Result<Watcher> {
         Ok(Watcher {
             tls,
+            security,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
             hangup: signal(SignalKind::hangup())?,
@@ -101,6 +110,7 @@ impl Watcher {
                     };
                     match broker.reload(&config).await {
                         Ok(()) => {
+                            self.security.replace(&config);
                             if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
                                 tls.install(acceptor);
                                 info!(path = %path.display(), "TLS certificate re-read");

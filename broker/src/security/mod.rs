@@ -6,6 +6,14 @@
 //! config every caller is [`Principal::Anonymous`] and may do everything.
 //!
 //! - [`principal`]: the [`Principal`] type.
+//! - [`policy`]: the users' roles and security-settings in force ([`Security`]),
+//!   swapped on reload.
+//! - [`access`]: what each operation needs, and the check the services make.
+//! - [`audit`]: the audit log (`rebound::audit`).
+pub mod access;
+pub mod audit;
+pub mod policy;
 pub mod principal;
 
+pub use policy::Security;
 pub use principal::Principal;
