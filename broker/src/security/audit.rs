@@ -1,6 +1,6 @@
-//! The audit log: every management operation and every denial, on the tracing
-//! target [`TARGET`] (`rebound::audit`), so it can be filtered, routed or kept
-//! apart from the rest (`RUST_LOG=rebound::audit=info`; one JSON object per line
+//! The audit log of authorization: every management operation and every denial,
+//! on the tracing target [`AUDIT_TARGET`] (`rebound::audit`, where failed logins
+//! go too), so it can be filtered, routed or kept apart from the rest (`RUST_LOG=rebound::audit=info`; one JSON object per line
 //! with `--log-format json`).
 //!
 //! A line says who (`user`, "anonymous" when security is off), from where
@@ -11,11 +11,9 @@ use std::fmt::Display;
 
 use tracing::{info, warn};
 
+use super::AUDIT_TARGET;
 use super::access::{Caller, Operation};
 use crate::error::BrokerError;
-
-/// The tracing target of audit lines.
-pub const TARGET: &str = "rebound::audit";
 
 /// A check refused `operation` to `caller`.
 pub fn denied(caller: &Caller, operation: &Operation<'_>, err: &BrokerError) {
@@ -26,7 +24,7 @@ pub fn denied(caller: &Caller, operation: &Operation<'_>, err: &BrokerError) {
         _ => ("", ""),
     };
     warn!(
-        target: TARGET,
+        target: AUDIT_TARGET,
         user = ?caller.user(),
         peer = %Peer(caller),
         operation = operation.kind.name(),
@@ -52,7 +50,7 @@ pub fn managed<T>(
         Err(err) => format!("failed: {err}"),
     };
     info!(
-        target: TARGET,
+        target: AUDIT_TARGET,
         user = ?caller.user(),
         peer = %Peer(caller),
         operation = operation.kind.name(),

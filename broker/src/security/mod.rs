@@ -1,19 +1,41 @@
 //! Security: who is calling, and what they may do.
 //!
-//! Every gRPC call and stream is authenticated before any service sees it; the
-//! outcome, a [`Principal`], travels in the request's extensions, where the
-//! services (and the permission checks) read it. With no `[[users]]` in the
-//! config every caller is [`Principal::Anonymous`] and may do everything.
+//! Every gRPC call and stream is authenticated before any service sees it
+//! ([`layer`]); the outcome, a [`Principal`], travels in the request's
+//! extensions, where the services (and the permission checks) read it. With no
+//! `[[users]]` in the config every caller is [`Principal::Anonymous`] and may do
+//! everything, which [`anonymous`] allows only on loopback unless the config
+//! says `allow-anonymous = true`.
 //!
 //! - [`principal`]: the [`Principal`] type.
+//! - [`layer`]: the tower layer that authenticates every call.
+//! - [`authenticator`]: the check itself against the `[[users]]` in force, swapped on reload.
+//! - [`basic`]: HTTP basic credentials; [`certificate`]: the CN of a client certificate.
+//! - [`password`]: argon2id hashing and verification; [`cache`]: verified credentials.
+//! - [`throttle`]: slowing down repeated failures from one peer.
+//! - [`anonymous`]: the rule for running without users.
 //! - [`policy`]: the users' roles and security-settings in force ([`Security`]),
 //!   swapped on reload.
 //! - [`access`]: what each operation needs, and the check the services make.
 //! - [`audit`]: the audit log (`rebound::audit`).
 pub mod access;
+pub mod anonymous;
 pub mod audit;
+pub mod authenticator;
+pub mod basic;
+pub mod cache;
+pub mod certificate;
+pub mod layer;
+pub mod password;
 pub mod policy;
 pub mod principal;
+pub mod throttle;
 
+pub use authenticator::Authenticator;
+pub use layer::AuthLayer;
 pub use policy::Security;
 pub use principal::Principal;
+
+/// The tracing target of the audit log: failed logins, management operations and
+/// denied operations, one event each (`RUST_LOG=rebound::audit=info` keeps just them).
+pub const AUDIT_TARGET: &str = "rebound::audit";

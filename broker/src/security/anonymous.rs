@@ -1,0 +1,77 @@
+//! Safe defaults: without `[[users]]` nobody logs in and every client may do
+//! everything, which the broker accepts only where few can reach it.
+//!
+//! On a loopback listen address that is allowed (with a warning at start); on
+//! any other address the broker refuses to start, and a reload is refused,
+//! unless the config says `allow-anonymous = true`.
+
+use std::net::SocketAddr;
+
+use rebound_config::Config;
+
+/// How calls are let in under a config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Users are configured: every call logs in.
+    Login,
+    /// No users, listening on loopback only.
+    AnonymousLoopback,
+    /// No users, on a wider address, and `allow-anonymous = true`.
+    AnonymousAllowed,
+}
+
+/// A config without users for a listener others can reach.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "listening on {listen} without [[users]] would let anyone who can reach it read, purge and delete \
+     every queue: add [[users]] (`rebound user hash-password` makes their password-hash), listen on a \
+     loopback address, or set `allow-anonymous = true` to accept it"
+)]
+pub struct AnonymousRefused {
+    /// The listen address.
+    pub listen: String,
+}
+
+/// Whether `config` may serve on `addresses` (what `listen` resolves to).
+pub fn access(config: &Config, listen: &str, addresses: &[SocketAddr]) -> Result<Access, AnonymousRefused> {
+    if !config.users.is_empty() {
+        Ok(Access::Login)
+    } else if !addresses.is_empty() && addresses.iter().all(|a| a.ip().is_loopback()) {
+        Ok(Access::AnonymousLoopback)
+    } else if config.allow_anonymous {
+        Ok(Access::AnonymousAllowed)
+    } else {
+        Err(AnonymousRefused {
+            listen: listen.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn anonymous_only_on_loopback_or_when_allowed() {
+        let loopback: Vec<SocketAddr> = vec!["127.0.0.1:1".parse().unwrap(), "[::1]:1".parse().unwrap()];
+        let wide: Vec<SocketAddr> = vec!["0.0.0.0:1".parse().unwrap()];
+        let none = config("");
+        assert_eq!(access(&none, "l", &loopback), Ok(Access::AnonymousLoopback));
+        let refused = access(&none, "0.0.0.0:1", &wide).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("listening on 0.0.0.0:1 without [[users]]"),
+            "{refused}"
+        );
+        assert!(access(&none, "x", &[]).is_err());
+        let allowed = config("allow-anonymous = true");
+        assert_eq!(access(&allowed, "w", &wide), Ok(Access::AnonymousAllowed));
+        let users = config("[[users]]\nname = \"a\"\n");
+        assert_eq!(access(&users, "w", &wide), Ok(Access::Login));
+    }
+}

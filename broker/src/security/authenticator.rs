@@ -1,0 +1,335 @@
+//! Who is calling: the check every call and stream goes through (see `layer.rs`),
+//! against the `[[users]]` in force.
+//!
+//! A call logs in with HTTP basic credentials in its `authorization` metadata or,
+//! without them, with the client certificate of its mutual TLS connection (subject
+//! CN = user name). With no users configured everyone is
+//! [`Principal::Anonymous`].
+//!
+//! A refusal says the same for an unknown user as for a wrong password, and
+//! takes as long: an unknown user (or one who may log in only by certificate)
+//! is checked against a decoy hash. argon2 checks run on the blocking pool, at
+//! most [`MAX_CONCURRENT_CHECKS`] at once, so that guessing cannot take every
+//! core; accepted credentials are cached (`cache.rs`) and failures slow their
+//! peer down (`throttle.rs`). Each refusal is logged as a warning on the audit
+//! target [`AUDIT_TARGET`](super::AUDIT_TARGET), with the peer address.
+//!
+//! The users table is swapped whole on a config reload ([`Authenticator::install`]);
+//! roles are read from the table at each call, so a reload applies to the next one.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::time::Instant;
+
+use rebound_config::UserConfig;
+use rustls::pki_types::CertificateDer;
+use tokio::sync::Semaphore;
+use tracing::warn;
+
+use super::cache::{self, VerifiedCache};
+use super::principal::Principal;
+use super::throttle::Throttle;
+use super::{AUDIT_TARGET, basic, certificate, password};
+
+/// argon2 checks running at once, at most.
+pub const MAX_CONCURRENT_CHECKS: usize = 2;
+
+/// The answer to a call with wrong credentials, whatever was wrong.
+pub const INVALID_CREDENTIALS: &str = "invalid user name or password";
+/// The answer to a call without credentials when users are configured.
+pub const CREDENTIALS_REQUIRED: &str =
+    "authentication required: give a user name and password (--user, --password) or a client certificate";
+
+/// What a call brought to log in with, taken from its HTTP request.
+#[derive(Debug, Default)]
+pub struct Caller {
+    /// The TCP peer.
+    pub peer: Option<SocketAddr>,
+    /// The `authorization` metadata, as sent.
+    pub authorization: Option<http::HeaderValue>,
+    /// The client certificate chain the TLS handshake verified (leaf first).
+    pub certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
+}
+
+/// Why a call was refused; the message is what the client reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("{CREDENTIALS_REQUIRED}")]
+    NoCredentials,
+    #[error("{INVALID_CREDENTIALS}")]
+    Invalid,
+}
+
+#[derive(Debug)]
+struct User {
+    password_hash: Option<String>,
+    roles: Vec<String>,
+}
+
+type Users = HashMap<String, User>;
+
+/// Authenticates calls against the users in force.
+#[derive(Debug)]
+pub struct Authenticator {
+    users: RwLock<Arc<Users>>,
+    verified: Mutex<VerifiedCache>,
+    checks: Semaphore,
+    throttle: Throttle,
+}
+
+impl Authenticator {
+    pub fn new(users: &[UserConfig]) -> Authenticator {
+        Authenticator {
+            users: RwLock::new(table(users)),
+            verified: Mutex::default(),
+            checks: Semaphore::new(MAX_CONCURRENT_CHECKS),
+            throttle: Throttle::default(),
+        }
+    }
+
+    /// Puts a reloaded config's users in force, from the next call on.
+    pub fn install(&self, users: &[UserConfig]) {
+        *self.users.write().unwrap_or_else(|e| e.into_inner()) = table(users);
+    }
+
+    /// Whether no users are configured: every caller is anonymous.
+    pub fn is_open(&self) -> bool {
+        self.current().is_empty()
+    }
+
+    fn current(&self) -> Arc<Users> {
+        self.users.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Who `caller` is, or why it may not call.
+    pub async fn authenticate(&self, caller: Caller) -> Result<Principal, Refused> {
+        let users = self.current();
+        if users.is_empty() {
+            return Ok(Principal::Anonymous);
+        }
+        let outcome = match (&caller.authorization, &caller.certificates) {
+            (Some(authorization), _) => self.password_login(&users, authorization, caller.peer).await,
+            (None, Some(chain)) => match chain.first().and_then(|leaf| certificate::common_name(leaf)) {
+                Some(name) if users.contains_key(&name) => Ok(name),
+                name => Err((name, Refused::Invalid)),
+            },
+            (None, None) => Err((None, Refused::NoCredentials)),
+        };
+        match outcome {
+            Ok(name) => {
+                let roles = users
+                    .get(&name)
+                    .map(|user| user.roles.clone())
+                    .unwrap_or_default();
+                Ok(Principal::User { name, roles })
+            }
+            Err((name, refused)) => {
+                let credentials = match (&caller.authorization, refused) {
+                    (_, Refused::NoCredentials) => "none",
+                    (Some(_), _) => "password",
+                    (None, _) => "certificate",
+                };
+                warn!(
+                    target: AUDIT_TARGET,
+                    operation = "login",
+                    result = "denied",
+                    user = name.as_deref().unwrap_or("-"),
+                    peer = %caller.peer.map_or("-".to_owned(), |peer| peer.to_string()),
+                    credentials,
+                    "login refused: {refused}"
+                );
+                Err(refused)
+            }
+        }
+    }
+
+    /// Checks basic credentials: the user they name if right, else the name
+    /// they gave (if any) and the refusal.
+    async fn password_login(
+        &self,
+        users: &Users,
+        authorization: &http::HeaderValue,
+        peer: Option<SocketAddr>,
+    ) -> Result<String, (Option<String>, Refused)> {
+        let Some((name, password)) = basic::parse(authorization.as_bytes()) else {
+            return Err((None, Refused::Invalid));
+        };
+        let hash = users.get(&name).and_then(|user| user.password_hash.as_deref());
+        let key = hash.map(|hash| cache::key(authorization.as_bytes(), hash));
+        if key.is_some_and(|key| {
+            self.verified
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&key)
+        }) {
+            return Ok(name);
+        }
+        if let Some(peer) = peer {
+            let wait = self.throttle.admit(peer.ip(), Instant::now());
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let right = {
+            let _permit = self
+                .checks
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            let hash = hash.unwrap_or(password::DECOY_HASH).to_owned();
+            tokio::task::spawn_blocking(move || password::verify(&password, &hash))
+                .await
+                .unwrap_or(false)
+        };
+        match key {
+            Some(key) if right => {
+                self.verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key);
+                Ok(name)
+            }
+            _ => {
+                if let Some(peer) = peer {
+                    self.throttle.failed(peer.ip(), Instant::now());
+                }
+                Err((Some(name), Refused::Invalid))
+            }
+        }
+    }
+}
+
+fn table(users: &[UserConfig]) -> Arc<Users> {
+    Arc::new(
+        users
+            .iter()
+            .map(|user| {
+                let entry = User {
+                    password_hash: user.password_hash.clone(),
+                    roles: user.roles.clone(),
+                };
+                (user.name.clone(), entry)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use base64::Engine as _;
+
+    use super::*;
+
+    fn user(name: &str, password: Option<&str>, roles: &[&str]) -> UserConfig {
+        UserConfig {
+            name: name.into(),
+            password_hash: password.map(password::hash),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    fn basic(user: &str, password: &str) -> Caller {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        Caller {
+            peer: Some("127.0.0.1:5000".parse().unwrap()),
+            authorization: Some(format!("Basic {encoded}").parse().unwrap()),
+            certificates: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn without_users_everyone_is_anonymous() {
+        let auth = Authenticator::new(&[]);
+        assert!(auth.is_open());
+        assert_eq!(
+            auth.authenticate(Caller::default()).await,
+            Ok(Principal::Anonymous)
+        );
+        assert_eq!(auth.authenticate(basic("x", "y")).await, Ok(Principal::Anonymous));
+    }
+
+    #[tokio::test]
+    async fn passwords_are_checked_and_refusals_alike() {
+        let auth = Authenticator::new(&[user("alice", Some("pw"), &["ops"]), user("cert-only", None, &[])]);
+        let alice = Principal::User {
+            name: "alice".into(),
+            roles: vec!["ops".into()],
+        };
+        assert_eq!(auth.authenticate(basic("alice", "pw")).await, Ok(alice));
+        assert_eq!(
+            auth.authenticate(Caller::default()).await,
+            Err(Refused::NoCredentials)
+        );
+        for (name, password) in [
+            ("alice", "wrong"),
+            ("bob", "pw"),
+            ("cert-only", ""),
+            ("alice", ""),
+        ] {
+            assert_eq!(
+                auth.authenticate(basic(name, password)).await,
+                Err(Refused::Invalid),
+                "{name}"
+            );
+        }
+        let mut garbage = basic("alice", "pw");
+        garbage.authorization = Some("Basic %%%".parse().unwrap());
+        assert_eq!(auth.authenticate(garbage).await, Err(Refused::Invalid));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cached_credential_follows_reloads() {
+        let auth = Authenticator::new(&[user("alice", Some("pw"), &["a"])]);
+        assert!(auth.authenticate(basic("alice", "pw")).await.is_ok());
+        // Failures slow the peer down, but not a credential already verified.
+        for _ in 0..3 {
+            assert!(auth.authenticate(basic("alice", "nope")).await.is_err());
+        }
+        let started = tokio::time::Instant::now();
+        assert!(auth.authenticate(basic("alice", "pw")).await.is_ok());
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        // New roles apply to the next call; a removed user is refused at once.
+        auth.install(&[UserConfig {
+            roles: vec!["b".into()],
+            ..auth_user(&auth, "alice")
+        }]);
+        let Ok(Principal::User { roles, .. }) = auth.authenticate(basic("alice", "pw")).await else {
+            panic!("alice stays");
+        };
+        assert_eq!(roles, ["b"]);
+        auth.install(&[user("carol", Some("x"), &[])]);
+        assert!(!auth.is_open());
+        assert_eq!(
+            auth.authenticate(basic("alice", "pw")).await,
+            Err(Refused::Invalid)
+        );
+    }
+
+    /// The config of a user in force (its hash unchanged).
+    fn auth_user(auth: &Authenticator, name: &str) -> UserConfig {
+        let users = auth.current();
+        UserConfig {
+            name: name.into(),
+            password_hash: users[name].password_hash.clone(),
+            roles: users[name].roles.clone(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_from_a_peer_are_slowed_down() {
+        let auth = Authenticator::new(&[user("alice", Some("pw"), &[])]);
+        let started = tokio::time::Instant::now();
+        for _ in 0..4 {
+            assert!(auth.authenticate(basic("alice", "nope")).await.is_err());
+        }
+        // 100 + 200 + 400 ms of waiting before the 2nd, 3rd and 4th checks.
+        assert!(
+            started.elapsed() >= Duration::from_millis(700),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! The authentication layer: a tower layer in front of every gRPC service, so
+//! that no call or stream reaches a service without having logged in.
+//!
+//! It reads what the call brings (the `authorization` metadata, and the peer
+//! address and verified client certificate that tonic attaches to each request
+//! of a connection), asks the [`Authenticator`], and either puts the
+//! [`Principal`] in the request's extensions (services read it with
+//! `tonic::Request::extensions`) or answers `UNAUTHENTICATED` itself. The health
+//! service is exempt, so that probes need no password.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::body::Body;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+
+use super::authenticator::{Authenticator, Caller};
+use super::principal::Principal;
+
+/// The path prefix of the gRPC health service, which needs no login.
+const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+
+/// The layer; `Server::builder().layer(AuthLayer::new(authenticator))`.
+#[derive(Clone, Debug)]
+pub struct AuthLayer {
+    authenticator: Arc<Authenticator>,
+}
+
+impl AuthLayer {
+    pub fn new(authenticator: Arc<Authenticator>) -> AuthLayer {
+        AuthLayer { authenticator }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Authenticated<S> {
+        Authenticated {
+            inner,
+            authenticator: self.authenticator.clone(),
+        }
+    }
+}
+
+/// A service behind the [`AuthLayer`].
+#[derive(Clone, Debug)]
+pub struct Authenticated<S> {
+    inner: S,
+    authenticator: Arc<Authenticator>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> tower_service::Service<http::Request<B>> for Authenticated<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<http::Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        // The clone that was not polled ready stays here; the ready one serves the call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if request.uri().path().starts_with(HEALTH_PREFIX) {
+            return Box::pin(inner.call(request));
+        }
+        if self.authenticator.is_open() {
+            request.extensions_mut().insert(Principal::Anonymous);
+            return Box::pin(inner.call(request));
+        }
+        let caller = caller(&request);
+        let authenticator = self.authenticator.clone();
+        Box::pin(async move {
+            match authenticator.authenticate(caller).await {
+                Ok(principal) => {
+                    request.extensions_mut().insert(principal);
+                    inner.call(request).await
+                }
+                Err(refused) => Ok(tonic::Status::unauthenticated(refused.to_string()).into_http()),
+            }
+        })
+    }
+}
+
+/// What `request` brings to log in with.
+fn caller<B>(request: &http::Request<B>) -> Caller {
+    let extensions = request.extensions();
+    let (peer, certificates) = match extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
+        Some(tls) => (tls.get_ref().remote_addr(), tls.peer_certs()),
+        None => (
+            extensions
+                .get::<TcpConnectInfo>()
+                .and_then(TcpConnectInfo::remote_addr),
+            None,
+        ),
+    };
+    Caller {
+        peer,
+        authorization: request.headers().get(http::header::AUTHORIZATION).cloned(),
+        certificates,
+    }
+}
