@@ -1,7 +1,8 @@
 //! `rebound serve`: the broker as a daemon in the foreground.
 //!
-//! Start-up: load the config (or the embedded default), open the store, recover the
-//! queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
+//! Start-up: load the config (or the embedded default), refuse a listen address
+//! others can reach without `[[users]]` (see `security::anonymous`), open the
+//! store, recover the queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
 //! one line scripts and tests wait for (logs go to stderr).
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
@@ -25,12 +26,13 @@ use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_serv
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
-use crate::security::Security;
+use crate::security::anonymous::{self, Access};
+use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -67,6 +69,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .listen
         .or_else(|| config.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    // Before anything is opened: a wide-open broker must not start at all.
+    let addresses: Vec<_> = tokio::net::lookup_host(listen.as_str())
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?
+        .collect();
+    let access = anonymous::access(&config, &listen, &addresses)?;
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -109,6 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    let authenticator = Arc::new(Authenticator::new(&config.users));
     let security = Arc::new(Security::new(&config));
     let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
@@ -123,9 +132,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             path,
             config.config_reload_period_ms,
             tls.clone(),
+            authenticator.clone(),
             security.clone(),
+            local,
         )?;
         broker.spawn(watcher.run(broker.clone()));
+    }
+    match access {
+        Access::Login => info!(users = config.users.len(), "every call must log in"),
+        Access::AnonymousLoopback => warn!(
+            "no [[users]] configured: anyone who can connect to {local} may do everything \
+             (allowed only on a loopback address)"
+        ),
+        Access::AnonymousAllowed => warn!(
+            "no [[users]] configured and allow-anonymous = true: anyone who can reach {local} may do everything"
+        ),
     }
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
@@ -146,6 +167,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .layer(AuthLayer::new(authenticator))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)

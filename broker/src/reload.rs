@@ -16,13 +16,15 @@
 //! needs no restart: new connections get it, open ones keep theirs. Files that do
 //! not make a valid TLS configuration reject the whole reload.
 //!
-//! Users and `[[security-settings]]` are put in force with the rest, after the
-//! broker accepted the config (so a rejected reload leaves them as they were); the
-//! next operation is checked against them, and open consume streams of users who
-//! lost `consume` end.
+//! Users, roles and `[[security-settings]]` are swapped in with the rest, after the
+//! broker accepted the config (a rejected reload leaves them as they were), and
+//! apply from the next call; open consume streams of users who lost `consume` end.
+//! A file that removes every user while the broker listens on a non-loopback
+//! address without `allow-anonymous = true` is rejected (see `security::anonymous`).
 //!
 //! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -33,7 +35,7 @@ use tracing::{error, info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::security::Security;
+use crate::security::{Authenticator, Security, anonymous};
 use crate::tls::TlsServer;
 
 /// Checks the file every this many ms when the config does not say.
@@ -46,7 +48,10 @@ pub struct Watcher {
     seen: Option<SystemTime>,
     hangup: Signal,
     tls: Option<Arc<TlsServer>>,
+    authenticator: Arc<Authenticator>,
     security: Arc<Security>,
+    /// The address the broker listens on, for the anonymous-access rule.
+    local: SocketAddr,
 }
 
 impl Watcher {
@@ -55,11 +60,15 @@ impl Watcher {
         path: PathBuf,
         period_ms: Option<u64>,
         tls: Option<Arc<TlsServer>>,
+        authenticator: Arc<Authenticator>,
         security: Arc<Security>,
+        local: SocketAddr,
     ) -> std::io::Result<Watcher> {
         Ok(Watcher {
             tls,
+            authenticator,
             security,
+            local,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
             hangup: signal(SignalKind::hangup())?,
@@ -83,6 +92,13 @@ impl Watcher {
             self.seen = modified(&path);
             match Config::load(&path) {
                 Ok(config) => {
+                    if let Err(err) = anonymous::access(&config, &self.local.to_string(), &[self.local]) {
+                        error!(
+                            "config reload rejected, the settings in force stay: {}: {err}",
+                            path.display()
+                        );
+                        continue;
+                    }
                     let acceptor = match (&self.tls, &config.tls) {
                         (Some(_), Some(tls)) => match TlsServer::prepare(tls) {
                             Ok(acceptor) => Some(acceptor),
@@ -110,6 +126,7 @@ impl Watcher {
                     };
                     match broker.reload(&config).await {
                         Ok(()) => {
+                            self.authenticator.install(&config.users);
                             self.security.replace(&config);
                             if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
                                 tls.install(acceptor);

@@ -1,5 +1,9 @@
 //! The arguments the client subcommands share: `--server` (with the TLS flags
-//! `--ca-cert`, `--client-cert`, `--client-key`) and `--routing-type`.
+//! `--ca-cert`, `--client-cert`, `--client-key`, and the login `--user`,
+//! `--password`) and `--routing-type`.
+//!
+//! The password is best given by `REBOUND_PASSWORD`: a command line shows in
+//! `ps`, the environment does not, and `--help` never prints its value.
 //!
 //! `--server` is a global flag: the top-level command declares it too (see
 //! `main.rs`), so it may come before the subcommand (`rebound --server URL queue
@@ -9,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use rebound_client::{Client, RoutingType, TlsOptions};
+use rebound_client::{Client, ConnectOptions, Credentials, Error, RoutingType, TlsOptions};
 
 /// `--server`, taken by every subcommand that talks to a running broker.
 #[derive(Debug, Clone, clap::Args)]
@@ -45,21 +49,49 @@ pub struct ServerArgs {
         requires = "client_cert"
     )]
     pub client_key: Option<PathBuf>,
+    /// User to log in as, for a broker with users (with --password; a client
+    /// certificate whose CN names a user logs in without either).
+    #[arg(long, global = true, value_name = "NAME", env = "REBOUND_USER")]
+    pub user: Option<String>,
+    /// Password of --user. Prefer the environment variable: a command line shows in `ps`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        env = "REBOUND_PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
 }
 
 impl ServerArgs {
-    /// Connects to the broker (over TLS for an `https://` URL).
+    /// Connects to the broker (over TLS for an `https://` URL), logging in as --user.
     pub async fn connect(&self) -> rebound_client::Result<Client> {
-        Client::connect_with(&self.server, &self.tls()).await
+        Client::connect_with_options(&self.server, &self.options()?).await
     }
 
-    /// The TLS options of the flags.
-    pub fn tls(&self) -> TlsOptions {
-        TlsOptions {
+    /// The connection options of the flags: TLS and credentials.
+    pub fn options(&self) -> rebound_client::Result<ConnectOptions> {
+        let credentials = match (&self.user, &self.password) {
+            (Some(user), Some(password)) => Some(Credentials::new(user, password)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::Credentials(
+                    "--user needs --password (or REBOUND_PASSWORD)".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::Credentials(
+                    "--password needs --user (or REBOUND_USER)".into(),
+                ));
+            }
+        };
+        let tls = TlsOptions {
             ca_cert: self.ca_cert.clone(),
             client_cert: self.client_cert.clone(),
             client_key: self.client_key.clone(),
-        }
+        };
+        Ok(ConnectOptions { tls, credentials })
     }
 }
 

@@ -41,6 +41,7 @@ mod render;
 mod send;
 mod settings;
 mod table;
+mod user;
 
 /// rebound: a message broker modelled on Apache ActiveMQ Artemis, spoken to over gRPC.
 #[derive(Debug, Parser)]
@@ -57,7 +58,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the broker.
-    Serve(daemon::ServeArgs),
+    Serve(ServeCommand),
     /// Send messages to an address.
     Send(send::SendArgs),
     /// Consume messages from a queue, acknowledging (or rejecting) each.
@@ -68,6 +69,9 @@ enum Command {
     /// Manage addresses.
     #[command(subcommand)]
     Address(address::AddressCommand),
+    /// Help with [[users]], offline: hash a password.
+    #[command(subcommand)]
+    User(user::UserCommand),
     /// Check a configuration file or resolve its settings, offline.
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -82,11 +86,29 @@ enum Command {
     },
 }
 
+/// `rebound serve`: the daemon's arguments, and how it logs.
+#[derive(Debug, clap::Args)]
+struct ServeCommand {
+    #[command(flatten)]
+    args: daemon::ServeArgs,
+    /// Log line format on stderr: `text` for people, `json` (one object per line) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let serving = matches!(cli.command, Command::Serve(_));
-    init_logging(if serving { "info" } else { "warn" });
+    match &cli.command {
+        Command::Serve(serve) => init_logging("info", serve.log_format),
+        _ => init_logging("warn", LogFormat::Text),
+    }
     match run(cli.command).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => report(&err),
@@ -95,12 +117,13 @@ async fn main() -> ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => daemon::run(args).await,
+        Command::Serve(serve) => daemon::run(serve.args).await,
         Command::Send(args) => send::run(args).await,
         Command::Receive(args) => receive::run(args).await,
         Command::Queue(command) => queue::run(command).await,
         Command::Address(command) => address::run(command).await,
         Command::Config(command) => config::run(command),
+        Command::User(command) => user::run(command),
         Command::Settings(args) => settings::run(args).await,
         Command::Perf(args) => perf::run(args).await,
         Command::Completions { shell } => completions(shell),
@@ -120,15 +143,27 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 }
 
 /// Logs go to stderr (stdout is for results), filtered by `RUST_LOG`, coloured
-/// only on a terminal so that a log file stays greppable.
+/// only on a terminal so that a log file stays greppable; or as JSON, one object
+/// per line with the event's fields at the top level (`target` says
+/// `rebound::audit` for the audit log).
 ///
-/// Every field and message is written with its control characters escaped
+/// In text, every field and message is written with its control characters escaped
 /// ([`rebound_config::escape_controls`]): log lines quote what clients sent
 /// (failure reasons, filters, errors that repeat input), and a newline in one
 /// must not forge a line of its own, nor an ESC drive the operator's terminal.
 /// Escaping here, where all log text passes, covers every log line at once.
-fn init_logging(default_filter: &str) {
+fn init_logging(default_filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    if format == LogFormat::Json {
+        // JSON strings escape control characters themselves.
+        tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+        return;
+    }
     let fields = format::debug_fn(|writer, field, value| {
         let text = format!("{value:?}");
         let text = rebound_config::escape_controls(&text);
@@ -147,7 +182,8 @@ fn init_logging(default_filter: &str) {
 }
 
 /// Prints `err` as one line and picks the exit code: 2 for a configuration
-/// error (like clap's usage errors), 1 otherwise. A closed stdout (`| head`) is
+/// error (like clap's usage errors; a broker that would listen wide open counts),
+/// 1 otherwise. A closed stdout (`| head`) is
 /// not an error worth reporting.
 fn report(err: &anyhow::Error) -> ExitCode {
     let broken_pipe = err.chain().any(|e| {
@@ -158,7 +194,11 @@ fn report(err: &anyhow::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("error: {err:#}");
-    if err.chain().any(|e| e.is::<rebound_config::ConfigError>()) {
+    let config_error = |e: &(dyn std::error::Error + 'static)| {
+        e.is::<rebound_config::ConfigError>()
+            || e.is::<rebound_broker::security::anonymous::AnonymousRefused>()
+    };
+    if err.chain().any(config_error) {
         ExitCode::from(2)
     } else {
         ExitCode::FAILURE

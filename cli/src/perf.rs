@@ -78,6 +78,6 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
         }
     };
     let report =
-        rebound_perf::run_until_with(&args.server.server, &args.server.tls(), spec, interrupt).await?;
+        rebound_perf::run_until_with(&args.server.server, &args.server.options()?, spec, interrupt).await?;
     Ok(report.print(args.json)?)
 }

@@ -6,9 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::consumer::{Consumer, ConsumerBuilder};
+use crate::credentials::{Authorization, Credentials};
 use crate::proto::admin_client::AdminClient;
 use crate::proto::messaging_client::MessagingClient;
 use crate::{Error, OutgoingMessage, Result, SendResponse, proto};
@@ -64,11 +66,26 @@ impl TlsOptions {
     }
 }
 
+/// How to connect: TLS and credentials. [`ConnectOptions::default`] is
+/// plaintext (TLS only for an `https://` URL, with `tls.ca_cert`) and no login.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// TLS settings, used for an `https://` URL.
+    pub tls: TlsOptions,
+    /// The user to log in as, sent with every call; `None` = no login (a broker
+    /// with users then refuses calls, unless a client certificate logs in).
+    pub credentials: Option<Credentials>,
+}
+
+/// The channel every stub of a client uses: the connection, plus the
+/// credentials added to each call.
+pub(crate) type Transport = InterceptedService<Channel, Authorization>;
+
 /// A connection to a rebound broker.
 #[derive(Debug, Clone)]
 pub struct Client {
-    pub(crate) messaging: MessagingClient<Channel>,
-    pub(crate) admin: AdminClient<Channel>,
+    pub(crate) messaging: MessagingClient<Transport>,
+    pub(crate) admin: AdminClient<Transport>,
 }
 
 impl Client {
@@ -87,6 +104,26 @@ impl Client {
     /// the broker against `tls.ca_cert` (without one it is refused with
     /// [`Error::TlsUnsupported`]). For `http://` the TLS options are ignored.
     pub async fn connect_with(url: &str, tls: &TlsOptions) -> Result<Client> {
+        let options = ConnectOptions {
+            tls: tls.clone(),
+            credentials: None,
+        };
+        Client::connect_with_options(url, &options).await
+    }
+
+    /// As [`Client::connect_with`], and every call logs in with
+    /// `options.credentials` (refused at once with [`Error::Credentials`] if
+    /// they cannot be sent). A broker refuses wrong credentials with
+    /// [`Code::Unauthenticated`](crate::Code) at the first call.
+    pub async fn connect_with_options(url: &str, options: &ConnectOptions) -> Result<Client> {
+        let tls = &options.tls;
+        let authorization = Authorization(
+            options
+                .credentials
+                .as_ref()
+                .map(Credentials::header)
+                .transpose()?,
+        );
         let mut tls_config = None;
         let url = match url.split_once("://") {
             None => format!("http://{url}"),
@@ -123,10 +160,10 @@ impl Client {
             reason: innermost_cause(&e),
         })?;
         Ok(Client {
-            messaging: MessagingClient::new(channel.clone())
+            messaging: MessagingClient::with_interceptor(channel.clone(), authorization.clone())
                 .max_decoding_message_size(MAX_GRPC_MESSAGE)
                 .max_encoding_message_size(MAX_GRPC_MESSAGE),
-            admin: AdminClient::new(channel)
+            admin: AdminClient::with_interceptor(channel, authorization)
                 .max_decoding_message_size(MAX_GRPC_MESSAGE)
                 .max_encoding_message_size(MAX_GRPC_MESSAGE),
         })

@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
-use tonic::transport::Channel;
 
+use crate::client::Transport;
 use crate::proto::consume_request::Kind as RequestKind;
 use crate::proto::consume_response::Kind as ResponseKind;
 use crate::proto::messaging_client::MessagingClient;
@@ -67,7 +67,7 @@ impl TryFrom<proto::Delivery> for Delivery {
 #[derive(Debug, Clone)]
 #[must_use = "a consumer builder does nothing until `open`"]
 pub struct ConsumerBuilder {
-    messaging: MessagingClient<Channel>,
+    messaging: MessagingClient<Transport>,
     queue: String,
     credit: u32,
     replenish: bool,
@@ -75,7 +75,7 @@ pub struct ConsumerBuilder {
 }
 
 impl ConsumerBuilder {
-    pub(crate) fn new(messaging: MessagingClient<Channel>, queue: &str) -> Self {
+    pub(crate) fn new(messaging: MessagingClient<Transport>, queue: &str) -> Self {
         ConsumerBuilder {
             messaging,
             queue: queue.to_owned(),

@@ -35,6 +35,9 @@ pub enum Error {
     /// certificate without its key.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The credentials cannot be sent (a user name with `:`, or empty).
+    #[error("credentials: {0}")]
+    Credentials(String),
     /// The broker could not be reached.
     #[error("cannot connect to {url}: {reason}")]
     Connect {

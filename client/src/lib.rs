@@ -33,14 +33,16 @@
 mod admin;
 mod client;
 mod consumer;
+mod credentials;
 mod error;
 mod listener;
 mod message;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
-pub use client::{Client, DEFAULT_URL, TlsOptions};
+pub use client::{Client, ConnectOptions, DEFAULT_URL, TlsOptions};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
+pub use credentials::Credentials;
 pub use error::{Error, Result};
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};
 pub use message::{OutgoingMessage, PropertyValue};

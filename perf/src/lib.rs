@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use hdrhistogram::Histogram;
-use rebound_client::{Client, RoutingType, ServerInfo, TlsOptions};
+use rebound_client::{Client, ConnectOptions, RoutingType, ServerInfo};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -68,17 +68,17 @@ pub async fn run_until(
     spec: Workload,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
-    run_until_with(url, &TlsOptions::default(), spec, interrupt).await
+    run_until_with(url, &ConnectOptions::default(), spec, interrupt).await
 }
 
-/// Like [`run_until`], with TLS settings for an `https://` URL.
+/// Like [`run_until`], with TLS settings (for an `https://` URL) and credentials.
 pub async fn run_until_with(
     url: &str,
-    tls: &TlsOptions,
+    options: &ConnectOptions,
     spec: Workload,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
-    let client = Client::connect_with(url, tls).await?;
+    let client = Client::connect_with_options(url, options).await?;
     let queue = format!("perf.{}.{:08x}", spec.name, rand::random::<u32>());
     spec.check_settings(&client, &queue).await?;
     client
@@ -87,7 +87,7 @@ pub async fn run_until_with(
     eprintln!("perf: workload {} on queue {queue}", spec.name);
     // Dropping `measure` (on an interrupt) aborts its tasks, as its own errors do.
     let result = tokio::select! {
-        result = measure(url, tls, &client, spec, queue.clone()) => result,
+        result = measure(url, options, &client, spec, queue.clone()) => result,
         () = interrupt => Err(anyhow!("interrupted")),
     };
     if result.is_err() {
@@ -169,13 +169,13 @@ async fn leftovers(client: &Client, queue: &str) -> rebound_client::Result<Vec<S
 /// Runs the load and gathers the report; `client` is for admin calls only.
 async fn measure(
     url: &str,
-    tls: &TlsOptions,
+    options: &ConnectOptions,
     client: &Client,
     spec: Workload,
     queue: String,
 ) -> anyhow::Result<Report> {
-    let producer_clients = connect(url, tls, spec.producers).await?;
-    let consumer_clients = connect(url, tls, spec.consumers).await?;
+    let producer_clients = connect(url, options, spec.producers).await?;
+    let consumer_clients = connect(url, options, spec.consumers).await?;
     let before = client.server_info().await?;
     let run = Arc::new(Run::new(spec, queue));
     let work = drive(client, &run, producer_clients, consumer_clients, &before);
@@ -185,10 +185,10 @@ async fn measure(
     }
 }
 
-async fn connect(url: &str, tls: &TlsOptions, n: u32) -> anyhow::Result<Vec<Client>> {
+async fn connect(url: &str, options: &ConnectOptions, n: u32) -> anyhow::Result<Vec<Client>> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect_with(url, tls).await?);
+        clients.push(Client::connect_with_options(url, options).await?);
     }
     Ok(clients)
 }

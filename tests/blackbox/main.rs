@@ -7,6 +7,7 @@
 
 mod support;
 
+mod auth;
 mod bad_input;
 mod cli;
 mod client;

@@ -38,6 +38,8 @@ pub struct Broker {
     /// `None` once the process was killed or terminated.
     child: Option<Child>,
     addr: SocketAddr,
+    /// Arguments added to `rebound serve` at every (re)start.
+    extra: Vec<String>,
 }
 
 impl Broker {
@@ -51,7 +53,18 @@ impl Broker {
         Broker::launch(Some(toml)).await
     }
 
+    /// Starts a broker with `toml` as its config, listening on `listen` (instead
+    /// of a free port of 127.0.0.1) with `extra` arguments to `rebound serve`
+    /// (kept for restarts, which listen on a free port of 127.0.0.1).
+    pub async fn start_custom(toml: &str, listen: &str, extra: &[&str]) -> Broker {
+        Broker::launch_on(Some(toml), listen, extra.iter().map(|a| a.to_string()).collect()).await
+    }
+
     async fn launch(toml: Option<&str>) -> Broker {
+        Broker::launch_on(toml, ANY_PORT, Vec::new()).await
+    }
+
+    async fn launch_on(toml: Option<&str>, listen: &str, extra: Vec<String>) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("rebound-test-")
             .tempdir()
@@ -61,7 +74,7 @@ impl Broker {
             fs::write(&path, toml).expect("write the config file");
             path
         });
-        let (child, addr) = spawn(dir.path(), config.as_deref(), ANY_PORT)
+        let (child, addr) = spawn(dir.path(), config.as_deref(), listen, &extra)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -69,6 +82,7 @@ impl Broker {
             config,
             child: Some(child),
             addr,
+            extra,
         }
     }
 
@@ -178,7 +192,7 @@ impl Broker {
         if self.child.is_some() {
             self.terminate().await;
         }
-        let (child, addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT)
+        let (child, addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT, &self.extra)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         self.child = Some(child);
@@ -196,7 +210,14 @@ impl Broker {
         }
         let mut attempts = 0;
         let (child, addr) = loop {
-            match spawn(self.dir.path(), self.config.as_deref(), &self.addr.to_string()).await {
+            match spawn(
+                self.dir.path(),
+                self.config.as_deref(),
+                &self.addr.to_string(),
+                &self.extra,
+            )
+            .await
+            {
                 Ok(spawned) => break spawned,
                 Err(e) if attempts == 10 => panic!("{e}"),
                 Err(_) => attempts += 1,
@@ -238,7 +259,12 @@ const ANY_PORT: &str = "127.0.0.1:0";
 
 /// Spawns `rebound serve` on `listen` in `dir` and waits for its listening line;
 /// the error says why it did not listen, with the log.
-async fn spawn(dir: &Path, config: Option<&Path>, listen: &str) -> Result<(Child, SocketAddr), String> {
+async fn spawn(
+    dir: &Path,
+    config: Option<&Path>,
+    listen: &str,
+    extra: &[String],
+) -> Result<(Child, SocketAddr), String> {
     let log_path = dir.join("broker.log");
     let log = OpenOptions::new()
         .create(true)
@@ -254,6 +280,7 @@ async fn spawn(dir: &Path, config: Option<&Path>, listen: &str) -> Result<(Child
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
+    command.args(extra);
     let mut child = command
         .env_remove("REBOUND_SERVER")
         .stdin(Stdio::null())
@@ -391,17 +418,48 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
+    rebound_with(args, &[], None).await
+}
+
+/// Runs `rebound ARGS` with the environment variables `env` set (the `REBOUND_*`
+/// ones of the test process are removed) and `stdin` on its stdin, bounded in time.
+pub async fn rebound_with<I, S>(args: I, env: &[(&str, &str)], stdin: Option<&str>) -> CliOutput
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     let mut command = tokio::process::Command::new(REBOUND);
+    command.args(args);
+    for name in [
+        "REBOUND_SERVER",
+        "REBOUND_CA_CERT",
+        "REBOUND_CLIENT_CERT",
+        "REBOUND_CLIENT_KEY",
+        "REBOUND_USER",
+        "REBOUND_PASSWORD",
+        "RUST_LOG",
+    ] {
+        command.env_remove(name);
+    }
     command
-        .args(args)
-        .env_remove("REBOUND_SERVER")
-        .env_remove("REBOUND_CA_CERT")
-        .env_remove("REBOUND_CLIENT_CERT")
-        .env_remove("REBOUND_CLIENT_KEY")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let output: Output = tokio::time::timeout(CLI_TIMEOUT, command.output())
+    let mut child = command.spawn().expect("run rebound");
+    if let Some(text) = stdin {
+        use tokio::io::AsyncWriteExt as _;
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        pipe.write_all(text.as_bytes())
+            .await
+            .expect("write rebound's stdin");
+    }
+    let output: Output = tokio::time::timeout(CLI_TIMEOUT, child.wait_with_output())
         .await
         .unwrap_or_else(|_| panic!("rebound did not finish within {CLI_TIMEOUT:?}"))
         .expect("run rebound");

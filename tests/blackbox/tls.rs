@@ -13,14 +13,14 @@ use tempfile::TempDir;
 
 use crate::support::{Broker, rebound};
 
-/// A certificate authority of the test.
-struct Ca {
+/// A certificate authority of the test (the auth tests use it too).
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -39,7 +39,7 @@ impl Ca {
 
     /// A leaf certificate and its key, PEM: for the broker (127.0.0.1 and
     /// localhost) or for a client.
-    fn leaf(&self, name: &str, server: bool) -> (String, String) {
+    pub(crate) fn leaf(&self, name: &str, server: bool) -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let names = if server {
             vec!["127.0.0.1".to_owned(), "localhost".to_owned()]
@@ -59,23 +59,23 @@ impl Ca {
 }
 
 /// The files of a TLS test: CA, server and client certificates.
-struct Pki {
+pub(crate) struct Pki {
     dir: TempDir,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         Pki {
             dir: tempfile::Builder::new().prefix("rebound-tls-").tempdir().unwrap(),
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// Writes `text` to `name` atomically and returns its path.
-    fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.path(name);
         let staged = self.path(&format!("{name}.new"));
         std::fs::write(&staged, text).unwrap();
@@ -84,7 +84,7 @@ impl Pki {
     }
 
     /// Writes the CA and a server certificate of `ca` as ca.pem, server.pem, server.key.
-    fn issue_server(&self, ca: &Ca, name: &str) {
+    pub(crate) fn issue_server(&self, ca: &Ca, name: &str) {
         let (cert, key) = ca.leaf(name, true);
         self.write("ca.pem", &ca.pem);
         self.write("server.pem", &cert);
@@ -92,7 +92,7 @@ impl Pki {
     }
 
     /// `[tls]` for the server files, plus `extra` lines.
-    fn config(&self, extra: &str) -> String {
+    pub(crate) fn config(&self, extra: &str) -> String {
         format!(
             "[tls]\ncert-file = {:?}\nkey-file = {:?}\n{extra}\n",
             self.path("server.pem"),
@@ -101,11 +101,11 @@ impl Pki {
     }
 }
 
-fn https(broker: &Broker) -> String {
+pub(crate) fn https(broker: &Broker) -> String {
     format!("https://{}", broker.addr())
 }
 
-fn trusting(ca: &Path) -> TlsOptions {
+pub(crate) fn trusting(ca: &Path) -> TlsOptions {
     TlsOptions {
         ca_cert: Some(ca.to_owned()),
         ..TlsOptions::default()

@@ -39,7 +39,7 @@ pub const MAX_CONCURRENT_CHECKS: usize = 2;
 pub const INVALID_CREDENTIALS: &str = "invalid user name or password";
 /// The answer to a call without credentials when users are configured.
 pub const CREDENTIALS_REQUIRED: &str =
-    "authentication required: give a user name and password (--user, --password) or a client certificate";
+    "authentication required: log in with a user name and password, or a client certificate";
 
 /// What a call brought to log in with, taken from its HTTP request.
 #[derive(Debug, Default)]

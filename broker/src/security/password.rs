@@ -13,7 +13,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 /// instead when the user named does not exist or has no password, so that a
 /// failed login takes as long whether the user exists or not.
 pub const DECOY_HASH: &str =
-    "$argon2id$v=19$m=19456,t=2,p=1$b6y7Wr8nDNvJXJ7rxh8GHw$Zwm0whJ25q0wpV9D1ehEnmsA7JZ+E3JHWnw7G1d7VbE";
+    "$argon2id$v=19$m=19456,t=2,p=1$8PJSt3X9ATCokCZPd4Dj0g$BGu35/h2UsSUBMau+yRvFSSHx8mRqCDpBF7u7THoQ6g";
 
 /// The argon2id PHC string of `password`, with argon2's default parameters and
 /// a random salt.
