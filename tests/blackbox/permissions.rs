@@ -37,7 +37,8 @@ const USERS: &[(&str, &[&str])] = &[
     ("nobody", &[]),
 ];
 
-/// Addresses `app.q` and `app.other` (a queue each), a DLQ, and who may do what:
+/// Addresses `app.q` and `app.other` (a queue each), `app.side` (none), a DLQ,
+/// and who may do what:
 /// `admin` everything everywhere; on `app.#` producers send, consumers consume
 /// and browse, operators browse, delete and manage; on the DLQ operators manage.
 const SECURITY: &str = r##"
@@ -57,6 +58,8 @@ name = "app.q"
 name = "app.other"
   [[addresses.queues]]
   name = "app.other"
+[[addresses]]
+name = "app.side"                 # where queues are created and deleted
 
 [[security-settings]]
 match = "#"
@@ -167,7 +170,7 @@ async fn prepare(admin: &Client, op: Op) {
         Op::Delete => {
             if admin.queue("app.tmp").await.is_err() {
                 admin
-                    .create_queue("app.q", "app.tmp", RoutingType::Anycast, true)
+                    .create_queue("app.side", "app.tmp", RoutingType::Anycast, true)
                     .await
                     .unwrap();
             }
@@ -223,7 +226,7 @@ async fn attempt(client: &Client, admin: &Client, op: Op) -> Result<(), String> 
         }
         Op::Create => {
             client
-                .create_queue("app.q", "app.new", RoutingType::Anycast, true)
+                .create_queue("app.side", "app.new", RoutingType::Anycast, true)
                 .await
                 .map_err(denied)?;
             assert!(admin.queue("app.new").await.is_ok());
