@@ -23,10 +23,11 @@
 //! auto-creating it would use), so a caller without permission learns
 //! PERMISSION_DENIED, not whether the queue exists.
 //!
-//! Which address an operation acts on and what it would create are read from the
-//! engine just before it acts; a concurrent change in between (the address
-//! deleted, then auto-created by this send) can let one auto-creation through
-//! without the create permission, never a send, consume or management operation.
+//! A send inside a transaction is checked when it joins the transaction, not
+//! again at commit. Which address an operation acts on and what it would create
+//! are read from the engine just before it acts, without holding a lock across
+//! the operation: a concurrent change in between (the address deleted, then
+//! auto-created again by this very send) is checked as it was a moment before.
 use std::net::SocketAddr;
 
 use rebound_config::Permission;

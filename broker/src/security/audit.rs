@@ -5,7 +5,9 @@
 //!
 //! A line says who (`user`, "anonymous" when security is off), from where
 //! (`peer`), what (`operation`), on which `address` and `queue`, how many
-//! `messages`, and the `result`. Names are written quoted and escaped. Message
+//! `messages` (left out for operations on addresses and queues themselves, as
+//! is `queue` for operations on an address), and the `result`. Names are
+//! written quoted and escaped. Message
 //! bodies and passwords never reach this file: its functions take none.
 use std::fmt::Display;
 
@@ -29,7 +31,7 @@ pub fn denied(caller: &Caller, operation: &Operation<'_>, err: &BrokerError) {
         peer = %Peer(caller),
         operation = operation.kind.name(),
         address = ?operation.address,
-        queue = ?operation.queue.unwrap_or(""),
+        queue = operation.queue,
         permission,
         denied_on = ?on,
         result = "denied",
@@ -55,8 +57,8 @@ pub fn managed<T>(
         peer = %Peer(caller),
         operation = operation.kind.name(),
         address = ?operation.address,
-        queue = ?operation.queue.unwrap_or(""),
-        messages = messages.unwrap_or(0),
+        queue = operation.queue,
+        messages,
         result = ?outcome,
         "management operation"
     );
