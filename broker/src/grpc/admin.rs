@@ -299,6 +299,8 @@ impl pb::admin_server::Admin for AdminService {
         Ok(Response::new(pb::GetSettingsResponse { address, settings }))
     }
 
+    /// Needs no permission: being logged in is enough to see the broker's version,
+    /// uptime, memory and store counters.
     async fn get_server_info(
         &self,
         _request: Request<pb::GetServerInfoRequest>,
