@@ -57,6 +57,11 @@
 //! match = "orders.eu"             # exact: beats every wildcard
 //! max-delivery-attempts = 3
 //!
+//! [[security-settings]]          # with [[users]]: who may do what (see `security`)
+//! match = "orders.#"
+//! send = ["producer"]
+//! consume = ["consumer"]
+//!
 //! [[addresses]]
 //! name = "orders.eu"
 //! routing-type = "anycast"        # or "multicast"; default anycast

@@ -356,6 +356,19 @@ mod tests {
         assert_eq!(delete.needs(), [(DeleteAddress, "a"), (DeleteQueue, "a")]);
     }
 
+    #[test]
+    fn a_request_without_a_principal_is_anonymous() {
+        let request = tonic::Request::new(());
+        assert_eq!(Caller::of(&request).principal, Principal::Anonymous);
+        assert_eq!(Caller::of(&request).user(), "anonymous");
+        let mut request = tonic::Request::new(());
+        request.extensions_mut().insert(Principal::User {
+            name: "bob".into(),
+            roles: Vec::new(),
+        });
+        assert_eq!(Caller::of(&request).user(), "bob");
+    }
+
     fn policy(text: &str) -> Policy {
         Policy::new(&rebound_config::Config::parse(text, "t.toml").unwrap())
     }
