@@ -2,8 +2,10 @@
 //!
 //! Start-up: load the config (or the embedded default), refuse a listen address
 //! others can reach without `[[users]]` (see `security::anonymous`), open the
-//! store, recover the queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
-//! one line scripts and tests wait for (logs go to stderr).
+//! store, recover the queues, bind, and only then print `rebound listening on
+//! HOST:PORT` on stdout — the one line scripts and tests wait for (logs go to
+//! stderr). Every call passes the authentication layer (`security::layer`)
+//! before it reaches a service.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;

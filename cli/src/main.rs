@@ -183,8 +183,7 @@ fn init_logging(default_filter: &str, format: LogFormat) {
 
 /// Prints `err` as one line and picks the exit code: 2 for a configuration
 /// error (like clap's usage errors; a broker that would listen wide open counts),
-/// 1 otherwise. A closed stdout (`| head`) is
-/// not an error worth reporting.
+/// 1 otherwise. A closed stdout (`| head`) is not an error worth reporting.
 fn report(err: &anyhow::Error) -> ExitCode {
     let broken_pipe = err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()

@@ -26,6 +26,11 @@
 //! # }
 //! ```
 //!
+//! A broker with users wants a login: connect with
+//! [`Client::connect_with_options`] and [`ConnectOptions::credentials`]
+//! ([`Credentials`]), which every call and stream of the client then carries;
+//! the same options hold the TLS settings ([`TlsOptions`]).
+//!
 //! Types that the API returns unchanged are re-exported from the protocol crate
 //! (for example [`QueueInfo`]); everything else of it is under [`proto`].
 #![warn(missing_docs)]

@@ -10,7 +10,7 @@ use rebound_client::{
 
 use rebound_config::Permission;
 
-use crate::support::{Broker, rebound, rebound_with};
+use crate::support::{Broker, rebound, rebound_with, root};
 use crate::tls::{Ca, Pki, https, trusting};
 
 const INVALID: &str = "invalid user name or password (UNAUTHENTICATED)";
@@ -343,4 +343,60 @@ async fn without_users_only_loopback_or_allow_anonymous_serves() {
         .list_queues()
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_secure_example_config_is_the_readmes_and_runs_with_its_users() {
+    let root = root();
+    let example = std::fs::read_to_string(root.join("config/examples/secure.toml")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("```toml\n{example}```")),
+        "README.md and config/examples/secure.toml differ"
+    );
+
+    // Its certificates, made here; `listen` and `data-dir` are overridden by the harness.
+    let pki = Pki::new();
+    let ca = Ca::new("rebound test CA");
+    pki.issue_server(&ca, "broker");
+    pki.write("clients-ca.pem", &ca.pem);
+    let (cert, key) = ca.leaf("billing-service", false);
+    let billing_tls = TlsOptions {
+        client_cert: Some(pki.write("billing.pem", &cert)),
+        client_key: Some(pki.write("billing.key", &key)),
+        ..trusting(&pki.path("ca.pem"))
+    };
+    let dir = format!("{}/", pki.path("").display());
+    let broker = Broker::start_with_config(&example.replace("/etc/rebound/", &dir)).await;
+    let url = https(&broker);
+
+    let with = |credentials: Option<Credentials>| ConnectOptions {
+        tls: trusting(&pki.path("ca.pem")),
+        credentials,
+    };
+    let orders = Client::connect_with_options(
+        &url,
+        &with(Some(Credentials::new("orders-app", "orders-change-me"))),
+    )
+    .await
+    .unwrap();
+    orders
+        .send(OutgoingMessage::new("orders", "secure"))
+        .await
+        .unwrap();
+    let billing = Client::connect_with_options(
+        &url,
+        &ConnectOptions {
+            tls: billing_tls,
+            credentials: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(billing.queue("orders").await.unwrap().messages, 1);
+    let admin =
+        Client::connect_with_options(&url, &with(Some(Credentials::new("admin", "orders-change-me"))))
+            .await
+            .unwrap();
+    unauthenticated(admin.list_queues().await);
 }

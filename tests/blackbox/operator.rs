@@ -3,7 +3,6 @@
 //! `queue retry`'s progress and its count however it ends, `rebound perf`
 //! deleting its queue when it fails or is interrupted, and the README's example
 //! config (`config/examples/rebound.toml`).
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout};
 
 use crate::messaging::receive;
-use crate::support::{Broker, CliOutput, REBOUND, cli, json_keys, rebound};
+use crate::support::{Broker, CliOutput, REBOUND, cli, json_keys, rebound, root};
 
 /// One failed delivery dead-letters a message to `DLQ`; `events` is multicast.
 const DLQ_CONFIG: &str = r##"
@@ -28,14 +27,6 @@ name = "DLQ"
 [[addresses.queues]]
 name = "DLQ"
 "##;
-
-/// The workspace's top directory.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli/ has a parent")
-        .to_owned()
-}
 
 /// Runs `rebound ARGS` with `REBOUND_SERVER` set to `server`.
 async fn rebound_with_server_env(server: &str, args: &[&str]) -> CliOutput {

@@ -482,6 +482,14 @@ where
     rebound(all).await
 }
 
+/// The workspace's top directory.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+        .to_owned()
+}
+
 /// Writes `text` to `name` in a fresh temporary directory, for tests that need
 /// a file but no broker. Keep the `TempDir` alive while using the path.
 pub fn temp_file(name: &str, text: &str) -> (TempDir, PathBuf) {

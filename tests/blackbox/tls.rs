@@ -16,7 +16,7 @@ use crate::support::{Broker, rebound};
 /// A certificate authority of the test (the auth tests use it too).
 pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
-    pem: String,
+    pub(crate) pem: String,
 }
 
 impl Ca {

@@ -20,8 +20,17 @@ async fn channel(broker: &Broker) -> tonic::transport::Channel {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn health_reports_serving_for_each_service() {
-    let broker = Broker::start().await;
-    let mut health = HealthClient::new(channel(&broker).await);
+    // With users too: probes need no login.
+    for broker in [
+        Broker::start().await,
+        Broker::start_with_config("[[users]]\nname = \"a\"\n").await,
+    ] {
+        health_is_serving(&broker).await;
+    }
+}
+
+async fn health_is_serving(broker: &Broker) {
+    let mut health = HealthClient::new(channel(broker).await);
     for service in ["rebound.v1.Messaging", "rebound.v1.Admin"] {
         let status = health
             .check(HealthCheckRequest {

@@ -12,7 +12,7 @@
 //! most [`MAX_CONCURRENT_CHECKS`] at once, so that guessing cannot take every
 //! core; accepted credentials are cached (`cache.rs`) and failures slow their
 //! peer down (`throttle.rs`). Each refusal is logged as a warning on the audit
-//! target [`AUDIT_TARGET`](super::AUDIT_TARGET), with the peer address.
+//! target [`AUDIT_TARGET`], with the peer address.
 //!
 //! The users table is swapped whole on a config reload ([`Authenticator::install`]);
 //! roles are read from the table at each call, so a reload applies to the next one.
@@ -278,6 +278,32 @@ mod tests {
         let mut garbage = basic("alice", "pw");
         garbage.authorization = Some("Basic %%%".parse().unwrap());
         assert_eq!(auth.authenticate(garbage).await, Err(Refused::Invalid));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_user_takes_as_long_as_a_wrong_password() {
+        let auth = Authenticator::new(&[user("alice", Some("pw"), &[])]);
+        let timed = |name: &'static str| {
+            let mut caller = basic(name, "guess");
+            caller.peer = None; // not slowed down: only the check itself is timed
+            let auth = &auth;
+            async move {
+                let started = std::time::Instant::now();
+                assert_eq!(auth.authenticate(caller).await, Err(Refused::Invalid));
+                started.elapsed()
+            }
+        };
+        let (mut wrong, mut unknown) = (Duration::MAX, Duration::MAX);
+        for _ in 0..3 {
+            wrong = wrong.min(timed("alice").await);
+            unknown = unknown.min(timed("mallory").await);
+        }
+        // Both run argon2 (the unknown user against the decoy): without the decoy
+        // the unknown user would be answered in microseconds.
+        assert!(
+            unknown * 4 >= wrong,
+            "unknown user {unknown:?}, wrong password {wrong:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

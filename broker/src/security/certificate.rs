@@ -18,3 +18,36 @@ pub fn common_name(der: &[u8]) -> Option<String> {
         .to_owned();
     Some(name)
 }
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    use super::*;
+
+    fn certificate(cn: Option<&str>) -> Vec<u8> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "rebound");
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        params
+            .self_signed(&KeyPair::generate().unwrap())
+            .unwrap()
+            .der()
+            .to_vec()
+    }
+
+    #[test]
+    fn the_subject_cn_is_the_name() {
+        assert_eq!(
+            common_name(&certificate(Some("billing service"))).as_deref(),
+            Some("billing service")
+        );
+        assert_eq!(common_name(&certificate(None)), None);
+        assert_eq!(common_name(b"not DER"), None);
+    }
+}
