@@ -64,14 +64,14 @@ pub fn managed<T>(
     );
 }
 
-/// A caller's peer address, or `unknown`.
+/// A caller's peer address, or `-` (as the login lines write it).
 struct Peer<'a>(&'a Caller);
 
 impl Display for Peer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0.peer {
             Some(peer) => write!(f, "{peer}"),
-            None => f.write_str("unknown"),
+            None => f.write_str("-"),
         }
     }
 }
