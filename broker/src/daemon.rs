@@ -34,7 +34,7 @@ use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
 use crate::security::anonymous::{self, Access};
-use crate::security::{AuthLayer, Authenticator};
+use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
@@ -119,11 +119,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let authenticator = Arc::new(Authenticator::new(&config.users));
-    let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
+    let security = Arc::new(Security::new(&config));
+    let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin =
-        AdminServer::new(AdminService::new(broker.clone())).max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone()))
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
@@ -133,6 +134,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             config.config_reload_period_ms,
             tls.clone(),
             authenticator.clone(),
+            security.clone(),
             local,
         )?;
         broker.spawn(watcher.run(broker.clone()));

@@ -8,7 +8,6 @@
 //! public types. Validation is ours rather than serde's so that messages can
 //! say what the value means ("use -1 for unlimited") and point at the value.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -18,7 +17,8 @@ use crate::address::{AddressConfig, RawAddress, addresses};
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
-use crate::matcher::Pattern;
+use crate::pattern_map::{RawEntry, by_pattern};
+use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::tls::{RawTls, TlsConfig};
 use crate::users::{RawUser, UserConfig, users};
@@ -57,6 +57,9 @@ pub struct Config {
     /// Without users, serve anonymous clients on a non-loopback `listen`
     /// address too (`allow-anonymous`); on loopback they are always served.
     pub allow_anonymous: bool,
+    /// The `[[security-settings]]` entries: who may do what on which
+    /// addresses, when users are configured.
+    pub security_settings: SecuritySettings,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -105,6 +108,8 @@ struct RawConfig {
     users: Vec<RawUser>,
     #[serde(default)]
     allow_anonymous: bool,
+    #[serde(default)]
+    security_settings: Vec<RawSecurityEntry>,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -123,8 +128,14 @@ macro_rules! define_raw_settings_entry {
             $( #[serde(rename = $key)] $field: Option<Spanned<$raw>>, )*
         }
 
-        impl RawSettingsEntry {
-            fn settings(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
+        impl RawEntry for RawSettingsEntry {
+            type Value = AddressSettings;
+
+            fn pattern(&self) -> &Spanned<String> {
+                &self.pattern
+            }
+
+            fn value(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
                 Ok(AddressSettings {
                     $( $field: checked(doc, self.$field, $check, || format!("{at}.{}", $key))?, )*
                 })
@@ -148,7 +159,7 @@ impl RawConfig {
                 "journal-file-size".into()
             })?,
             limits: self.limits.validate(doc)?,
-            address_settings: address_settings(doc, self.address_settings)?,
+            address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
             tls: match self.tls {
                 Some(tls) => {
@@ -159,6 +170,7 @@ impl RawConfig {
             },
             users: users(doc, self.users)?,
             allow_anonymous: self.allow_anonymous,
+            security_settings: by_pattern(doc, "security-settings", self.security_settings)?,
         })
     }
 }
@@ -177,30 +189,6 @@ fn check_journal_file_size(value: i64) -> Result<u64, String> {
                 range.end()
             )
         })
-}
-
-fn address_settings(
-    doc: &Document<'_>,
-    raw: Vec<RawSettingsEntry>,
-) -> Result<SettingsRepository, ConfigError> {
-    let mut repository = SettingsRepository::new();
-    let mut first_lines = HashMap::new();
-    for (i, entry) in raw.into_iter().enumerate() {
-        let at = format!("address-settings[{i}]");
-        let start = entry.pattern.span().start;
-        let fail = |message: String| doc.error(start, Some(format!("{at}.match")), message);
-        let pattern = Pattern::parse(entry.pattern.get_ref()).map_err(|e| fail(e.to_string()))?;
-        let settings = entry.settings(doc, &at)?;
-        let text = pattern.as_str().to_owned();
-        repository.insert(pattern, settings).map_err(|duplicate| {
-            fail(format!(
-                "{duplicate}, first defined on line {}",
-                first_lines[&text]
-            ))
-        })?;
-        first_lines.insert(text, doc.line(start));
-    }
-    Ok(repository)
 }
 
 #[cfg(test)]
@@ -242,6 +230,12 @@ mod tests {
             let s = config.address_settings.effective(sink);
             assert_eq!((s.dead_letter_address, s.expiry_address), (None, None), "{sink}");
             assert_eq!(s.max_delivery_attempts, None, "{sink}");
+        }
+
+        let admin = ["admin".to_owned()];
+        for &permission in crate::Permission::ALL {
+            assert!(config.security_settings.allows("any.address", permission, &admin));
+            assert!(!config.security_settings.allows("any.address", permission, &[]));
         }
 
         let names: Vec<_> = config.addresses.iter().map(|a| a.name.as_str()).collect();
@@ -537,7 +531,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",

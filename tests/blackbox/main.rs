@@ -20,6 +20,7 @@ mod listener;
 mod messaging;
 mod operations;
 mod operator;
+mod permissions;
 mod redelivery;
 mod tls;
 mod tooling;

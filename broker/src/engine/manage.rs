@@ -177,13 +177,16 @@ impl Broker {
     ///
     /// With a `limit`, it stops once that many messages moved (or, in a dry run,
     /// would move); skipped messages do not count, so a client retrying a large
-    /// queue in chunks shows progress between them.
+    /// queue in chunks shows progress between them. A message whose way back
+    /// `may_return_to` refuses (its original address; the caller's permissions)
+    /// is skipped with the reason it gives.
     pub async fn retry_messages(
         self: &Arc<Self>,
         selection: &Selection,
         dry_run: bool,
         rate_per_second: u32,
         limit: Option<usize>,
+        may_return_to: impl Fn(&str) -> std::result::Result<(), String>,
     ) -> Result<Vec<RetryOutcome>> {
         let (dlq, selected) = self.selected(selection)?;
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
@@ -199,7 +202,10 @@ impl Broker {
                 to_queue: String::new(),
                 skipped: None,
             };
-            match self.retry_plan(&record) {
+            match self
+                .retry_plan(&record)
+                .and_then(|(address, queue)| may_return_to(&address).map(|()| (address, queue)))
+            {
                 Ok((address, queue)) => {
                     outcome.to_address = address;
                     outcome.to_queue = queue;

@@ -67,6 +67,7 @@ use crate::queue::{ConsumerId, Entry, Queue};
 use crate::settings::Settings;
 use crate::transactions::Transactions;
 
+pub use addresses::Creation;
 pub use consume::{Settled, Subscription};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};

@@ -114,7 +114,7 @@ async fn filters_from_clients_are_bounded_by_max_selector_length() {
     );
     refused(
         broker
-            .retry_messages(&selection(&over), true, 0, None)
+            .retry_messages(&selection(&over), true, 0, None, |_| Ok(()))
             .await
             .map(|_| ()),
     );

@@ -158,7 +158,11 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                     filter,
                     message_id: None,
                 };
-                clear(broker.retry_messages(&selection, false, 0, None).await)?;
+                clear(
+                    broker
+                        .retry_messages(&selection, false, 0, None, |_| Ok(()))
+                        .await,
+                )?;
             }
         }
     }

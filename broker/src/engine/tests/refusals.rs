@@ -147,7 +147,12 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
         queue: "DLQ".into(),
         ..Default::default()
     };
-    assert!(broker.retry_messages(&dlq, false, 0, None).await.is_err());
+    assert!(
+        broker
+            .retry_messages(&dlq, false, 0, None, |_| Ok(()))
+            .await
+            .is_err()
+    );
     assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 1);
     assert!(broker.browse("orders", "", 10).unwrap().is_empty());
 }
