@@ -10,7 +10,7 @@
 //! The move itself — remove from the original queue, route the copy — is one storage
 //! commit (see `engine/forward.rs`), so after a crash the message is in exactly one
 //! of the two places.
-use rebound_config::RoutingType;
+use rebound_config::{EffectiveSettings, RoutingType};
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
@@ -34,6 +34,45 @@ const DEATH_PROPERTIES: [&str; 8] = [
     DELIVERY_COUNT,
     FAILURES,
 ];
+
+/// Where messages leaving an address go: the target address and, when the settings
+/// auto-create one, the queue of its own it gets there (`DLQ.orders`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub address: String,
+    pub own_queue: Option<String>,
+}
+
+impl Destination {
+    /// Where the dead letters of `address` go; None: they are dropped.
+    pub fn dead_letters(settings: &EffectiveSettings, address: &str) -> Option<Destination> {
+        Destination::of(
+            settings.dead_letter_address.as_ref()?,
+            settings.auto_create_dead_letter_resources,
+            &settings.dead_letter_queue_prefix,
+            &settings.dead_letter_queue_suffix,
+            address,
+        )
+    }
+
+    /// Where the expired messages of `address` go; None: they are dropped.
+    pub fn expired(settings: &EffectiveSettings, address: &str) -> Option<Destination> {
+        Destination::of(
+            settings.expiry_address.as_ref()?,
+            settings.auto_create_expiry_resources,
+            &settings.expiry_queue_prefix,
+            &settings.expiry_queue_suffix,
+            address,
+        )
+    }
+
+    fn of(target: &str, own: bool, prefix: &str, suffix: &str, address: &str) -> Option<Destination> {
+        Some(Destination {
+            address: target.to_owned(),
+            own_queue: own.then(|| format!("{prefix}{address}{suffix}")),
+        })
+    }
+}
 
 /// Why a message leaves its queue for another address.
 #[derive(Debug, Clone, PartialEq)]

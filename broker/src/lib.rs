@@ -11,6 +11,7 @@
 //! - [`timeline`]: message ids ordered by due time (delayed redeliveries, expiry).
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
+//! - [`explain`]: the redelivery policy of an address as a readable schedule.
 //! - [`transactions`]: the open transactions and what each has gathered.
 //! - [`settings`]: the address-settings in force, cached per address.
 //! - [`message`]: the checks on new messages; how selectors see a message.
@@ -26,6 +27,7 @@ pub mod daemon;
 pub mod dead_letter;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod grpc;
 pub mod message;
 pub mod postoffice;
