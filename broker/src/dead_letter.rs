@@ -132,15 +132,16 @@ pub fn copy_for(
         set(ACTUAL_EXPIRY, Value::Int(now_ms as i64));
     }
     if !entry.failures.is_empty() {
-        let failures: Vec<serde_json::Value> = entry
+        let failures: Vec<Failure> = entry
             .failures
             .iter()
-            .map(|f| serde_json::json!({ "at_ms": f.at_ms, "reason": f.reason }))
+            .map(|f| Failure {
+                at_ms: f.at_ms,
+                reason: f.reason.clone(),
+            })
             .collect();
-        set(
-            FAILURES,
-            Value::String(serde_json::Value::Array(failures).to_string()),
-        );
+        let text = serde_json::to_string(&failures).expect("failures serialize");
+        set(FAILURES, Value::String(text));
     }
     copy
 }
@@ -181,6 +182,26 @@ pub fn retry_copy(dead: &MessageRecord, address: &str) -> MessageRecord {
         },
     );
     copy
+}
+
+/// Why a dead letter died (`_REBOUND_DEAD_LETTER_REASON`), if it says.
+pub fn reason(record: &MessageRecord) -> Option<&str> {
+    string_property(record, REASON)
+}
+
+/// One failed delivery a dead letter remembers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct Failure {
+    pub at_ms: u64,
+    pub reason: String,
+}
+
+/// The last failures a dead letter carries (`_REBOUND_FAILURES`, as [`copy_for`]
+/// writes them), oldest first; none if it carries none or they do not parse.
+pub fn failures(record: &MessageRecord) -> Vec<Failure> {
+    string_property(record, FAILURES)
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
 }
 
 fn string_property<'a>(record: &'a MessageRecord, key: &str) -> Option<&'a str> {
@@ -250,6 +271,14 @@ mod tests {
             Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into()))
         );
         assert_eq!(get(ACTUAL_EXPIRY), None);
+        assert_eq!(
+            failures(&copy),
+            [Failure {
+                at_ms: 5,
+                reason: "db down".into()
+            }]
+        );
+        assert_eq!(reason(&copy), Some("max-delivery-attempts"));
     }
 
     #[test]
