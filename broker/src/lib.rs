@@ -17,6 +17,7 @@
 //! - [`routing`]: routing types in the store.
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
+//! - [`http`]: the HTTP endpoint (`http-listen`): health probes and metrics.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload.
 //!
@@ -27,6 +28,7 @@ pub mod dead_letter;
 pub mod engine;
 pub mod error;
 pub mod grpc;
+pub mod http;
 pub mod message;
 pub mod postoffice;
 pub mod queue;
