@@ -2,7 +2,8 @@
 //!
 //! Start-up: load the config (or the embedded default), open the store, recover the
 //! queues, bind, and only then print `rebound listening on HOST:PORT` on stdout — the
-//! one line scripts and tests wait for (logs go to stderr).
+//! line scripts and tests wait for (logs go to stderr) — followed, when the HTTP
+//! endpoint is on, by `rebound http listening on HOST:PORT`.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -11,6 +12,7 @@
 //!    return on restart; open transactions are not committed), dispatchers and the
 //!    config watcher stop, new sends are refused with UNAVAILABLE;
 //! 3. the server waits for the calls in flight (sends under way are answered);
+//!    the HTTP endpoint keeps answering meanwhile (`/health/ready` says 503), then stops;
 //! 4. the engine waits for every task it runs, so settles and commits already
 //!    under way finish ([`Broker::close`]);
 //! 5. the store is flushed, fsynced and closed; exit 0.
@@ -24,16 +26,20 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::http::{self, HttpState};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:61616";
+/// Where the HTTP endpoint listens when neither the config nor `--http-listen` says.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8161";
 /// Where the broker keeps its data when neither the config nor `--data-dir` says.
 pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
@@ -51,6 +57,10 @@ pub struct ServeArgs {
     /// Address to listen on (overrides the config's `listen`); port 0 picks a free port.
     #[arg(long)]
     pub listen: Option<String>,
+    /// Address of the HTTP endpoint, health and metrics (overrides the config's
+    /// `http-listen`); "" turns it off, port 0 picks a free port.
+    #[arg(long)]
+    pub http_listen: Option<String>,
     /// Data directory (overrides the config's `data-dir`).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -66,6 +76,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .listen
         .or_else(|| config.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let http_listen = args
+        .http_listen
+        .or_else(|| config.http_listen.clone())
+        .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -101,6 +115,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
+    let http_listener = match http_listen.as_str() {
+        "" => None,
+        addr => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for HTTP on {addr}"))?,
+        ),
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -122,6 +144,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
+    let http_stop = CancellationToken::new();
+    let http = match http_listener {
+        Some(http_listener) => {
+            let http_local = http_listener.local_addr()?;
+            info!(%http_local, "serving HTTP (health, metrics)");
+            println!("rebound http listening on {http_local}");
+            let router = http::router(HttpState::new(broker.clone()));
+            Some(tokio::spawn(http::serve(
+                http_listener,
+                router,
+                http_stop.clone(),
+            )))
+        }
+        None => None,
+    };
     std::io::stdout().flush()?;
 
     let stop = {
@@ -156,6 +193,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let incoming = tls.incoming(listener, KEEPALIVE, broker.shutdown().clone());
             router.serve_with_incoming_shutdown(incoming, stop).await?;
         }
+    }
+    http_stop.cancel();
+    if let Some(http) = http {
+        http.await?.context("the HTTP endpoint failed")?;
     }
     broker.close().await?;
     info!("stopped");

@@ -18,6 +18,7 @@
 //! - [`routing`]: routing types in the store.
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
+//! - [`http`]: the HTTP endpoint (`http-listen`): health probes and metrics.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload.
 //!
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod error;
 pub mod explain;
 pub mod grpc;
+pub mod http;
 pub mod message;
 pub mod postoffice;
 pub mod queue;

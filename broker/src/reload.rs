@@ -16,7 +16,7 @@
 //! needs no restart: new connections get it, open ones keep theirs. Files that do
 //! not make a valid TLS configuration reject the whole reload.
 //!
-//! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
+//! `listen`, `http-listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
 use std::path::PathBuf;
 use std::sync::Arc;

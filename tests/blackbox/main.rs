@@ -16,6 +16,7 @@ mod hostile;
 mod limits;
 mod listener;
 mod messaging;
+mod metrics;
 mod operations;
 mod operator;
 mod redelivery;

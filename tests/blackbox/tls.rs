@@ -337,6 +337,8 @@ async fn bad_tls_files_are_config_errors_naming_the_file_and_key() {
         "serve".as_ref(),
         "--listen".as_ref(),
         "127.0.0.1:0".as_ref(),
+        "--http-listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
         "--data-dir".as_ref(),
         data.as_os_str(),
         "--config".as_ref(),

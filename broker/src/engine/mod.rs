@@ -50,7 +50,7 @@ mod settle;
 mod transact;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -86,6 +86,8 @@ pub struct Broker {
     tasks: TaskTracker,
     transactions: Transactions,
     started: Instant,
+    /// Whether the last store commit failed (readiness).
+    store_failing: AtomicBool,
 }
 
 impl Broker {
@@ -104,6 +106,7 @@ impl Broker {
             tasks: TaskTracker::new(),
             transactions: Transactions::default(),
             started,
+            store_failing: AtomicBool::new(false),
         });
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
@@ -172,12 +175,17 @@ impl Broker {
         self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Whether the last store commit failed: the broker is not ready for work.
+    pub fn store_failing(&self) -> bool {
+        self.store_failing.load(Ordering::Relaxed)
+    }
+
     /// Waits until a commit (if any) is durable.
     async fn commit(&self, commit: Option<Commit>) -> Result<()> {
-        match commit {
-            Some(c) => Ok(c.await?),
-            None => Ok(()),
-        }
+        let Some(commit) = commit else { return Ok(()) };
+        let result = commit.await;
+        self.store_failing.store(result.is_err(), Ordering::Relaxed);
+        Ok(result?)
     }
 
     /// Hands ops (if any) to the store's group commit.
