@@ -33,6 +33,7 @@ use tracing::info;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::http::console::Listening;
 use crate::http::{self, HttpState};
 use crate::tls::TlsServer;
 
@@ -150,7 +151,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let http_local = http_listener.local_addr()?;
             info!(%http_local, "serving HTTP (health, metrics)");
             println!("rebound http listening on {http_local}");
-            let router = http::router(HttpState::new(broker.clone()));
+            let listening = Listening {
+                grpc: local,
+                http: http_local,
+            };
+            let router = http::router(HttpState::new(broker.clone(), listening));
             Some(tokio::spawn(http::serve(
                 http_listener,
                 router,

@@ -16,7 +16,7 @@ use super::addresses::Create;
 use super::forward::Moved;
 use super::{Broker, parse_filter};
 use crate::dead_letter::{self, Reason};
-use crate::error::Result;
+use crate::error::{BrokerError, Result};
 use crate::message::{self, Selectable};
 use crate::queue::{BrowseState, Entry, Queue};
 use crate::time::now_ms;
@@ -73,6 +73,23 @@ impl Broker {
                 limit,
             },
         )
+    }
+
+    /// One message of a queue, whatever its state.
+    pub fn message(&self, name: &str, id: u64) -> Result<Browsed> {
+        let queue = self.queue(name)?;
+        let scan = Scan {
+            filter: None,
+            message_ids: &BTreeSet::from([id]),
+            with_delivering: true,
+            limit: 1,
+        };
+        self.scan(&queue, scan)?
+            .pop()
+            .ok_or_else(|| BrokerError::MessageNotFound {
+                queue: name.to_owned(),
+                id,
+            })
     }
 
     /// The one walk over a queue's messages that browsing and every management

@@ -8,12 +8,13 @@
 //! route; a module adds its routes by returning a `Router<HttpState>` that
 //! [`router`] merges:
 //! - [`operator_routes`]: what shows or changes the broker (metrics, and
-//!   whatever a console adds). They sit behind one place, so that a layer
+//!   the web console, [`console`]). They sit behind one place, so that a layer
 //!   added there (authentication) covers all of them and only them;
 //! - `/health/*` stays outside it: probes carry no credentials.
 //!
 //! The server stops when the daemon tells it to, after the gRPC server has
 //! drained (so `/health/ready` answers 503 during the drain).
+pub mod console;
 pub mod health;
 
 use std::sync::Arc;
@@ -22,17 +23,22 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use self::console::{Console, Listening};
 use crate::engine::Broker;
 
 /// What every HTTP handler can reach. Cheap to clone.
 #[derive(Clone)]
 pub struct HttpState {
     pub broker: Arc<Broker>,
+    pub console: Arc<Console>,
 }
 
 impl HttpState {
-    pub fn new(broker: Arc<Broker>) -> HttpState {
-        HttpState { broker }
+    /// The state of the endpoint of `broker`, which listens where `listening` says;
+    /// starts the console's sampling of rates.
+    pub fn new(broker: Arc<Broker>, listening: Listening) -> HttpState {
+        let console = Arc::new(Console::start(&broker, listening));
+        HttpState { broker, console }
     }
 }
 
@@ -46,7 +52,7 @@ pub fn router(state: HttpState) -> Router {
 
 /// The routes that show or change the broker; a layer for all of them goes here.
 fn operator_routes() -> Router<HttpState> {
-    Router::new()
+    Router::new().merge(console::routes())
 }
 
 /// Serves `router` on `listener` until `stop` fires, then lets the requests
