@@ -11,6 +11,8 @@ mod bad_input;
 mod cli;
 mod client;
 mod config_truth;
+mod console;
+mod console_browser;
 mod crash;
 mod hostile;
 mod limits;

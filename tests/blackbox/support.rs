@@ -527,13 +527,30 @@ mod self_test {
 /// bounded in time: the status code and the body as text. Hand-written, as the
 /// black-box tests need nothing more than this of an HTTP client.
 pub async fn http_get(url: &str) -> (u16, String) {
+    http_request("GET", url, None).await
+}
+
+/// `POST url` with a JSON body; as [`http_get`].
+pub async fn http_post_json(url: &str, body: &serde_json::Value) -> (u16, String) {
+    http_request("POST", url, Some(&body.to_string())).await
+}
+
+async fn http_request(method: &str, url: &str, json: Option<&str>) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").expect("an http:// URL");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let path = if path.is_empty() { "/" } else { path };
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(host).await?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        if let Some(json) = json {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+                json.len()
+            ));
+        } else {
+            request.push_str("\r\n");
+        }
         stream.write_all(request.as_bytes()).await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;
@@ -541,8 +558,8 @@ pub async fn http_get(url: &str) -> (u16, String) {
     };
     let response = tokio::time::timeout(CLI_TIMEOUT, exchange)
         .await
-        .unwrap_or_else(|_| panic!("GET {url} timed out"))
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        .unwrap_or_else(|_| panic!("{method} {url} timed out"))
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
     let response = String::from_utf8(response).expect("a text response");
     let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
     let status = head

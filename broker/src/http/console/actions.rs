@@ -60,7 +60,11 @@ impl Request {
     }
 }
 
-fn read(name: &str, state: &HttpState, body: Result<Json<Request>, JsonRejection>) -> Result<(Request, Selection), ApiError> {
+fn read(
+    name: &str,
+    state: &HttpState,
+    body: Result<Json<Request>, JsonRejection>,
+) -> Result<(Request, Selection), ApiError> {
     let Json(request) = body?;
     let queue = manage_queue(state, name)?;
     let selection = request.selection(queue.name.clone())?;

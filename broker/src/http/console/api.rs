@@ -167,7 +167,10 @@ pub(super) async fn messages(
 }
 
 /// One message, with its failure history when it is a dead letter.
-pub(super) async fn message(State(state): State<HttpState>, Path((name, id)): Path<(String, u64)>) -> ApiResult {
+pub(super) async fn message(
+    State(state): State<HttpState>,
+    Path((name, id)): Path<(String, u64)>,
+) -> ApiResult {
     let queue = browse_queue(&state, &name)?;
     Ok(Json(json::message(&state.broker.message(&queue.name, id)?)))
 }

@@ -9,12 +9,22 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("assets/index.html");
 
 /// The assets by name: content and type.
-const FILES: [(&str, &str, &str); 2] = [
-    ("console.js", include_str!("assets/console.js"), "text/javascript; charset=utf-8"),
-    ("console.css", include_str!("assets/console.css"), "text/css; charset=utf-8"),
+const FILES: [(&str, &str, &str); 3] = [
+    (
+        "console.js",
+        include_str!("assets/console.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "console.css",
+        include_str!("assets/console.css"),
+        "text/css; charset=utf-8",
+    ),
+    ("favicon.svg", include_str!("assets/favicon.svg"), "image/svg+xml"),
 ];
 
-const CSP: &str = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP: &str =
+    "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 fn page(content_type: &str, body: &'static str) -> Response {
     (

@@ -80,6 +80,9 @@ mod tests {
         assert_eq!(err.status(), StatusCode::NOT_FOUND);
         let err = ApiError::from(BrokerError::InvalidArgument("filter: bad".into()));
         assert_eq!(err.status(), StatusCode::BAD_REQUEST);
-        assert_eq!(ApiError::from(BrokerError::ShuttingDown).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            ApiError::from(BrokerError::ShuttingDown).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
     }
 }

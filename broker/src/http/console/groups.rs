@@ -64,7 +64,12 @@ pub fn group(messages: &[Browsed]) -> Vec<Group> {
     }
     let mut groups: Vec<Group> = groups.into_values().collect();
     groups.sort_by(|a, b| {
-        (b.count, b.last_seen_ms, &a.orig_queue, &a.reason).cmp(&(a.count, a.last_seen_ms, &b.orig_queue, &b.reason))
+        (b.count, b.last_seen_ms, &a.orig_queue, &a.reason).cmp(&(
+            a.count,
+            a.last_seen_ms,
+            &b.orig_queue,
+            &b.reason,
+        ))
     });
     groups
 }
@@ -119,7 +124,13 @@ mod tests {
             dead(2, 300, "orders", "rejected: bad json", ""),
             dead(3, 200, "orders", "max-delivery-attempts", db),
             dead(4, 50, "billing", "max-delivery-attempts", db),
-            dead(5, 400, "orders", "max-delivery-attempts", r#"[{"at_ms":3,"reason":"timeout"}]"#),
+            dead(
+                5,
+                400,
+                "orders",
+                "max-delivery-attempts",
+                r#"[{"at_ms":3,"reason":"timeout"}]"#,
+            ),
         ];
         let groups = group(&messages);
         let summary: Vec<(Option<&str>, Option<&str>, u64, u64, u64, Vec<u64>)> = groups
@@ -153,6 +164,9 @@ mod tests {
         plain.record = Arc::new(MessageRecord::default());
         let groups = group(&[plain]);
         assert_eq!(groups.len(), 1);
-        assert_eq!((groups[0].orig_queue.clone(), groups[0].reason.clone()), (None, None));
+        assert_eq!(
+            (groups[0].orig_queue.clone(), groups[0].reason.clone()),
+            (None, None)
+        );
     }
 }

@@ -93,7 +93,10 @@ fn preview(body: &[u8]) -> (&'static str, String) {
     let head = &body[..body.len().min(PREVIEW_BYTES)];
     match std::str::from_utf8(head) {
         Ok(text) => ("text", text.to_owned()),
-        Err(e) if e.error_len().is_none() => ("text", String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned()),
+        Err(e) if e.error_len().is_none() => (
+            "text",
+            String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned(),
+        ),
         Err(_) => ("hex", hex(&head[..head.len().min(PREVIEW_BYTES / 2)])),
     }
 }

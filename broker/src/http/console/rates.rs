@@ -118,10 +118,9 @@ impl Sampler {
             ..Totals::default()
         };
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
-        let secs = ring
-            .samples
-            .back()
-            .map_or(1.0, |last| (totals.at_ms.saturating_sub(last.at_ms) as f64 / 1000.0).max(0.001));
+        let secs = ring.samples.back().map_or(1.0, |last| {
+            (totals.at_ms.saturating_sub(last.at_ms) as f64 / 1000.0).max(0.001)
+        });
         let mut queues = HashMap::with_capacity(ring.queues.len());
         for queue in broker.queues_page("", usize::MAX).items {
             let c = queue.snapshot().counters;
@@ -188,7 +187,10 @@ mod tests {
             ..Totals::default()
         };
         let r = Rates::between(&a, &b);
-        assert_eq!((r.added, r.acked, r.ops_per_sync, r.at_ms), (10.0, 5.0, 30.0, 6000));
+        assert_eq!(
+            (r.added, r.acked, r.ops_per_sync, r.at_ms),
+            (10.0, 5.0, 30.0, 6000)
+        );
         assert_eq!(Rates::between(&b, &b).ops_per_sync, 0.0);
     }
 }
