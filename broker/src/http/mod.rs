@@ -15,10 +15,12 @@
 //! The server stops when the daemon tells it to, after the gRPC server has
 //! drained (so `/health/ready` answers 503 during the drain).
 pub mod health;
+pub mod metrics;
 
 use std::sync::Arc;
 
 use axum::Router;
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -28,11 +30,14 @@ use crate::engine::Broker;
 #[derive(Clone)]
 pub struct HttpState {
     pub broker: Arc<Broker>,
+    /// What `/metrics` encodes.
+    pub registry: Arc<Registry>,
 }
 
 impl HttpState {
     pub fn new(broker: Arc<Broker>) -> HttpState {
-        HttpState { broker }
+        let registry = Arc::new(crate::metrics::Metrics::registry(&broker));
+        HttpState { broker, registry }
     }
 }
 
@@ -46,7 +51,7 @@ pub fn router(state: HttpState) -> Router {
 
 /// The routes that show or change the broker; a layer for all of them goes here.
 fn operator_routes() -> Router<HttpState> {
-    Router::new()
+    Router::new().merge(metrics::routes())
 }
 
 /// Serves `router` on `listener` until `stop` fires, then lets the requests
