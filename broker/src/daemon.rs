@@ -148,7 +148,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let http = match http_listener {
         Some(http_listener) => {
             let http_local = http_listener.local_addr()?;
-            info!(%http_local, "serving HTTP (health, metrics)");
+            info!(%http_local, "HTTP endpoint (health, metrics) listening");
             println!("rebound http listening on {http_local}");
             let router = http::router(HttpState::new(broker.clone()));
             Some(tokio::spawn(http::serve(

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rebound_client::{Client, OutgoingMessage};
 
-use crate::support::{Broker, http_get};
+use crate::support::{Broker, http_get, sample};
 
 #[tokio::test]
 async fn health_probes_answer_once_serving() {
@@ -30,27 +30,6 @@ async fn an_empty_http_listen_turns_the_endpoint_off() {
     assert!(!broker.http_listening(), "{}", broker.log());
 }
 
-/// The value of the sample `name{labels...}` in a `/metrics` text: the first
-/// series of that name whose labels include every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
-        let (series, value) = line.rsplit_once(' ')?;
-        let (series_name, series_labels) = match series.split_once('{') {
-            Some((n, rest)) => (n, rest.strip_suffix('}')?),
-            None => (series, ""),
-        };
-        let has = |(k, v): &(&str, &str)| series_labels.split(',').any(|kv| kv == format!("{k}=\"{v}\""));
-        (series_name == name && labels.iter().all(has)).then(|| value.parse().expect("a number"))
-    })
-}
-
-async fn scrape(broker: &Broker) -> String {
-    let (status, text) = http_get(&format!("{}/metrics", broker.http_url().await)).await;
-    assert_eq!(status, 200, "{text}");
-    assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
-    text
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_follow_sends_nacks_and_dead_letters() {
     let broker = Broker::start_with_config(
@@ -73,7 +52,7 @@ name = "DLQ"
         ("routing_type", "anycast"),
     ];
     let dlq = [("queue", "DLQ")];
-    let text = scrape(&broker).await;
+    let text = broker.scrape().await;
     assert_eq!(
         sample(&text, "rebound_queue_messages", &orders),
         None,
@@ -94,7 +73,7 @@ name = "DLQ"
     for body in ["poison", "good 1", "good 2"] {
         client.send(OutgoingMessage::new("orders", body)).await.unwrap();
     }
-    let text = scrape(&broker).await;
+    let text = broker.scrape().await;
     assert_eq!(
         sample(&text, "rebound_queue_messages", &orders),
         Some(3.0),
@@ -128,7 +107,7 @@ name = "DLQ"
     // Settles are answered before the queue's counters are read: poll briefly.
     let mut text = String::new();
     for _ in 0..50 {
-        text = scrape(&broker).await;
+        text = broker.scrape().await;
         if sample(&text, "rebound_queue_messages", &dlq) == Some(1.0)
             && sample(&text, "rebound_queue_acked_total", &orders) == Some(2.0)
         {
@@ -189,7 +168,7 @@ async fn config_reloads_are_counted_ok_and_failed() {
     broker.rewrite_config("bogus = 1\n");
     broker.hup();
     broker.wait_for_log("config reload rejected").await;
-    let text = scrape(&broker).await;
+    let text = broker.scrape().await;
     assert_eq!(
         sample(&text, "rebound_config_reloads_total", &[("result", "ok")]),
         Some(1.0),
@@ -214,7 +193,7 @@ async fn connections_over_max_connections_are_closed_and_the_broker_carries_on()
             .unwrap();
         clients.push(client);
     }
-    let text = scrape(&broker).await;
+    let text = broker.scrape().await;
     assert_eq!(sample(&text, "rebound_connections", &[]), Some(3.0), "{text}");
 
     // The fourth connection is closed at accept: connecting or its first call fails.
@@ -226,7 +205,7 @@ async fn connections_over_max_connections_are_closed_and_the_broker_carries_on()
     .expect("the refused connection fails in time, it does not hang");
     assert!(extra.is_err(), "a 4th connection was served: {extra:?}");
     broker.wait_for_log("max-connections (3)").await;
-    let text = scrape(&broker).await;
+    let text = broker.scrape().await;
     assert!(
         sample(&text, "rebound_connections_refused_total", &[]).unwrap() >= 1.0,
         "{text}"

@@ -123,3 +123,47 @@ impl Metrics {
         registry
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use rebound_config::Config;
+    use rebound_storage::MemoryStore;
+
+    use super::*;
+
+    /// The cost of a scrape with 10,000 queues (figures in BENCHMARKS.md):
+    /// `cargo test --release -p rebound-broker scrape_cost -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "a measurement; run it in release"]
+    async fn scrape_cost_with_10000_queues() {
+        let broker = Broker::open(&Config::parse("", "test").unwrap(), Arc::new(MemoryStore::new()))
+            .await
+            .unwrap();
+        for i in 0..10_000 {
+            let name = format!("orders.region-{}.queue-{i}", i % 50);
+            broker
+                .create_queue(&name, &name, None, true, None, false)
+                .await
+                .unwrap();
+        }
+        let registry = Metrics::registry(&broker);
+        let mut times = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..21 {
+            let started = Instant::now();
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            times.push(started.elapsed());
+            bytes = text.len();
+        }
+        times.sort();
+        println!(
+            "scrape of 10000 queues: median {:.1} ms (min {:.1}, max {:.1}), {bytes} bytes",
+            times[10].as_secs_f64() * 1e3,
+            times[0].as_secs_f64() * 1e3,
+            times[20].as_secs_f64() * 1e3
+        );
+    }
+}
