@@ -27,9 +27,9 @@ use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_serv
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
+use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
@@ -149,7 +149,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let http = match http_listener {
         Some(http_listener) => {
             let http_local = http_listener.local_addr()?;
-            info!(%http_local, "serving HTTP (health, metrics)");
+            info!(%http_local, "HTTP endpoint (health, metrics) listening");
             println!("rebound http listening on {http_local}");
             let listening = Listening {
                 grpc: local,
@@ -185,17 +185,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(reflection)
         .add_service(messaging)
         .add_service(admin);
+    let accepted = connections::accept(broker.clone(), listener, KEEPALIVE);
     match tls {
-        None => {
-            // No Nagle: a delivery or a send acknowledgement is small and must not wait for
-            // the peer's delayed ACK (that cost a ~40 ms tail on every workload).
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(KEEPALIVE));
-            router.serve_with_incoming_shutdown(incoming, stop).await?;
-        }
+        None => router.serve_with_incoming_shutdown(accepted, stop).await?,
         Some(tls) => {
-            let incoming = tls.incoming(listener, KEEPALIVE, broker.shutdown().clone());
+            let incoming = tls.incoming(accepted, broker.shutdown().clone());
             router.serve_with_incoming_shutdown(incoming, stop).await?;
         }
     }

@@ -19,11 +19,15 @@
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
 //! - [`http`]: the HTTP endpoint (`http-listen`): health probes and metrics.
+//! - [`metrics`]: the Prometheus metrics: instruments and scrape-time collectors.
+//! - [`connections`]: accepting client connections, counted and bounded
+//!   (`max-connections`).
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
+pub mod connections;
 pub mod daemon;
 pub mod dead_letter;
 pub mod engine;
@@ -32,6 +36,7 @@ pub mod explain;
 pub mod grpc;
 pub mod http;
 pub mod message;
+pub mod metrics;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;

@@ -82,6 +82,7 @@ impl Watcher {
                                     "config reload rejected, the settings and certificate in force stay: {}: {err}",
                                     path.display()
                                 );
+                                broker.metrics().reloaded(false);
                                 continue;
                             }
                         },
@@ -99,7 +100,9 @@ impl Watcher {
                         }
                         (None, None) => None,
                     };
-                    match broker.reload(&config).await {
+                    let result = broker.reload(&config).await;
+                    broker.metrics().reloaded(result.is_ok());
+                    match result {
                         Ok(()) => {
                             if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
                                 tls.install(acceptor);
@@ -120,7 +123,10 @@ impl Watcher {
                         ),
                     }
                 }
-                Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+                Err(err) => {
+                    error!("config reload rejected, the settings in force stay: {err}");
+                    broker.metrics().reloaded(false);
+                }
             }
         }
     }

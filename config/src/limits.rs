@@ -39,6 +39,9 @@ pub struct Limits {
     /// Consume streams open at once on one client connection
     /// (`max-consume-streams-per-connection`).
     pub max_consume_streams_per_connection: u64,
+    /// Client connections open at once, plaintext and TLS together; one more is
+    /// closed at accept (`max-connections`).
+    pub max_connections: u64,
 }
 
 impl Default for Limits {
@@ -52,6 +55,7 @@ impl Default for Limits {
             max_auto_created: 10_000,
             max_consumer_credit: 10_000,
             max_consume_streams_per_connection: 100,
+            max_connections: 1024,
         }
     }
 }
@@ -68,6 +72,7 @@ pub(crate) struct RawLimits {
     max_auto_created: Option<Spanned<i64>>,
     max_consumer_credit: Option<Spanned<i64>>,
     max_consume_streams_per_connection: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
 }
 
 impl RawLimits {
@@ -117,6 +122,7 @@ impl RawLimits {
                 "max-consume-streams-per-connection",
                 default.max_consume_streams_per_connection,
             )?,
+            max_connections: limit(self.max_connections, "max-connections", default.max_connections)?,
         })
     }
 }

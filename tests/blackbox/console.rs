@@ -84,6 +84,7 @@ async fn overview_and_queues_table_show_the_broker() {
     assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(o["listen"]["grpc"], broker.addr().to_string());
     assert_eq!(o["gauges"]["messages"], 2, "{o}");
+    assert_eq!(o["connections"], 1, "{o}");
     assert!(o["store"]["commits"].as_u64().unwrap() > 0, "{o}");
     assert!(o["rates"].is_array(), "{o}");
 

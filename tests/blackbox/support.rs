@@ -111,6 +111,14 @@ impl Broker {
         format!("http://{addr}")
     }
 
+    /// `GET /metrics`: its text, checked to be a complete OpenMetrics answer.
+    pub async fn scrape(&self) -> String {
+        let (status, text) = http_get(&format!("{}/metrics", self.http_url().await)).await;
+        assert_eq!(status, 200, "{text}");
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
+        text
+    }
+
     /// Whether the broker printed an HTTP listening line (the endpoint is on).
     pub fn http_listening(&self) -> bool {
         self.http_addr.lock().unwrap().is_some()
@@ -588,4 +596,18 @@ fn dechunk(mut rest: &str) -> String {
         body.push_str(&after[..size]);
         rest = &after[size + 2..];
     }
+}
+
+/// The value of the sample `name{labels...}` in a `/metrics` text: the first
+/// series of that name whose labels include every one of `labels`.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (series_name, series_labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.strip_suffix('}')?),
+            None => (series, ""),
+        };
+        let has = |(k, v): &(&str, &str)| series_labels.split(',').any(|kv| kv == format!("{k}=\"{v}\""));
+        (series_name == name && labels.iter().all(has)).then(|| value.parse().expect("a number"))
+    })
 }

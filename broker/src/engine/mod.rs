@@ -62,6 +62,7 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::error::{BrokerError, Result};
+use crate::metrics::Metrics;
 use crate::postoffice::Registry;
 use crate::queue::{ConsumerId, Entry, Queue};
 use crate::settings::Settings;
@@ -88,6 +89,7 @@ pub struct Broker {
     started: Instant,
     /// Whether the last store commit failed (readiness).
     store_failing: AtomicBool,
+    metrics: Metrics,
 }
 
 impl Broker {
@@ -107,6 +109,7 @@ impl Broker {
             transactions: Transactions::default(),
             started,
             store_failing: AtomicBool::new(false),
+            metrics: Metrics::default(),
         });
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
@@ -175,6 +178,16 @@ impl Broker {
         self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The broker-wide instruments (the per-queue counters are on each queue).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The open transactions, over every session.
+    pub fn open_transactions(&self) -> usize {
+        self.transactions.open()
+    }
+
     /// Whether the last store commit failed: the broker is not ready for work.
     pub fn store_failing(&self) -> bool {
         self.store_failing.load(Ordering::Relaxed)
@@ -183,7 +196,11 @@ impl Broker {
     /// Waits until a commit (if any) is durable.
     async fn commit(&self, commit: Option<Commit>) -> Result<()> {
         let Some(commit) = commit else { return Ok(()) };
+        let started = Instant::now();
         let result = commit.await;
+        self.metrics
+            .commit_latency
+            .observe(started.elapsed().as_secs_f64());
         self.store_failing.store(result.is_err(), Ordering::Relaxed);
         Ok(result?)
     }

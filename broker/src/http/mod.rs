@@ -16,10 +16,12 @@
 //! drained (so `/health/ready` answers 503 during the drain).
 pub mod console;
 pub mod health;
+pub mod metrics;
 
 use std::sync::Arc;
 
 use axum::Router;
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +33,8 @@ use crate::engine::Broker;
 pub struct HttpState {
     pub broker: Arc<Broker>,
     pub console: Arc<Console>,
+    /// What `/metrics` encodes.
+    pub registry: Arc<Registry>,
 }
 
 impl HttpState {
@@ -38,7 +42,12 @@ impl HttpState {
     /// starts the console's sampling of rates.
     pub fn new(broker: Arc<Broker>, listening: Listening) -> HttpState {
         let console = Arc::new(Console::start(&broker, listening));
-        HttpState { broker, console }
+        let registry = Arc::new(crate::metrics::Metrics::registry(&broker));
+        HttpState {
+            broker,
+            console,
+            registry,
+        }
     }
 }
 
@@ -52,7 +61,7 @@ pub fn router(state: HttpState) -> Router {
 
 /// The routes that show or change the broker; a layer for all of them goes here.
 fn operator_routes() -> Router<HttpState> {
-    Router::new().merge(console::routes())
+    Router::new().merge(metrics::routes()).merge(console::routes())
 }
 
 /// Serves `router` on `listener` until `stop` fires, then lets the requests
