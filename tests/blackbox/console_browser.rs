@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use rebound_client::OutgoingMessage;
+use rebound_client::{Client, OutgoingMessage};
 
 use crate::console::{POISON_CONFIG, poison};
+use crate::redelivery::next;
 use crate::support::Broker;
 
 /// How long the browser may take for the whole walk.
@@ -66,6 +67,18 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
     .await;
     poison(&client, "orders", &["order 1044"], "timeout after 30 s").await;
     poison(&client, "billing", &["invoice 77"], "card declined").await;
+    // One that its consumer rejects outright: it dies at once, with its reason.
+    client
+        .send(OutgoingMessage::new("orders", "order 1040"))
+        .await
+        .unwrap();
+    let mut consumer = client.consume("orders", 1).await.unwrap();
+    let d = next(&mut consumer).await;
+    consumer
+        .dead_letter(&[d.id], "invalid JSON at line 1")
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
     client
         .send(OutgoingMessage::new("orders", "order 1045").property("customer", "acme"))
         .await
@@ -96,17 +109,23 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
         String::from_utf8_lossy(&output.stderr)
     );
 
-    // The three retried messages are back on orders, the other dead letter stayed.
+    // The three retried messages are back on orders, the other dead letters stayed.
+    assert_eq!(
+        bodies(&client, "orders").await,
+        ["order 1041", "order 1042", "order 1043", "order 1045"]
+    );
+    assert_eq!(bodies(&client, "DLQ.orders").await, ["order 1040", "order 1044"]);
+}
+
+/// The bodies of a queue's messages, sorted.
+async fn bodies(client: &Client, queue: &str) -> Vec<String> {
     let mut bodies: Vec<String> = client
-        .browse("orders", 0)
+        .browse(queue, 0)
         .await
         .unwrap()
         .iter()
         .map(|b| String::from_utf8_lossy(&b.message.body).into_owned())
         .collect();
     bodies.sort();
-    assert_eq!(bodies, ["order 1041", "order 1042", "order 1043", "order 1045"]);
-    let left = client.browse("DLQ.orders", 0).await.unwrap();
-    assert_eq!(left.len(), 1);
-    assert_eq!(left[0].message.body.as_ref(), b"order 1044");
+    bodies
 }

@@ -49,3 +49,25 @@ pub(super) async fn file(Path(name): Path<String>) -> Response {
         None => (StatusCode::NOT_FOUND, "no such asset\n").into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_page_is_served_under_a_policy_that_allows_only_its_own_files() {
+        let page = index().await;
+        assert_eq!(page.headers()[header::CONTENT_SECURITY_POLICY], CSP);
+        assert!(CSP.starts_with("default-src 'self'"));
+        for (name, _, _) in FILES {
+            assert!(INDEX.contains(&format!("/assets/{name}")), "{name} is not linked");
+            assert_eq!(file(Path(name.to_owned())).await.status(), StatusCode::OK);
+        }
+        assert_eq!(
+            file(Path("../Cargo.toml".into())).await.status(),
+            StatusCode::NOT_FOUND
+        );
+        // No inline script or style: the policy would block it.
+        assert!(!INDEX.contains("<script>") && !INDEX.contains("style="));
+    }
+}
