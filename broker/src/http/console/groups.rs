@@ -133,7 +133,7 @@ mod tests {
             ),
         ];
         let groups = group(&messages);
-        let summary: Vec<(Option<&str>, Option<&str>, u64, u64, u64, Vec<u64>)> = groups
+        let summary: Vec<_> = groups
             .iter()
             .map(|g| {
                 (

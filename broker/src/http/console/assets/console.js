@@ -439,6 +439,7 @@ class DeadLetters {
     this.draw();
   }
   async pick() {
+    this.bar = null;
     const queues = (await api("/api/queues")).queues;
     const dlqs = queues.filter((q) => q.dead_letter_queue);
     put(this.root, el("h1", { text: "Dead letters" }),
@@ -463,25 +464,38 @@ class DeadLetters {
     const filter = this.filterInput ? this.filterInput.value.trim() : "";
     return filter ? "filter: " + filter : "nothing selected";
   }
+  // The parts of the page, made once, so that a refresh never takes the focus
+  // from the operator's inputs.
+  layout() {
+    this.head = el("div", {});
+    this.filterInput = el("input", { type: "text", id: "dl-filter", placeholder: "or a selector, e.g. _AMQ_ORIG_QUEUE = 'orders'", oninput: () => this.drawBar() });
+    this.toInput = el("input", { type: "text", id: "move-to", placeholder: "move to address…" });
+    this.selText = el("span", { class: "sel", id: "selection" });
+    this.buttons = {
+      retry: el("button", { class: "primary", id: "retry", onclick: () => this.dryRun("retry"), text: "Retry…" }),
+      move: el("button", { id: "move", onclick: () => this.dryRun("move"), text: "Move…" }),
+      remove: el("button", { class: "danger", id: "remove", onclick: () => this.dryRun("remove"), text: "Remove…" }),
+      clear: el("button", { onclick: () => { this.selected.clear(); this.draw(); }, text: "Clear" }),
+    };
+    const b = this.buttons;
+    this.bar = el("div", { class: "actionbar" }, this.selText, this.filterInput, el("span", { class: "grow" }), b.retry, this.toInput, b.move, b.remove, b.clear);
+    this.table = el("div", { class: "panel" });
+    this.previewBox = el("div", {});
+    put(this.root, this.head, this.bar, this.table, this.previewBox);
+  }
   draw() {
+    if (!this.bar) this.layout();
     const d = this.data;
-    const previousFilter = this.filterInput ? this.filterInput.value : "";
-    const previousTo = this.toInput ? this.toInput.value : "";
-    this.filterInput = el("input", { type: "text", id: "dl-filter", placeholder: "or a selector, e.g. _AMQ_ORIG_QUEUE = 'orders'", value: previousFilter, oninput: () => this.drawBar() });
-    this.toInput = el("input", { type: "text", id: "move-to", placeholder: "move to address…", value: previousTo });
-    this.bar = el("div", { class: "actionbar" });
-    const groups = d.groups.map((g) => this.groupRows(g)).flat();
-    put(this.root, 
+    put(this.head,
       el("div", { class: "crumbs" }, el("a", { href: "#/dead-letters", text: "Dead letters" }), " / ", d.queue),
       el("h1", {}, "Dead letters on ", el("a", { href: hashFor("queue", d.queue), text: d.queue })),
-      el("p", { class: "sub", text: fmt.int(d.total) + " messages" + (d.grouped < d.total ? ` · the first ${fmt.int(d.grouped)} are grouped` : "") + " · grouped by the queue they failed on, why they died, and the last failure" }),
-      this.bar,
-      el("div", { class: "panel" }, d.groups.length
-        ? el("table", { id: "groups" },
-          el("thead", {}, el("tr", {}, el("th", {}), el("th", { class: "num", text: "Count" }), el("th", { text: "Failed on" }), el("th", { text: "Reason" }), el("th", { text: "Last failure" }), el("th", { text: "First seen" }), el("th", { text: "Last seen" }))),
-          el("tbody", {}, groups))
-        : el("div", { class: "empty", text: "No dead letters here. 🎉" })),
-      this.previewPanel());
+      el("p", { class: "sub", text: fmt.int(d.total) + " messages" + (d.grouped < d.total ? ` · the first ${fmt.int(d.grouped)} are grouped` : "") + " · grouped by the queue they failed on, why they died, and the last failure" }));
+    put(this.table, d.groups.length
+      ? el("table", { id: "groups" },
+        el("thead", {}, el("tr", {}, el("th", {}), el("th", { class: "num", text: "Count" }), el("th", { text: "Failed on" }), el("th", { text: "Reason" }), el("th", { text: "Last failure" }), el("th", { text: "First seen" }), el("th", { text: "Last seen" }))),
+        el("tbody", {}, d.groups.map((g) => this.groupRows(g)).flat()))
+      : el("div", { class: "empty", text: "No dead letters here." }));
+    put(this.previewBox, this.previewPanel());
     this.drawBar();
   }
   groupRows(g) {
@@ -532,16 +546,10 @@ class DeadLetters {
     return el("div", {}, items);
   }
   drawBar() {
-    const sel = this.selection();
-    put(this.bar, 
-      el("span", { class: "sel", id: "selection", text: this.describeSelection() }),
-      this.filterInput,
-      el("span", { class: "grow" }),
-      el("button", { class: "primary", id: "retry", disabled: !sel, onclick: () => this.dryRun("retry"), text: "Retry…" }),
-      this.toInput,
-      el("button", { id: "move", disabled: !sel, onclick: () => this.dryRun("move"), text: "Move…" }),
-      el("button", { class: "danger", id: "remove", disabled: !sel, onclick: () => this.dryRun("remove"), text: "Remove…" }),
-      this.selected.size ? el("button", { onclick: () => { this.selected.clear(); this.draw(); }, text: "Clear" }) : null);
+    const none = !this.selection();
+    this.selText.textContent = this.describeSelection();
+    for (const kind of ["retry", "move", "remove"]) this.buttons[kind].disabled = none;
+    this.buttons.clear.hidden = !this.selected.size;
   }
   async dryRun(kind) {
     const sel = this.selection();
