@@ -18,7 +18,8 @@
 //! - [`routing`]: routing types in the store.
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
-//! - [`http`]: the HTTP endpoint (`http-listen`): health probes and metrics.
+//! - [`http`]: the HTTP endpoint (`http-listen`): health probes, metrics and the web
+//!   console (`http/console/`).
 //! - [`metrics`]: the Prometheus metrics: instruments and scrape-time collectors.
 //! - [`connections`]: accepting client connections, counted and bounded
 //!   (`max-connections`).

@@ -10,12 +10,13 @@
 //!
 //! The API calls the same engine methods as the gRPC Admin service, never a second
 //! implementation; errors map to HTTP statuses in one place ([`error`]). The page
-//! is static files embedded in the binary ([`assets`]); it gets every broker value
+//! is static files embedded in the binary (`assets`); it gets every broker value
 //! through the API and shows it as text.
 //!
-//! Access: every handler reaches a queue through [`browse_queue`] (to look) or
-//! [`manage_queue`] (to act), an address through [`browse_address`]: the one place where a per-address permission check
-//! belongs; every route sits in the one [`routes`] router, so one layer covers them.
+//! Access: every handler reaches a queue through `browse_queue` (to look) or
+//! `manage_queue` (to act), an address through `browse_address`: the one place
+//! where a per-address permission check belongs; every route sits in the one
+//! `routes` router, so one layer covers them.
 mod actions;
 mod api;
 mod assets;

@@ -1,5 +1,5 @@
 //! Rates for the console: a small ring of samples of the broker's counters, taken
-//! every [`EVERY`] for the last [`KEPT`] samples (10 minutes), by a task of the
+//! every [`EVERY`] for the last `KEPT` samples (10 minutes), by a task of the
 //! engine's own that ends when the broker shuts down.
 //!
 //! Counters only grow, so a rate is the difference of two samples over their
