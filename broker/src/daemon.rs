@@ -27,7 +27,7 @@ use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_serv
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::connections;
 use crate::engine::Broker;
@@ -46,6 +46,8 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
 /// broker's own check (which names the limit and the address) is what users see.
 const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// How long HTTP requests under way may take to finish at shutdown.
+const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// TCP keepalive of accepted connections.
 const KEEPALIVE: Duration = Duration::from_secs(60);
 
@@ -195,7 +197,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     http_stop.cancel();
     if let Some(http) = http {
-        http.await?.context("the HTTP endpoint failed")?;
+        // Requests under way get a moment to finish; a client that holds one open
+        // does not hold up the shutdown.
+        match tokio::time::timeout(HTTP_DRAIN, http).await {
+            Ok(served) => served?.context("the HTTP endpoint failed")?,
+            Err(_) => warn!("HTTP requests still open after {HTTP_DRAIN:?}: closed"),
+        }
     }
     broker.close().await?;
     info!("stopped");
