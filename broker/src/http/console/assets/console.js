@@ -154,7 +154,8 @@ class Overview {
   }
   fail(e) { errorBox(this.root, e); }
   async refresh() {
-    const o = await api("/api/overview");
+    const [o, q] = await Promise.all([api("/api/overview"), api("/api/queues")]);
+    const dlqs = q.queues.filter((x) => x.dead_letter_queue && x.messages > 0);
     const last = o.rates[o.rates.length - 1] || {};
     const card = (k, v, cls) => el("div", { class: "card " + (cls || "") }, el("div", { class: "k", text: k }), el("div", { class: "v" + (typeof v === "string" && v.length > 12 ? " small" : ""), text: v }));
     put(this.root, 
@@ -187,6 +188,14 @@ class Overview {
           el("span", { class: "s-redelivered", text: "redelivered" }),
           el("span", { class: "s-dead", text: "dead-lettered" })),
       ),
+      el("div", { class: "panel" },
+        el("h2", { text: "Dead letters waiting" }),
+        dlqs.length
+          ? el("table", { id: "waiting" }, el("tbody", {}, dlqs.map((x) => el("tr", {},
+            el("td", {}, el("a", { href: hashFor("dead-letters", x.name), text: x.name })),
+            el("td", { class: "muted", text: "on " + x.address }),
+            el("td", { class: "num" }, el("span", { class: "count-pill", text: fmt.int(x.messages) }))))))
+          : el("div", { class: "muted", text: "None: no dead-letter queue holds a message." })),
       el("div", { class: "panel" },
         el("h2", { text: "Totals since start" }),
         el("table", {}, el("tbody", {},
