@@ -326,6 +326,11 @@ async fn bad_requests_get_a_4xx_with_a_clear_error() {
     let (status, v) = get(&broker, "/api/queues/orders/messages?limit=many").await;
     assert_eq!(status, 400, "{v}");
 
+    let long = "a".repeat(300);
+    let (status, v) = get(&broker, &format!("/api/addresses/{long}/redelivery")).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("address"), "{v}");
+
     // An action must say which messages: an empty selection never means all.
     let (status, v) = post(&broker, "/api/queues/orders/remove", json!({})).await;
     assert_eq!(status, 400, "{v}");

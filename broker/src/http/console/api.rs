@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::{browse_address, browse_queue, groups, json};
+use super::{browse_address, browse_queue, browse_queues, groups, json};
 use crate::explain;
 use crate::http::HttpState;
+use crate::queue::Queue;
 
 /// Messages one page of a queue shows at most.
 const MAX_PAGE: usize = 200;
@@ -53,7 +54,7 @@ pub(super) async fn overview(State(state): State<HttpState>) -> ApiResult {
     let broker = &state.broker;
     let (latest, rates) = state.console.sampler.history();
     let stats = broker.store().stats();
-    let queues = broker.queues_page("", usize::MAX).items;
+    let queues = browse_queues(&state);
     let mut gauges = Gauges {
         queues: queues.len(),
         ..Gauges::default()
@@ -85,7 +86,7 @@ pub(super) async fn overview(State(state): State<HttpState>) -> ApiResult {
 /// Every queue with its live counts, rates, and the settings matches that apply.
 pub(super) async fn queues(State(state): State<HttpState>) -> ApiResult {
     let broker = &state.broker;
-    let queues = broker.queues_page("", usize::MAX).items;
+    let queues = browse_queues(&state);
     let mut per_address: HashMap<&str, (Vec<String>, Option<String>)> = HashMap::new();
     for queue in &queues {
         per_address.entry(&queue.address).or_insert_with(|| {
@@ -101,10 +102,7 @@ pub(super) async fn queues(State(state): State<HttpState>) -> ApiResult {
     let rows: Vec<Value> = queues
         .iter()
         .map(|queue| {
-            let mut row = json::queue(queue);
-            let rates = state.console.sampler.queue(&queue.name);
-            row["in_per_s"] = json!(rates.in_per_s);
-            row["out_per_s"] = json!(rates.out_per_s);
+            let mut row = with_rates(&state, queue);
             row["settings_matches"] = json!(per_address[queue.address.as_str()].0);
             row["dead_letter_queue"] = json!(dead_letter_addresses.contains(queue.address.as_str()));
             row
@@ -117,13 +115,19 @@ pub(super) async fn queues(State(state): State<HttpState>) -> ApiResult {
 pub(super) async fn queue(State(state): State<HttpState>, Path(name): Path<String>) -> ApiResult {
     let queue = browse_queue(&state, &name)?;
     let resolved = state.broker.resolve_settings(&queue.address);
-    let mut out = json::queue(&queue);
-    let rates = state.console.sampler.queue(&queue.name);
-    out["in_per_s"] = json!(rates.in_per_s);
-    out["out_per_s"] = json!(rates.out_per_s);
+    let mut out = with_rates(&state, &queue);
     out["settings"] = json!(json::settings(&resolved, |_| true));
     out["settings_matches"] = json!(json::matches(&resolved));
     Ok(Json(out))
+}
+
+/// A queue's counts with its in and out rates.
+fn with_rates(state: &HttpState, queue: &Queue) -> Value {
+    let mut out = json::queue(queue);
+    let rates = state.console.sampler.queue(&queue.name);
+    out["in_per_s"] = json!(rates.in_per_s);
+    out["out_per_s"] = json!(rates.out_per_s);
+    out
 }
 
 #[derive(Deserialize)]

@@ -14,8 +14,9 @@
 //! through the API and shows it as text.
 //!
 //! Access: every handler reaches a queue through `browse_queue` (to look) or
-//! `manage_queue` (to act), an address through `browse_address`: the one place
-//! where a per-address permission check belongs; every route sits in the one
+//! `manage_queue` (to act), an address through `browse_address`, the list of
+//! queues through `browse_queues`: the one place where a per-address permission
+//! check (or filter) belongs; every route sits in the one
 //! `routes` router, so one layer covers them.
 mod actions;
 mod api;
@@ -80,6 +81,11 @@ pub(super) fn routes() -> Router<HttpState> {
 /// A queue someone wants to look at (its messages, settings, dead letters).
 fn browse_queue(state: &HttpState, name: &str) -> Result<Arc<Queue>, ApiError> {
     Ok(state.broker.queue(name)?)
+}
+
+/// The queues someone may look at (the overview's gauges, the queues table).
+fn browse_queues(state: &HttpState) -> Vec<Arc<Queue>> {
+    state.broker.queues_page("", usize::MAX).items
 }
 
 /// An address someone wants to look at (its settings, its redelivery plan).
