@@ -72,7 +72,7 @@ pub(super) async fn overview(State(state): State<HttpState>) -> ApiResult {
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_ms": broker.uptime().as_millis() as u64,
         "listen": {"grpc": listening.grpc.to_string(), "http": listening.http.to_string()},
-        "addresses": broker.addresses_page("", usize::MAX).items.len(),
+        "addresses": broker.address_count(),
         "connections": broker.metrics().connections.get(),
         "open_transactions": broker.open_transactions(),
         "store": {"commits": stats.commits, "ops": stats.ops, "syncs": stats.syncs, "disk_bytes": stats.disk_bytes},
