@@ -169,6 +169,23 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     let (status, one) = get(&broker, &format!("/api/queues/orders/messages/{id}")).await;
     assert_eq!((status, &one["body_preview"]), (200, &json!("order 2")));
 
+    // A message being retried shows the failures its queue keeps for it.
+    let mut consumer = client.consume("orders", 1).await.unwrap();
+    let d = next(&mut consumer).await;
+    consumer.nack(&[d.id], "flaky downstream").await.unwrap();
+    let path = format!("/api/queues/orders/messages/{}", d.message.message_id);
+    let mut retried = get(&broker, &path).await.1;
+    for _ in 0..100 {
+        if retried["failures"][0].is_object() {
+            break;
+        }
+        // The nack is settled after the call returns: look again.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        retried = get(&broker, &path).await.1;
+    }
+    assert_eq!(retried["failures"][0]["reason"], "flaky downstream", "{retried}");
+    assert_eq!(retried["dead_letter_reason"], Value::Null);
+
     let (status, plan) = get(&broker, "/api/addresses/orders/redelivery").await;
     assert_eq!(status, 200, "{plan}");
     assert_eq!(plan["plan"]["deliveries"].as_array().unwrap().len(), 2);

@@ -71,9 +71,26 @@ pub fn message(b: &Browsed) -> Json {
         "body_truncated": record.body.len() > PREVIEW_BYTES,
         "origin": dead_letter::origin(record).map(|(address, queue)| json!({"address": address, "queue": queue})),
         "dead_letter_reason": dead_letter::reason(record),
-        "failures": dead_letter::failures(record),
+        "failures": failures(b),
         "redrives": dead_letter::redrive_count(record),
     })
+}
+
+/// A message's failed deliveries: those a dead letter carries, or those its queue
+/// keeps for it while it is retried.
+fn failures(b: &Browsed) -> Vec<dead_letter::Failure> {
+    let carried = dead_letter::failures(&b.record);
+    if !carried.is_empty() {
+        return carried;
+    }
+    b.entry
+        .failures
+        .iter()
+        .map(|f| dead_letter::Failure {
+            at_ms: f.at_ms,
+            reason: f.reason.clone(),
+        })
+        .collect()
 }
 
 fn property(value: Option<&Value>) -> Json {

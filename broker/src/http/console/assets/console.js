@@ -408,10 +408,13 @@ function messageDetail(m) {
 }
 
 function failureHistory(m) {
+  // A dead letter says how often it was delivered; a live message counts itself.
+  const counted = m.properties._REBOUND_DELIVERY_COUNT;
+  const deliveries = counted ? Number(counted.value) : m.delivery_count;
   const items = m.failures.map((f, i) => el("li", {},
-    el("div", { class: "when", text: "delivery " + (m.properties._REBOUND_DELIVERY_COUNT ? Number(m.properties._REBOUND_DELIVERY_COUNT.value) - m.failures.length + i + 1 : i + 1) + " failed · " + fmt.time(f.at_ms) }),
+    el("div", { class: "when", text: "delivery " + (deliveries - m.failures.length + i + 1) + " failed · " + fmt.time(f.at_ms) }),
     el("div", { class: "group-failure", text: f.reason })));
-  items.push(el("li", {},
+  if (m.dead_letter_reason !== null) items.push(el("li", {},
     el("div", { class: "when", text: "dead-lettered · " + fmt.time(m.timestamp_ms) }),
     el("div", { class: "group-reason", text: m.dead_letter_reason || "unknown reason" }),
     m.origin ? el("div", { class: "muted", text: "from queue " + m.origin.queue + " on " + m.origin.address }) : null));
