@@ -16,6 +16,8 @@ pub enum BrokerError {
     QueueNotFound(String),
     #[error("address '{}' not found", excerpt(.0))]
     AddressNotFound(String),
+    #[error("message {id} not found on queue '{}'", excerpt(.queue))]
+    MessageNotFound { queue: String, id: u64 },
     #[error("transaction {0} not found")]
     TransactionNotFound(u64),
     /// `differs` is empty when the queue is exactly what was asked for: creating a

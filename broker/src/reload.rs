@@ -22,7 +22,7 @@
 //! A file that removes every user while the broker listens on a non-loopback
 //! address without `allow-anonymous = true` is rejected (see `security::anonymous`).
 //!
-//! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
+//! `listen`, `http-listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -107,6 +107,7 @@ impl Watcher {
                                     "config reload rejected, the settings and certificate in force stay: {}: {err}",
                                     path.display()
                                 );
+                                broker.metrics().reloaded(false);
                                 continue;
                             }
                         },
@@ -124,7 +125,9 @@ impl Watcher {
                         }
                         (None, None) => None,
                     };
-                    match broker.reload(&config).await {
+                    let result = broker.reload(&config).await;
+                    broker.metrics().reloaded(result.is_ok());
+                    match result {
                         Ok(()) => {
                             self.authenticator.install(&config.users);
                             self.security.replace(&config);
@@ -147,7 +150,10 @@ impl Watcher {
                         ),
                     }
                 }
-                Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+                Err(err) => {
+                    error!("config reload rejected, the settings in force stay: {err}");
+                    broker.metrics().reloaded(false);
+                }
             }
         }
     }

@@ -33,6 +33,9 @@ pub const JOURNAL_FILE_SIZE_RANGE: std::ops::RangeInclusive<u64> = (4 << 10)..=(
 pub struct Config {
     /// `host:port` the broker listens on; `None` leaves it to the broker.
     pub listen: Option<String>,
+    /// `host:port` of the HTTP endpoint (health, metrics); `Some("")` turns it
+    /// off; `None` leaves it to the broker.
+    pub http_listen: Option<String>,
     /// Directory of the message store; `None` leaves it to the broker.
     pub data_dir: Option<PathBuf>,
     /// Persist the delivery count before each delivery, so that a crash
@@ -92,6 +95,7 @@ impl Config {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawConfig {
     listen: Option<Spanned<String>>,
+    http_listen: Option<Spanned<String>>,
     data_dir: Option<PathBuf>,
     #[serde(default)]
     persist_delivery_count_before_delivery: bool,
@@ -150,6 +154,9 @@ impl RawConfig {
     fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
         Ok(Config {
             listen: checked(doc, self.listen, check::host_port, || "listen".into())?,
+            http_listen: checked(doc, self.http_listen, check::host_port_or_off, || {
+                "http-listen".into()
+            })?,
             data_dir: self.data_dir,
             persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
             config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
@@ -217,6 +224,7 @@ mod tests {
     fn embedded_default_is_valid_and_sensible() {
         let config = Config::embedded_default();
         assert_eq!(config.listen.as_deref(), Some("127.0.0.1:61616"));
+        assert_eq!(config.http_listen.as_deref(), Some("127.0.0.1:8161"));
         assert_eq!(config.data_dir.as_deref(), Some(Path::new("./data")));
         assert!(!config.persist_delivery_count_before_delivery);
         assert_eq!(config.config_reload_period_ms, None);
@@ -531,7 +539,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -634,6 +642,11 @@ mod tests {
         assert_eq!(err("listen = \"h:99999\"").key(), Some("listen"));
         assert_eq!(err("listen = \":1\"").key(), Some("listen"));
         assert!(Config::parse("listen = \"[::1]:5672\"", "t").is_ok());
+        assert_eq!(
+            err("http-listen = \"8161\"").to_string(),
+            "test.toml:1:15: http-listen: expected \"host:port\" (got \"8161\")"
+        );
+        assert_eq!(parse("http-listen = \"\"").http_listen.as_deref(), Some(""));
         assert_eq!(
             err("config-reload-period = 0").to_string(),
             "test.toml:1:24: config-reload-period: must be greater than 0 (got 0)"

@@ -94,6 +94,11 @@ impl Broker {
         }
     }
 
+    /// How many addresses there are.
+    pub fn address_count(&self) -> usize {
+        self.read().addresses.len()
+    }
+
     /// One address with its queues.
     pub fn address(&self, name: &str) -> Result<AddressView> {
         self.read()

@@ -9,6 +9,7 @@ impl From<BrokerError> for Status {
         let code = match &err {
             BrokerError::QueueNotFound(_)
             | BrokerError::AddressNotFound(_)
+            | BrokerError::MessageNotFound { .. }
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists { .. } | BrokerError::AddressExists { .. } => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,

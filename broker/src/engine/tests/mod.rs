@@ -6,6 +6,7 @@ mod declare;
 mod intercepted;
 mod lifecycle;
 mod limits;
+mod manage;
 mod random_input;
 mod redelivery;
 mod refusals;

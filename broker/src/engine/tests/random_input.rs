@@ -148,7 +148,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 let selection = Selection {
                     queue,
                     filter,
-                    message_id: None,
+                    message_ids: Default::default(),
                 };
                 clear(broker.move_messages(&selection, &to).await)?;
             }
@@ -156,7 +156,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 let selection = Selection {
                     queue,
                     filter,
-                    message_id: None,
+                    message_ids: Default::default(),
                 };
                 clear(
                     broker
