@@ -41,6 +41,7 @@ pub mod grpc;
 pub mod http;
 pub mod message;
 pub mod metrics;
+pub mod outage;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;

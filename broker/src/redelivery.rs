@@ -113,9 +113,19 @@ pub fn delay_after_failure(settings: &EffectiveSettings, delivery_count: u32, rn
 
 /// `redelivery-delay × multiplier^(n−1)`, before the jitter and the cap.
 fn formula_delay(settings: &EffectiveSettings, delivery_count: u32) -> u64 {
-    let exponent = delivery_count.saturating_sub(1).min(i32::MAX as u32) as i32;
+    geometric(
+        settings.redelivery_delay_ms,
+        settings.redelivery_delay_multiplier,
+        delivery_count,
+    )
+}
+
+/// The geometric delay shape: `base × multiplier^(n−1)`, uncapped. The outage
+/// pauses (`outage.rs`) grow the same way.
+pub fn geometric(base_ms: u64, multiplier: f64, n: u32) -> u64 {
+    let exponent = n.saturating_sub(1).min(i32::MAX as u32) as i32;
     // `as` saturates: an overflowing power becomes u64::MAX and is then capped.
-    (settings.redelivery_delay_ms as f64 * settings.redelivery_delay_multiplier.powi(exponent)) as u64
+    (base_ms as f64 * multiplier.powi(exponent)) as u64
 }
 
 impl Delay {

@@ -229,14 +229,14 @@ impl Consumer {
 
     /// Acknowledges deliveries: processed, remove the messages from the queue.
     pub async fn ack(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Ack, "", None, None)
+        self.settle(delivery_ids, proto::Outcome::Ack, "", None, None, None)
             .await
     }
 
     /// Rejects deliveries as failed: counts as an attempt, redelivered per the
     /// address settings or dead-lettered after `max-delivery-attempts`.
     pub async fn nack(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Nack, reason, None, None)
+        self.settle(delivery_ids, proto::Outcome::Nack, reason, None, None, None)
             .await
     }
 
@@ -255,19 +255,43 @@ impl Consumer {
             reason,
             Some(retry_after_ms),
             None,
+            None,
+        )
+        .await
+    }
+
+    /// Like [`nack`](Self::nack), and the consumer's dependency is down: the broker
+    /// pauses the whole queue for `pause` (capped by the address's
+    /// `max-outage-pause`), then delivers one probe message (outage mode). These
+    /// deliveries do not count this attempt unless the address sets
+    /// `outage-counts-attempts`.
+    pub async fn nack_pausing_queue(
+        &mut self,
+        delivery_ids: &[u64],
+        reason: &str,
+        pause: Duration,
+    ) -> Result<()> {
+        let pause_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX);
+        self.settle(
+            delivery_ids,
+            proto::Outcome::Nack,
+            reason,
+            None,
+            None,
+            Some(pause_ms),
         )
         .await
     }
 
     /// Hands deliveries back unprocessed: requeued at once, not counted as an attempt.
     pub async fn release(&mut self, delivery_ids: &[u64]) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::Release, "", None, None)
+        self.settle(delivery_ids, proto::Outcome::Release, "", None, None, None)
             .await
     }
 
     /// Fails deliveries permanently: straight to the dead-letter address.
     pub async fn dead_letter(&mut self, delivery_ids: &[u64], reason: &str) -> Result<()> {
-        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None, None)
+        self.settle(delivery_ids, proto::Outcome::DeadLetter, reason, None, None, None)
             .await
     }
 
@@ -284,6 +308,7 @@ impl Consumer {
             "",
             None,
             Some(transaction.id()),
+            None,
         )
         .await?;
         self.flush().await
@@ -334,6 +359,7 @@ impl Consumer {
         reason: &str,
         retry_after_ms: Option<u64>,
         transaction_id: Option<u64>,
+        pause_queue_ms: Option<u64>,
     ) -> Result<()> {
         if delivery_ids.is_empty() {
             return Ok(());
@@ -344,6 +370,7 @@ impl Consumer {
             reason: reason.to_owned(),
             retry_after_ms,
             transaction_id,
+            pause_queue_ms,
         };
         self.request(RequestKind::Settle(settle)).await?;
         self.unconfirmed += 1;

@@ -43,6 +43,16 @@ pub enum HandlerError {
         /// the broker to the address's `max-retry-after`, default 1 h).
         retry_after: Option<Duration>,
     },
+    /// A dependency every message needs is down: the message is nacked and the
+    /// broker pauses the whole queue for `pause` (outage mode: capped by the
+    /// address's `max-outage-pause`, then one probe message); the attempt does not
+    /// count unless the address sets `outage-counts-attempts`.
+    DependencyDown {
+        /// Why, kept with the message.
+        reason: String,
+        /// How long the queue pauses.
+        pause: Duration,
+    },
     /// The message can never be processed: it is dead-lettered now, with this reason.
     Permanent(String),
     /// Any other failure: nacked (redelivered per the address settings, then
@@ -69,6 +79,14 @@ impl HandlerError {
         }
     }
 
+    /// [`DependencyDown`](Self::DependencyDown): pause the queue for `pause`.
+    pub fn dependency_down(reason: impl Into<String>, pause: Duration) -> Self {
+        HandlerError::DependencyDown {
+            reason: reason.into(),
+            pause,
+        }
+    }
+
     /// [`Permanent`](Self::Permanent).
     pub fn permanent(reason: impl Into<String>) -> Self {
         HandlerError::Permanent(reason.into())
@@ -81,6 +99,7 @@ impl fmt::Display for HandlerError {
             HandlerError::TemporarilyUnavailable { reason, .. } => {
                 write!(f, "temporarily unavailable: {reason}")
             }
+            HandlerError::DependencyDown { reason, .. } => write!(f, "dependency down: {reason}"),
             HandlerError::Permanent(reason) => write!(f, "permanent failure: {reason}"),
             HandlerError::Failed(err) => write!(f, "{err}"),
         }
@@ -125,7 +144,8 @@ impl Incoming {
 pub struct ListenerStats {
     /// Handled and acknowledged (committed, in a transacted listener).
     pub acked: u64,
-    /// Nacked after [`HandlerError::TemporarilyUnavailable`].
+    /// Nacked after [`HandlerError::TemporarilyUnavailable`] or
+    /// [`HandlerError::DependencyDown`].
     pub retried: u64,
     /// Nacked after [`HandlerError::Failed`], a panic, or a failed commit.
     pub failed: u64,
@@ -232,6 +252,7 @@ impl ListenerBuilder {
 /// |---|---|---|
 /// | `Ok(())` | ack | ack in the message's transaction, commit |
 /// | [`TemporarilyUnavailable`](HandlerError::TemporarilyUnavailable) | nack (with its retry-after) | rollback, nack |
+/// | [`DependencyDown`](HandlerError::DependencyDown) | nack pausing the queue | rollback, nack pausing the queue |
 /// | [`Permanent`](HandlerError::Permanent) | dead-letter with the error as reason | rollback, dead-letter |
 /// | [`Failed`](HandlerError::Failed) or a panic | nack, logged with the message id | rollback, nack, logged |
 ///
@@ -503,6 +524,11 @@ impl Run {
                     Some(after) => consumer.nack_after(&[id], &reason, after).await?,
                     None => consumer.nack(&[id], &reason).await?,
                 }
+                Counters::add(&c.retried, 1);
+            }
+            HandlerError::DependencyDown { reason, pause } => {
+                tracing::debug!(%queue, message_id, %reason, ?pause, "dependency down; pausing the queue");
+                consumer.nack_pausing_queue(&[id], &reason, pause).await?;
                 Counters::add(&c.retried, 1);
             }
             HandlerError::Permanent(reason) => {

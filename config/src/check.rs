@@ -63,6 +63,30 @@ pub(crate) fn fraction(value: f64) -> Result<f64, String> {
     }
 }
 
+/// `0` = off.
+pub(crate) fn count_or_off(value: i64) -> Result<Option<u32>, String> {
+    match value {
+        0 => Ok(None),
+        _ => count(value).map(Some),
+    }
+}
+
+/// `0.0` = off.
+pub(crate) fn ratio_or_off(value: f64) -> Result<Option<f64>, String> {
+    match fraction(value)? {
+        0.0 => Ok(None),
+        ratio => Ok(Some(ratio)),
+    }
+}
+
+/// A number of recent outcomes kept per queue: bounded, as each costs memory.
+pub(crate) fn window(value: i64) -> Result<u32, String> {
+    match value {
+        1..=10_000 => Ok(value as u32),
+        _ => Err(format!("must be between 1 and 10000 (got {value})")),
+    }
+}
+
 /// `-1` = unlimited. Artemis also reads `0` as unlimited, which
 /// surprises people, so we refuse it.
 pub(crate) fn delivery_attempts(value: i64) -> Result<Option<u32>, String> {

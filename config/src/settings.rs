@@ -113,6 +113,36 @@ macro_rules! for_each_setting {
             /// kept on a broker that configures none.
             max_retry_after_ms: u64 = "max-retry-after",
                 i64 => check::non_negative, default = 3_600_000;
+            /// Outage mode: distinct messages failing in a row, with no
+            /// success between, that make the queue pause; `None` (the
+            /// default) = off.
+            outage_threshold: Option<u32> = "outage-threshold",
+                i64 => check::count_or_off, default = None, none = "off";
+            /// Outage mode: share of failures among the last `outage-window`
+            /// outcomes (`0.0..=1.0`) that makes the queue pause; `None` (the
+            /// default) = off.
+            outage_failure_ratio: Option<f64> = "outage-failure-ratio",
+                f64 => check::ratio_or_off, default = None, none = "off";
+            /// Outcomes (acks and failures) `outage-failure-ratio` looks at.
+            /// Default 20.
+            outage_window: u32 = "outage-window",
+                i64 => check::window, default = 20;
+            /// First pause of a queue in outage mode, in ms. Default 1000.
+            outage_pause_ms: u64 = "outage-pause",
+                i64 => check::positive, default = 1000;
+            /// Factor applied to the pause after every failed probe (>= 1.0).
+            /// Default 2.0.
+            outage_pause_multiplier: f64 = "outage-pause-multiplier",
+                f64 => check::multiplier, default = 2.0;
+            /// Upper bound of an outage pause, a consumer's `pause-queue`
+            /// included, in ms. Default 60,000.
+            max_outage_pause_ms: u64 = "max-outage-pause",
+                i64 => check::positive, default = 60_000;
+            /// Whether failures during an outage count towards
+            /// `max-delivery-attempts`. Default false: an outage does not
+            /// dead-letter good messages.
+            outage_counts_attempts: bool = "outage-counts-attempts",
+                bool => check::any, default = false;
         }
     };
 }

@@ -128,7 +128,11 @@ impl Broker {
                 Some(transaction) => match broker.transactions.add_acks(transaction, &queue, entries) {
                     Ok(()) => Ok(()),
                     // Rolled back meanwhile: the acks count as failed deliveries.
-                    Err(entries) => broker.fail(&queue, entries, "transaction ended", None).await,
+                    Err(entries) => {
+                        broker
+                            .fail(&queue, entries, "transaction ended", None, None)
+                            .await
+                    }
                 },
                 None => broker.settle(&queue, entries, how).await,
             };
@@ -148,7 +152,7 @@ impl Broker {
         let result = if closing {
             self.release(queue, entries).await
         } else {
-            self.fail(queue, entries, "consumer went away", None).await
+            self.fail(queue, entries, "consumer went away", None, None).await
         };
         if let Err(err) = result {
             warn!(queue = %queue.name, %err, "could not return the consumer's messages");

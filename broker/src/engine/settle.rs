@@ -17,6 +17,7 @@ use super::ops::{removal_ops, state_op};
 use crate::dead_letter::Reason;
 use crate::error::Result;
 use crate::message::bounded_reason;
+use crate::outage::{self, Change};
 use crate::queue::{Entry, Queue};
 use crate::redelivery::{self, Decision};
 use crate::time::now_ms;
@@ -29,6 +30,9 @@ pub enum Settlement {
     Nack {
         reason: String,
         retry_after_ms: Option<u64>,
+        /// The consumer's dependency is down: pause the queue this long
+        /// (outage mode, `outage.rs`).
+        pause_queue_ms: Option<u64>,
     },
     /// Not processed: back at once, not counted.
     Release,
@@ -48,17 +52,26 @@ impl Broker {
     ) -> Result<()> {
         match how {
             Settlement::Ack => {
-                let n = entries.len() as u64;
+                let n = entries.len();
                 self.remove(queue, entries).await?;
-                queue.count(|c| c.acked += n);
+                queue.count(|c| c.acked += n as u64);
+                let policy = outage::Policy::of(&self.settings_for(&queue.address));
+                if let Some(change) = queue.outage(|o| o.succeeded(now_ms(), n, &policy)) {
+                    log_outage(queue, change);
+                }
                 Ok(())
             }
             Settlement::Release => self.release(queue, entries).await,
             Settlement::Nack {
                 reason,
                 retry_after_ms,
-            } => self.fail(queue, entries, &reason, retry_after_ms).await,
+                pause_queue_ms,
+            } => {
+                self.fail(queue, entries, &reason, retry_after_ms, pause_queue_ms)
+                    .await
+            }
             Settlement::DeadLetter { reason } => {
+                queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
                 let reason = Reason::Rejected(bounded_reason(&reason));
                 let items = entries
                     .into_iter()
@@ -84,6 +97,7 @@ impl Broker {
     pub(super) async fn release(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
         let now = now_ms();
         let persist = self.settings.persist_count_before_delivery();
+        queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
         let mut ops = Vec::new();
         let back: Vec<(Entry, u64)> = entries
             .into_iter()
@@ -100,13 +114,17 @@ impl Broker {
         result
     }
 
-    /// Applies the redelivery policy to failed deliveries taken from `queue`.
+    /// Applies the redelivery policy to failed deliveries taken from `queue`,
+    /// after outage mode (`outage.rs`) has seen them: a failure during an outage
+    /// gives the message its attempt back (unless `outage-counts-attempts`) and
+    /// puts it back at once, the queue's pause holding it.
     pub(super) async fn fail(
         self: &Arc<Self>,
         queue: &Arc<Queue>,
         entries: Vec<Entry>,
         reason: &str,
         retry_after_ms: Option<u64>,
+        pause_queue_ms: Option<u64>,
     ) -> Result<()> {
         let settings = self.settings_for(&queue.address);
         if let Some(asked) = retry_after_ms
@@ -120,14 +138,42 @@ impl Broker {
             );
         }
         let now = now_ms();
+        let policy = outage::Policy::of(&settings);
+        let (in_outage, changes) = queue.outage(|o| {
+            let mut changes = Vec::new();
+            let mut in_outage: Vec<bool> = entries
+                .iter()
+                .map(|e| {
+                    let failure = o.failed(now, e.id, &policy);
+                    changes.extend(failure.change);
+                    failure.in_outage
+                })
+                .collect();
+            if let Some(ms) = pause_queue_ms {
+                changes.extend(o.pause(now, ms, &policy));
+                in_outage.fill(true);
+            }
+            (in_outage, changes)
+        });
+        for change in changes {
+            log_outage(queue, change);
+        }
         let reason = if reason.is_empty() { "nack" } else { reason };
         let mut ops = Vec::new();
         let mut back = Vec::new();
         let mut forwards = Vec::new();
         {
             let mut rng = rand::rng();
-            for mut entry in entries {
+            for (mut entry, in_outage) in entries.into_iter().zip(in_outage) {
                 entry.record_failure(now, reason);
+                if in_outage && !policy.counts_attempts {
+                    entry.delivery_count = entry.delivery_count.saturating_sub(1);
+                    if entry.stored {
+                        ops.push(state_op(queue, &entry, 0));
+                    }
+                    back.push((entry, 0));
+                    continue;
+                }
                 match redelivery::decide(&settings, entry.delivery_count, retry_after_ms, &mut rng) {
                     Decision::Redeliver { delay_ms } => {
                         let due = if delay_ms > 0 {
@@ -166,5 +212,23 @@ impl Broker {
             .map(|e| state_op(queue, e, 0))
             .collect();
         self.commit(self.submit(ops)).await
+    }
+}
+
+/// The one line an outage gets on entering and on leaving.
+fn log_outage(queue: &Queue, change: Change) {
+    match change {
+        Change::Entered {
+            pause_ms,
+            by_consumer,
+        } => info!(
+            queue = %queue.name,
+            pause_ms,
+            asked_by_consumer = by_consumer,
+            "queue entered outage mode: delivery paused, then one probe message"
+        ),
+        Change::Left { lasted_ms } => {
+            info!(queue = %queue.name, lasted_ms, "queue left outage mode: delivery resumed")
+        }
     }
 }

@@ -106,7 +106,7 @@ impl Broker {
             }
         }
         for (queue, entries) in by_queue {
-            if let Err(err) = self.fail(&queue, entries, reason, None).await {
+            if let Err(err) = self.fail(&queue, entries, reason, None, None).await {
                 warn!(queue = %queue.name, %err, "could not return rolled-back messages");
             }
         }

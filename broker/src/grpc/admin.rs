@@ -316,6 +316,7 @@ impl pb::admin_server::Admin for AdminService {
             store_ops: stats.ops,
             store_syncs: stats.syncs,
             store_disk_bytes: stats.disk_bytes,
+            cpu_ms: crate::metrics::cpu_seconds().map_or(0, |s| (s * 1000.0) as u64),
         }))
     }
 

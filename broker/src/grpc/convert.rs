@@ -10,6 +10,7 @@ use rebound_storage::{MessageRecord, PropertyValue};
 use crate::engine::{AddressView, Browsed, RetryOutcome, Selection, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::message::DEFAULT_PRIORITY;
+use crate::outage::Status;
 use crate::queue::{BrowseState, Dispatched, Queue};
 
 /// A producer's message as the engine takes it (checked by the engine).
@@ -126,6 +127,7 @@ pub fn settlement_from_wire(settle: &pb::Settle) -> Result<Settlement> {
         Ok(pb::Outcome::Nack) => Settlement::Nack {
             reason: settle.reason.clone(),
             retry_after_ms: settle.retry_after_ms,
+            pause_queue_ms: settle.pause_queue_ms,
         },
         Ok(pb::Outcome::Release) => Settlement::Release,
         Ok(pb::Outcome::DeadLetter) => Settlement::DeadLetter {
@@ -192,6 +194,15 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
         dropped: snap.counters.dropped,
         expired: snap.counters.expired,
         bytes: snap.bytes,
+        outage: snap.outage != Status::Normal,
+        outage_since_ms: match snap.outage {
+            Status::Outage { since_ms, .. } => since_ms,
+            Status::Normal => 0,
+        },
+        next_probe_at_ms: match snap.outage {
+            Status::Outage { next_probe_ms, .. } => next_probe_ms.unwrap_or(0),
+            Status::Normal => 0,
+        },
     }
 }
 

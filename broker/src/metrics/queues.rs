@@ -1,5 +1,5 @@
 //! Per-queue metrics, read at scrape time from each queue's own state: its
-//! gauges (messages, delivering, scheduled, consumers, bytes) and the counters
+//! gauges (messages, delivering, scheduled, consumers, bytes, outage) and the counters
 //! the queue keeps under its lock where the events happen (added, acked,
 //! redelivered, dead-lettered, expired, dropped). Between scrapes a queue costs
 //! nothing here; a scrape takes each queue's lock once. The consume streams
@@ -12,6 +12,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::engine::Broker;
+use crate::outage::Status;
 use crate::queue::Snapshot;
 
 /// The collector of every queue's metrics.
@@ -26,7 +27,7 @@ impl std::fmt::Debug for Queues {
 type Labels<'a> = [(&'static str, &'a str); 3];
 
 /// Name, help and value of each per-queue gauge.
-const GAUGES: [(&str, &str, fn(&Snapshot) -> u64); 5] = [
+const GAUGES: [(&str, &str, fn(&Snapshot) -> u64); 6] = [
     (
         "queue_messages",
         "Messages in the queue (ready, delivering and scheduled).",
@@ -49,6 +50,11 @@ const GAUGES: [(&str, &str, fn(&Snapshot) -> u64); 5] = [
         "queue_bytes",
         "Bytes (bodies and properties) of the queue's messages.",
         |s| s.bytes,
+    ),
+    (
+        "queue_outage",
+        "1 while the queue is in outage mode (delivery paused, probing), else 0.",
+        |s| u64::from(s.outage != Status::Normal),
     ),
 ];
 

@@ -80,6 +80,7 @@ pub struct Snapshot {
     pub consumers: u32,
     pub bytes: u64,
     pub counters: Counters,
+    pub outage: crate::outage::Status,
 }
 
 /// A message picked for delivery, not yet sent.

@@ -28,6 +28,8 @@ pub use entry::{
 };
 use state::{Consumer, Place, State};
 
+use crate::outage::{Gate, Outage};
+
 /// How far a filtered consumer's pick looks into the ready messages; beyond that it
 /// waits for the next round rather than hold the queue's lock for a long scan.
 const FILTER_SCAN_LIMIT: usize = 1000;
@@ -218,9 +220,16 @@ impl Queue {
             }
         }
         let mut picks = Vec::new();
+        // Outage mode: nothing while paused, then one probe.
+        let gate = st.outage.gate(now_ms);
+        let budget = match gate {
+            Gate::Open => usize::MAX,
+            Gate::Probe => 1,
+            Gate::Closed { .. } => 0,
+        };
         // Filtered consumers that found nothing for them in this round.
         let mut passed = vec![false; st.consumers.len()];
-        while !st.ready.is_empty() {
+        while !st.ready.is_empty() && picks.len() < budget {
             let n = st.consumers.len();
             let Some(ci) = (0..n)
                 .map(|k| (st.next_consumer + k) % n)
@@ -267,7 +276,14 @@ impl Queue {
                 entry: slot.entry.clone(),
             });
         }
-        let next = [st.scheduled.next_due(), st.expiring.next_due()]
+        if let (Gate::Probe, Some(probe)) = (gate, picks.first()) {
+            st.outage.probe_sent(probe.entry.id);
+        }
+        let reopens = match gate {
+            Gate::Closed { until_ms } => until_ms,
+            _ => None,
+        };
+        let next = [st.scheduled.next_due(), st.expiring.next_due(), reopens]
             .into_iter()
             .flatten()
             .min();
@@ -290,6 +306,7 @@ impl Queue {
         {
             let mut guard = self.lock();
             let st = &mut *guard;
+            st.outage.returned(pick.entry.id);
             if let Some(c) = st.consumers.iter_mut().find(|c| c.id == pick.consumer)
                 && c.outstanding.remove(&pick.delivery_id).is_some()
             {
@@ -403,7 +420,22 @@ impl Queue {
             consumers: st.consumers.len() as u32,
             bytes: st.bytes,
             counters: st.counters.clone(),
+            outage: st.outage.status(),
         }
+    }
+
+    /// Works on the queue's outage state (`outage.rs`) under its lock, and wakes
+    /// the dispatcher if that changed the state (the gate may have opened).
+    pub fn outage<R>(&self, update: impl FnOnce(&mut Outage) -> R) -> R {
+        let mut st = self.lock();
+        let before = st.outage.status();
+        let result = update(&mut st.outage);
+        let changed = st.outage.status() != before;
+        drop(st);
+        if changed {
+            self.wake.notify_one();
+        }
+        result
     }
 
     /// Bytes of the messages the queue holds.

@@ -9,6 +9,7 @@ use rebound_storage::MessageId;
 use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
+use crate::outage::Outage;
 use crate::timeline::Timeline;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,7 @@ pub(super) struct State {
     pub(super) cached: u64,
     pub(super) counters: Counters,
     pub(super) closed: bool,
+    pub(super) outage: Outage,
 }
 
 impl State {

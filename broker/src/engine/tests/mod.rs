@@ -7,6 +7,7 @@ mod intercepted;
 mod lifecycle;
 mod limits;
 mod manage;
+mod outage;
 mod random_input;
 mod redelivery;
 mod refusals;

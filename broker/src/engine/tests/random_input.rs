@@ -129,6 +129,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 let how = Settlement::Nack {
                     reason,
                     retry_after_ms: None,
+                    pause_queue_ms: None,
                 };
                 settle(&broker, &work, &ids(&got), how, None).await;
             }

@@ -10,6 +10,7 @@ fn nack(reason: &str, retry_after_ms: Option<u64>) -> Settlement {
     Settlement::Nack {
         reason: reason.into(),
         retry_after_ms,
+        pause_queue_ms: None,
     }
 }
 

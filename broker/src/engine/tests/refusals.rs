@@ -101,6 +101,7 @@ async fn refused_settles_leave_the_message_deliverable() {
     let nack = Settlement::Nack {
         reason: "boom".into(),
         retry_after_ms: None,
+        pause_queue_ms: None,
     };
     let dead = Settlement::DeadLetter { reason: "bad".into() };
     // The second nack would dead-letter it (max-delivery-attempts = 2).
