@@ -232,7 +232,10 @@ pub fn routing_name(routing_type: RoutingType) -> &'static str {
 
 /// A queue and its counters in documented order; the one list behind the JSON,
 /// `queue stat` and the `queue list` table.
-pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 16] {
+/// The state, outage start and next probe (ms since the epoch; null when not in
+/// outage mode, or while a probe is out) come last, as outage mode added them.
+pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 19] {
+    let ms = |value: u64| (value > 0).then_some(value);
     [
         ("name", q.name.clone().into()),
         ("address", q.address.clone().into()),
@@ -250,6 +253,9 @@ pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 16] {
         ("dropped", q.dropped.into()),
         ("expired", q.expired.into()),
         ("bytes", q.bytes.into()),
+        ("state", if q.outage { "outage" } else { "normal" }.into()),
+        ("outage_since_ms", ms(q.outage_since_ms).into()),
+        ("next_probe_at_ms", ms(q.next_probe_at_ms).into()),
     ]
 }
 

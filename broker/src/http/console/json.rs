@@ -10,6 +10,7 @@ use serde_json::{Value as Json, json};
 use crate::dead_letter;
 use crate::engine::Browsed;
 use crate::explain::{End, Plan};
+use crate::outage::Status;
 use crate::queue::{BrowseState, Queue};
 
 /// Bytes of a body shown as text; as hex, half of it.
@@ -37,6 +38,15 @@ pub fn queue(queue: &Queue) -> Json {
         "dead_lettered": c.dead_lettered,
         "expired": c.expired,
         "dropped": c.dropped,
+        "state": if snap.outage == Status::Normal { "normal" } else { "outage" },
+        "outage_since_ms": match snap.outage {
+            Status::Outage { since_ms, .. } => Some(since_ms),
+            Status::Normal => None,
+        },
+        "next_probe_at_ms": match snap.outage {
+            Status::Outage { next_probe_ms, .. } => next_probe_ms,
+            Status::Normal => None,
+        },
     })
 }
 

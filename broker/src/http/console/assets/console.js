@@ -343,7 +343,11 @@ class QueuePage {
         card("Scheduled", fmt.int(q.scheduled)), card("Consumers", fmt.int(q.consumers)),
         card("In / s", fmt.rate(q.in_per_s)), card("Out / s", fmt.rate(q.out_per_s)),
         card("Redelivered", fmt.int(q.redelivered)), card("Dead-lettered", fmt.int(q.dead_lettered)),
-        card("Bytes", fmt.bytes(q.bytes))));
+        card("Bytes", fmt.bytes(q.bytes)),
+        card("State", q.state === "outage"
+          ? "outage since " + new Date(q.outage_since_ms).toLocaleTimeString() + (q.next_probe_at_ms
+            ? " · next probe " + new Date(q.next_probe_at_ms).toLocaleTimeString() : " · probe out")
+          : "normal")));
     this.drawMessages(page);
     put(this.settings, settingsTable(q.settings));
   }
