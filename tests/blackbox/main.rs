@@ -23,6 +23,7 @@ mod messaging;
 mod metrics;
 mod operations;
 mod operator;
+mod outage;
 mod permissions;
 mod redelivery;
 mod tls;
