@@ -230,8 +230,15 @@ async fn drive(
     let send_done_s = seconds(run.last_sent_ns.load(Ordering::Relaxed));
 
     let good = run.good_messages();
+    // With outage mode off, the outage dead-letters messages: they are done too.
+    let dead = async || -> anyhow::Result<u64> {
+        Ok(match spec.outage_ms {
+            Some(_) => client.queue(&run.queue).await?.dead_lettered,
+            None => 0,
+        })
+    };
     let wait_consumers = async {
-        while run.acked.load(Ordering::Relaxed) < good {
+        while run.acked.load(Ordering::Relaxed) + dead().await? < good {
             if consumers.iter().any(AbortOnDropHandle::is_finished) {
                 return Err(anyhow!("a consumer stopped early"));
             }
@@ -257,6 +264,12 @@ async fn drive(
 
     let syncs = after.store_syncs.saturating_sub(before.store_syncs);
     let extra = match filled {
+        _ if spec.outage_ms.is_some() => Extra::Outage {
+            outage_deliveries: run.outage_deliveries.load(Ordering::Relaxed),
+            dead_lettered: dead().await?,
+            broker_cpu_s: after.cpu_ms.saturating_sub(before.cpu_ms) as f64 / 1000.0,
+            good_done_s,
+        },
         _ if poison > 0 => Extra::Poison {
             poison_messages: poison,
             good_done_s,

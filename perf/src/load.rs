@@ -47,6 +47,8 @@ pub struct Run {
     pub acked: AtomicU64,
     /// When the latest ack was sent, ns since `epoch`.
     pub last_ack_ns: AtomicU64,
+    /// Deliveries nacked during the `outage` workloads' outage.
+    pub outage_deliveries: AtomicU64,
 }
 
 impl Run {
@@ -60,6 +62,7 @@ impl Run {
             last_sent_ns: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             last_ack_ns: AtomicU64::new(0),
+            outage_deliveries: AtomicU64::new(0),
         }
     }
 
@@ -131,7 +134,8 @@ pub async fn produce(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow:
 }
 
 /// Consumes until `stop`: acks good messages (recording their end-to-end
-/// latency), nacks poison ones; returns the latencies.
+/// latency), nacks poison ones and, during an `outage` workload's outage, every
+/// one; returns the latencies.
 pub async fn consume(
     client: Client,
     run: Arc<Run>,
@@ -157,7 +161,14 @@ pub async fn consume(
                     d.message.message_id
                 );
             };
-            if run.spec.is_poison(seq) {
+            let down = run
+                .spec
+                .outage_ms
+                .is_some_and(|ms| run.epoch.elapsed() < Duration::from_millis(ms));
+            if down {
+                run.outage_deliveries.fetch_add(1, Ordering::Relaxed);
+                nacks.push(d.id);
+            } else if run.spec.is_poison(seq) {
                 nacks.push(d.id);
             } else {
                 latencies.saturating_record(run.now_ns().saturating_sub(sent_ns) / 1000);
@@ -168,7 +179,7 @@ pub async fn consume(
             }
         }
         if !nacks.is_empty() {
-            consumer.nack(&nacks, "rebound perf: poison message").await?;
+            consumer.nack(&nacks, "rebound perf: failed").await?;
             nacks.clear();
         }
         if !acks.is_empty() {

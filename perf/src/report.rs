@@ -82,6 +82,16 @@ pub enum Extra {
         /// First send → the last poison message moved to the dead-letter address.
         poison_dlq_s: f64,
     },
+    Outage {
+        /// Deliveries nacked while the consumers' dependency was down.
+        outage_deliveries: u64,
+        /// Messages the outage dead-lettered.
+        dead_lettered: u64,
+        /// CPU the broker used during the run (from GetServerInfo).
+        broker_cpu_s: f64,
+        /// First send → last message acked.
+        good_done_s: f64,
+    },
     Backlog {
         /// Messages / (first delivery requested → last ack), with the queue full.
         drain_rate: f64,
@@ -143,6 +153,16 @@ impl Report {
                 out,
                 "poison         {poison_messages} poison; good done after {good_done_s:.2} s, \
                  all poison dead-lettered after {poison_dlq_s:.2} s"
+            )?,
+            Extra::Outage {
+                outage_deliveries,
+                dead_lettered,
+                broker_cpu_s,
+                good_done_s,
+            } => writeln!(
+                out,
+                "outage         {outage_deliveries} deliveries during the outage, {dead_lettered} \
+                 dead-lettered; broker CPU {broker_cpu_s:.2} s; all done after {good_done_s:.2} s"
             )?,
             Extra::Backlog {
                 drain_rate,

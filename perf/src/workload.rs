@@ -4,7 +4,7 @@
 use anyhow::bail;
 use rebound_client::{Client, SettingValue};
 
-/// The config file the `poison` workload needs, relative to the repository root.
+/// The config file the `poison` and `outage` workloads need, relative to the repository root.
 pub const PERF_CONFIG: &str = "bench/perf.toml";
 
 /// One named load: what is sent, by how many, and how it is consumed.
@@ -31,6 +31,9 @@ pub struct Workload {
     pub poison_every: Option<u64>,
     /// Send everything first and only then consume (no consumer while filling).
     pub backlog: bool,
+    /// Consumers nack every delivery for this long from the start (a dependency
+    /// down), then ack.
+    pub outage_ms: Option<u64>,
 }
 
 /// Every workload. Keep BENCHMARKS.md's table in step with this one.
@@ -46,6 +49,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: false,
+        outage_ms: None,
     },
     Workload {
         name: "fan",
@@ -58,6 +62,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: false,
+        outage_ms: None,
     },
     Workload {
         name: "poison",
@@ -70,6 +75,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: Some(10),
         backlog: false,
+        outage_ms: None,
     },
     Workload {
         name: "backlog",
@@ -82,6 +88,33 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: true,
+        outage_ms: None,
+    },
+    Workload {
+        name: "outage",
+        messages: 20_000,
+        size: 1024,
+        producers: 1,
+        consumers: 2,
+        in_flight: 64,
+        batch: 16,
+        credit: 100,
+        poison_every: None,
+        backlog: false,
+        outage_ms: Some(3000),
+    },
+    Workload {
+        name: "outage-off",
+        messages: 20_000,
+        size: 1024,
+        producers: 1,
+        consumers: 2,
+        in_flight: 64,
+        batch: 16,
+        credit: 100,
+        poison_every: None,
+        backlog: false,
+        outage_ms: Some(3000),
     },
 ];
 
@@ -100,7 +133,31 @@ const POISON_SETTINGS: &[(&str, Option<&str>)] = &[
     ("auto-create-dead-letter-resources", Some("true")),
 ];
 
+/// What `outage` needs (outage mode on); `outage-off` needs the same with it off.
+const OUTAGE_SETTINGS: &[(&str, Option<&str>)] = &[
+    ("max-delivery-attempts", Some("5")),
+    ("outage-threshold", Some("10")),
+    ("outage-pause", Some("100")),
+    ("outage-pause-multiplier", Some("2.0")),
+    ("max-outage-pause", Some("1000")),
+];
+const OUTAGE_OFF_SETTINGS: &[(&str, Option<&str>)] = &[
+    ("max-delivery-attempts", Some("5")),
+    ("outage-threshold", Some("off")),
+    ("outage-failure-ratio", Some("off")),
+];
+
 impl Workload {
+    /// The address-settings the workload's figures depend on.
+    fn required_settings(&self) -> &'static [(&'static str, Option<&'static str>)] {
+        match (self.poison_every, self.name) {
+            (Some(_), _) => POISON_SETTINGS,
+            (None, "outage") => OUTAGE_SETTINGS,
+            (None, "outage-off") => OUTAGE_OFF_SETTINGS,
+            _ => &[],
+        }
+    }
+
     /// How many of the messages are poison.
     pub fn poison_count(&self) -> u64 {
         self.poison_every.map_or(0, |every| self.messages / every)
@@ -115,11 +172,12 @@ impl Workload {
     /// from what the workload is defined with. Settings come from the
     /// broker's config, so the tool can only check them, not set them.
     pub async fn check_settings(&self, client: &Client, address: &str) -> anyhow::Result<()> {
-        if self.poison_every.is_none() {
+        let required = self.required_settings();
+        if required.is_empty() {
             return Ok(());
         }
         let settings = client.settings(address).await?;
-        let problems = mismatches(&settings);
+        let problems = mismatches(required, &settings);
         if problems.is_empty() {
             return Ok(());
         }
@@ -127,7 +185,7 @@ impl Workload {
             "workload {} needs the broker's address-settings for {address} to be: {}; but {}.\n\
              Start the broker with the config shipped for it: rebound serve --config {PERF_CONFIG}",
             self.name,
-            POISON_SETTINGS
+            required
                 .iter()
                 .map(|(key, want)| format!("{key} = {}", want.unwrap_or("<set>")))
                 .collect::<Vec<_>>()
@@ -138,8 +196,8 @@ impl Workload {
 }
 
 /// The required settings `settings` does not have, described.
-fn mismatches(settings: &[SettingValue]) -> Vec<String> {
-    POISON_SETTINGS
+fn mismatches(required: &[(&str, Option<&str>)], settings: &[SettingValue]) -> Vec<String> {
+    required
         .iter()
         .filter_map(|&(key, want)| {
             let Some(have) = settings.iter().find(|s| s.key == key) else {
@@ -188,11 +246,11 @@ mod tests {
             setting("dead-letter-address", "\"DLA\""),
             setting("auto-create-dead-letter-resources", "true"),
         ];
-        assert!(mismatches(&settings).is_empty());
+        assert!(mismatches(POISON_SETTINGS, &settings).is_empty());
         settings[0] = setting("max-delivery-attempts", "10");
         settings[3] = setting("dead-letter-address", "none");
         assert_eq!(
-            mismatches(&settings),
+            mismatches(POISON_SETTINGS, &settings),
             [
                 "max-delivery-attempts is 10 (default)",
                 "dead-letter-address is none (default)"
