@@ -7,6 +7,8 @@
 //! queue's timeline), or on to the dead-letter address (`forward.rs`). A release is
 //! not an attempt: the message is back at once with its count restored.
 //!
+//! Outage mode (`outage.rs`) sees every outcome first: acks end an outage, failures
+//! may start one, and a failure during one is not the message's attempt.
 use std::sync::Arc;
 
 use tracing::info;
@@ -54,11 +56,7 @@ impl Broker {
             Settlement::Ack => {
                 let n = entries.len();
                 self.remove(queue, entries).await?;
-                queue.count(|c| c.acked += n as u64);
-                let policy = outage::Policy::of(&self.settings_for(&queue.address));
-                if let Some(change) = queue.outage(|o| o.succeeded(now_ms(), n, &policy)) {
-                    log_outage(queue, change);
-                }
+                self.acked(queue, n);
                 Ok(())
             }
             Settlement::Release => self.release(queue, entries).await,
@@ -82,12 +80,22 @@ impl Broker {
         }
     }
 
+    /// Counts `n` acks of `queue`'s messages, which also end an outage.
+    pub(super) fn acked(&self, queue: &Queue, n: usize) {
+        queue.count(|c| c.acked += n as u64);
+        let policy = outage::Policy::of(&self.settings_for(&queue.address));
+        if let Some(change) = queue.outage(|o| o.succeeded(now_ms(), n, &policy)) {
+            log_outage(queue, change);
+        }
+    }
+
     /// Removes entries taken from `queue` for good (acked, dropped). If storage
     /// refuses, they are back in the queue as they were: they are still stored, and
     /// a message that is stored but in no queue would show up only after a restart.
     pub(super) async fn remove(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
         let result = self.commit(self.submit(removal_ops(queue, &entries))).await;
         if result.is_err() {
+            queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
             queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
         }
         result

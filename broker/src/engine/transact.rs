@@ -57,7 +57,7 @@ impl Broker {
         match self.route_sends(tx.sends, removals).await {
             Ok(_) => {
                 for (queue, _) in &tx.acks {
-                    queue.count(|c| c.acked += 1);
+                    self.acked(queue, 1);
                 }
                 Ok(outcome)
             }
