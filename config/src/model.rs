@@ -315,6 +315,13 @@ mod tests {
             redelivery-schedule = "2:10; 4:delete"
             max-redrive = 0
             max-retry-after = 60000
+            outage-threshold = 5
+            outage-failure-ratio = 0.9
+            outage-window = 50
+            outage-pause = 500
+            outage-pause-multiplier = 3.0
+            max-outage-pause = 5000
+            outage-counts-attempts = true
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -437,6 +444,18 @@ mod tests {
             (
                 "redelivery-delay-multiplier = 0.5",
                 "test.toml:3:31: address-settings[0].redelivery-delay-multiplier: must be a number >= 1.0 (got 0.5)",
+            ),
+            (
+                "outage-failure-ratio = 1.5",
+                "test.toml:3:24: address-settings[0].outage-failure-ratio: must be between 0.0 and 1.0 (got 1.5)",
+            ),
+            (
+                "outage-window = 0",
+                "test.toml:3:17: address-settings[0].outage-window: must be between 1 and 10000 (got 0)",
+            ),
+            (
+                "outage-pause = 0",
+                "test.toml:3:16: address-settings[0].outage-pause: must be greater than 0 (got 0)",
             ),
             (
                 "redelivery-delay-multiplier = nan",
