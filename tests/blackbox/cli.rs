@@ -27,7 +27,7 @@ const RECEIVE_KEYS: [&str; 12] = [
 ];
 
 /// The keys of `rebound queue list --json` and `queue stat --json`.
-const QUEUE_KEYS: [&str; 16] = [
+const QUEUE_KEYS: [&str; 19] = [
     "name",
     "address",
     "routing_type",
@@ -44,6 +44,9 @@ const QUEUE_KEYS: [&str; 16] = [
     "dropped",
     "expired",
     "bytes",
+    "state",
+    "outage_since_ms",
+    "next_probe_at_ms",
 ];
 
 /// Creates an anycast queue `name` on an address of the same name.
