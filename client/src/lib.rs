@@ -43,6 +43,7 @@ mod error;
 mod health;
 mod listener;
 mod message;
+mod publisher;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
@@ -53,6 +54,7 @@ pub use error::{Error, Result};
 pub use health::HealthStatus;
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};
 pub use message::{OutgoingMessage, PropertyValue};
+pub use publisher::{Publisher, PublisherOptions};
 pub use transaction::{Session, Transaction};
 
 /// The names of the properties the broker sets on dead letters and expired messages
