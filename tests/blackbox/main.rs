@@ -20,6 +20,7 @@ mod listener;
 mod messaging;
 mod operations;
 mod operator;
+mod publish;
 mod redelivery;
 mod tls;
 mod tooling;
