@@ -70,7 +70,7 @@ trap stop_broker EXIT
 # Created here: the background job opens them only once it runs.
 : >"$work/broker.out"
 : >"$work/broker.log"
-rebound serve --listen 127.0.0.1:0 --data-dir "$work/data" \
+rebound serve --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --data-dir "$work/data" \
   </dev/null >"$work/broker.out" 2>"$work/broker.log" &
 broker=$!
 addr=

@@ -12,6 +12,9 @@
 //! read, and HTTP/2 flow control pushes back on it, so the broker holds at most
 //! that many requests per stream.
 //!
+//! Each request passes the same permission check as a `Send` (the caller may
+//! `send` to each of its addresses), then the same engine path.
+//!
 //! A refused request is answered with its error (through the one mapping in
 //! `status.rs`) and the stream carries on. When the broker stops, the session
 //! reads no more, finishes what it started, answers it if the client still has
@@ -26,14 +29,20 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::convert::messages_from_wire;
+use super::messaging::Gate;
 use super::status::code_and_message;
-use crate::engine::Broker;
+use crate::engine::{Broker, Sent};
 use crate::error::BrokerError;
 
 type ResponseTx = mpsc::Sender<Result<pb::PublishResponse, Status>>;
 
 /// Serves one Publish stream until the client closes it, it breaks, or the broker stops.
-pub(super) async fn publish(broker: Arc<Broker>, mut inbound: Streaming<pb::PublishRequest>, tx: ResponseTx) {
+pub(super) async fn publish(
+    broker: Arc<Broker>,
+    gate: Gate,
+    mut inbound: Streaming<pb::PublishRequest>,
+    tx: ResponseTx,
+) {
     let limit = usize::try_from(broker.limits().max_publish_in_flight).unwrap_or(usize::MAX);
     let mut working = FuturesOrdered::new();
     let mut answered: VecDeque<pb::PublishResponse> = VecDeque::new();
@@ -54,7 +63,7 @@ pub(super) async fn publish(broker: Arc<Broker>, mut inbound: Streaming<pb::Publ
                 Err(_) => break None,
             },
             request = inbound.message(), if reading && room => match request {
-                Ok(Some(request)) => working.push_back(publish_one(broker.clone(), request)),
+                Ok(Some(request)) => working.push_back(publish_one(broker.clone(), &gate, request)),
                 // The client closed its side: answer what it sent, then end.
                 Ok(None) => reading = false,
                 // A request that does not decode, or the connection is gone.
@@ -78,9 +87,26 @@ pub(super) async fn publish(broker: Arc<Broker>, mut inbound: Streaming<pb::Publ
     }
 }
 
-/// One request, handled as a `Send`.
-async fn publish_one(broker: Arc<Broker>, request: pb::PublishRequest) -> pb::PublishResponse {
-    let result = match broker.send(messages_from_wire(request.messages)).await {
+/// One request, checked and handled as a `Send`. The permission check is made
+/// when the request is read, so it applies the security in force then.
+fn publish_one(
+    broker: Arc<Broker>,
+    gate: &Gate,
+    request: pb::PublishRequest,
+) -> impl Future<Output = pb::PublishResponse> + use<> {
+    let allowed = gate.authorize_sends(&broker, &request.messages);
+    async move {
+        let sent = match allowed {
+            Ok(()) => broker.send(messages_from_wire(request.messages)).await,
+            Err(err) => Err(err),
+        };
+        answer(request.sequence, sent)
+    }
+}
+
+/// The answer to request `sequence`.
+fn answer(sequence: u64, sent: Result<Sent, BrokerError>) -> pb::PublishResponse {
+    let result = match sent {
         Ok(sent) => publish_response::Result::Sent(pb::SendResponse {
             message_ids: sent.ids,
             unrouted: sent.unrouted,
@@ -91,7 +117,7 @@ async fn publish_one(broker: Arc<Broker>, request: pb::PublishRequest) -> pb::Pu
         }
     };
     pb::PublishResponse {
-        sequence: request.sequence,
+        sequence,
         result: Some(result),
     }
 }
