@@ -1,4 +1,5 @@
-//! `rebound send`: send copies of one message to an address.
+//! `rebound send`: send copies of one message to an address, through a
+//! `Publisher`: the copies share one Publish stream and go in large frames.
 
 use std::path::PathBuf;
 
@@ -61,8 +62,6 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
         message = message.priority(priority);
     }
 
-    // Through a publisher: the copies share one stream and go in large frames,
-    // each one storage commit.
     let publisher = args.server.connect().await?.publisher();
     let sends = (0..args.count).map(|_| publisher.send(message.clone()));
     let mut sends = futures::stream::iter(sends).buffer_unordered(WINDOW);

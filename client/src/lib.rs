@@ -26,6 +26,11 @@
 //! # }
 //! ```
 //!
+//! [`Client::send`] is one call per message (or batch). A program whose tasks
+//! send concurrently shares a [`Publisher`] ([`Client::publisher`]): its sends go
+//! on one Publish stream and are coalesced into frames (one storage commit each)
+//! while earlier frames are in flight, with no added delay when it is idle.
+//!
 //! A broker with users wants a login: connect with
 //! [`Client::connect_with_options`] and [`ConnectOptions::credentials`]
 //! ([`Credentials`]), which every call and stream of the client then carries;

@@ -401,3 +401,51 @@ async fn sleep_until(deadline: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::Authorization;
+    use tonic::transport::Channel;
+
+    fn driver(options: PublisherOptions) -> Driver {
+        let channel = Channel::from_static("http://127.0.0.1:1").connect_lazy();
+        let (_queue, incoming) = mpsc::unbounded_channel();
+        Driver {
+            messaging: MessagingClient::with_interceptor(channel, Authorization(None)),
+            options,
+            incoming,
+            waiting: VecDeque::new(),
+            alone: VecDeque::new(),
+            stream: None,
+            linger_until: None,
+            counts: Arc::default(),
+        }
+    }
+
+    fn queued(body_len: usize) -> Queued {
+        let room = Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap();
+        Queued {
+            message: OutgoingMessage::new("a", vec![0u8; body_len]).into(),
+            reply: oneshot::channel().0,
+            _room: room,
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_keep_to_their_bounds() {
+        let mut d = driver(PublisherOptions {
+            max_batch: 3,
+            max_batch_bytes: 1000,
+            ..PublisherOptions::default()
+        });
+        let sizes = [10, 10, 10, 10, 600, 600, 5000, 10];
+        d.waiting.extend(sizes.map(queued));
+        let mut frames = Vec::new();
+        while !d.waiting.is_empty() {
+            frames.push(d.take_batch().len());
+        }
+        // Three at most; two of 600 do not fit in 1000 bytes; 5000 goes alone.
+        assert_eq!(frames, [3, 2, 1, 1, 1]);
+    }
+}

@@ -17,8 +17,9 @@
 //! the address again. A deletion that fails too is reported on stderr, naming the
 //! queue.
 //!
-//! Producers and consumers each get their own connection, and sends go in batches
-//! inside an in-flight window, so that the tool is not what limits the rate; its
+//! Producers and consumers each get their own connection, and sends go inside an
+//! in-flight window, as unary `Send` calls of a batch or as one-message calls on a
+//! Publish stream ([`Api`]), so that the tool is not what limits the rate; its
 //! own CPU time is reported to show that. A progress line goes to stderr once a
 //! second, and a run that makes no progress for [`STALL`] fails instead of hanging.
 
