@@ -14,6 +14,11 @@
 //! each of them again alone, so that every caller gets the answer to its own
 //! message.
 //!
+//! Order: messages go on the stream in the order their sends were called, and the
+//! broker stores a stream's frames in order; only the messages of a refused frame,
+//! sent again alone, come after the frames sent meanwhile. (A task that waits for
+//! each send before the next keeps its own order in any case.)
+//!
 //! When the stream breaks, each message sent on it and not yet answered fails
 //! with [`Error::Unconfirmed`]: it may or may not have been stored. Messages not
 //! yet sent go on a new stream, opened for the next frame; if that cannot be
