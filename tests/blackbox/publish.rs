@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rebound_client::proto::{self, messaging_client::MessagingClient, publish_response::Result as Answer};
-use rebound_client::{Client, Code, Error, OutgoingMessage, RoutingType};
+use rebound_client::{Client, Code, Error, OutgoingMessage, PublisherOptions, RoutingType};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -407,4 +407,31 @@ async fn the_stream_ends_when_the_producer_closes_its_side() {
     assert_eq!(answers.message().await.unwrap().unwrap().sequence, 2);
     drop(tx);
     assert!(answers.message().await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_linger_gathers_sends_into_one_frame() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let publisher = client.publisher_with(PublisherOptions {
+        linger: Duration::from_millis(500),
+        ..PublisherOptions::default()
+    });
+    // Sends 50 ms apart, well within the linger: one frame.
+    let sends: Vec<_> = (0..5)
+        .map(|i| {
+            let publisher = publisher.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50 * i)).await;
+                publisher
+                    .send(OutgoingMessage::new("lingered", format!("{i}")))
+                    .await
+            })
+        })
+        .collect();
+    for send in sends {
+        send.await.unwrap().unwrap();
+    }
+    assert_eq!(publisher.frames_sent(), 1);
+    assert_eq!(stored(&client, "lingered").await, 5);
 }
