@@ -15,7 +15,7 @@ use crate::support::{Broker, rebound, temp_file};
 pub const PASSWORD: &str = "correct horse";
 
 /// The argon2id hash of [`PASSWORD`] (`rebound user hash-password`).
-const HASH: &str =
+pub const HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$8WI9whuIhNH3MaKZlM29gA$AOSOE4+ZdvTPHslJ/4Ux88QsOkmNpqJ5B6TDtFYZ2SE";
 
 /// `[[users]]` entries: (name, roles), all with [`PASSWORD`].
