@@ -2,11 +2,11 @@
 //! and its API) asks for an HTTP basic login against the broker's users, and
 //! applies their permissions as gRPC does; `/health/*` needs none; without users
 //! the endpoint, like gRPC, serves only on loopback unless `allow-anonymous`.
-use rebound_client::{Client, ConnectOptions, Credentials, TlsOptions};
+use rebound_client::Client;
 use serde_json::{Value, json};
 
 use crate::console::{POISON_CONFIG, poison};
-use crate::permissions::{PASSWORD, users};
+use crate::permissions::{PASSWORD, login, users};
 use crate::support::{Broker, HttpAnswer, http_exchange, rebound, sample};
 
 /// `admin` may do everything; `viewer` may only browse `orders` and the DLA;
@@ -38,21 +38,11 @@ manage = ["admin", "ops"]
 consume = ["admin"]
 "##;
 
-fn config() -> String {
+pub fn config() -> String {
     format!(
         "{}{POISON_CONFIG}{SECURITY}",
         users(&[("admin", &["admin"]), ("viewer", &["viewer"]), ("ops", &["ops"])])
     )
-}
-
-async fn admin(broker: &Broker) -> Client {
-    let options = ConnectOptions {
-        tls: TlsOptions::default(),
-        credentials: Some(Credentials::new("admin", PASSWORD)),
-    };
-    Client::connect_with_options(&broker.url(), &options)
-        .await
-        .unwrap()
 }
 
 async fn call(
@@ -124,7 +114,7 @@ async fn with_users_every_operator_route_asks_for_a_login_and_health_does_not() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_browse_only_user_looks_but_cannot_act_and_sees_only_what_it_may_browse() {
     let broker = Broker::start_with_config(&config()).await;
-    let admin = admin(&broker).await;
+    let admin = login(&broker, "admin").await;
     poison(&admin, "orders", &["a"], "db down").await;
     poison(&admin, "secret", &["s"], "db down").await;
 
@@ -217,7 +207,7 @@ async fn a_browse_only_user_looks_but_cannot_act_and_sees_only_what_it_may_brows
 #[tokio::test(flavor = "multi_thread")]
 async fn console_actions_need_what_grpc_needs_and_are_audited() {
     let broker = Broker::start_with_config(&config()).await;
-    let admin = admin(&broker).await;
+    let admin = login(&broker, "admin").await;
     poison(&admin, "orders", &["a"], "db down").await;
     poison(&admin, "secret", &["s"], "db down").await;
 

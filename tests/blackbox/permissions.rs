@@ -94,7 +94,7 @@ fn matrix_config() -> String {
     format!("{}{SECURITY}", users(USERS))
 }
 
-async fn login(broker: &Broker, user: &str) -> Client {
+pub async fn login(broker: &Broker, user: &str) -> Client {
     let options = ConnectOptions {
         tls: TlsOptions::default(),
         credentials: Some(Credentials::new(user, PASSWORD)),
