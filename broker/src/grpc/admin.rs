@@ -257,7 +257,7 @@ impl pb::admin_server::Admin for AdminService {
             work.await?
         } else {
             let moved = |outcomes: &Vec<crate::engine::RetryOutcome>| {
-                Some(outcomes.iter().filter(|o| o.skipped.is_none()).count() as u64)
+                Some(crate::engine::RetryOutcome::moved(outcomes) as u64)
             };
             managed(&caller, &operation, moved, work).await?
         };

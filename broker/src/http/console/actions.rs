@@ -104,13 +104,11 @@ pub(super) async fn retry(
     let outcomes = if request.dry_run {
         work.await?
     } else {
-        let moved = |outcomes: &Vec<RetryOutcome>| {
-            Some(outcomes.iter().filter(|o| o.skipped.is_none()).count() as u64)
-        };
+        let moved = |outcomes: &Vec<RetryOutcome>| Some(RetryOutcome::moved(outcomes) as u64);
         audit::carried_out(&caller, &operation, moved, work).await?
     };
-    let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count();
-    let moving = outcomes.len() - skipped;
+    let moving = RetryOutcome::moved(&outcomes);
+    let skipped = outcomes.len() - moving;
     let outcomes: Vec<Value> = outcomes
         .into_iter()
         .map(|o| {
