@@ -16,6 +16,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod deployment;
+mod groups;
 mod hostile;
 mod limits;
 mod listener;
