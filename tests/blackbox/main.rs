@@ -14,6 +14,7 @@ mod client;
 mod config_truth;
 mod console;
 mod console_browser;
+mod console_security;
 mod crash;
 mod deployment;
 mod groups;
