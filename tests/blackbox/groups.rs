@@ -7,7 +7,7 @@ use rebound_client::{Consumer, Delivery, OutgoingMessage};
 
 use crate::messaging::body;
 use crate::redelivery::{int, next, text};
-use crate::support::Broker;
+use crate::support::{Broker, cli};
 
 const QUIET: Duration = Duration::from_millis(400);
 
@@ -173,4 +173,18 @@ async fn a_dead_lettered_message_lets_its_group_move_on_and_says_which_it_held()
 
 async fn next_quietly(c: &mut Consumer) -> Option<Delivery> {
     c.next_timeout(QUIET).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_sends_into_a_group() {
+    let broker = Broker::start().await;
+    cli(
+        &broker,
+        ["send", "--address", "cli-groups", "--group", "g7", "--body", "x"],
+    )
+    .await
+    .success();
+    let client = broker.client().await;
+    let mut c = client.consume("cli-groups", 1).await.unwrap();
+    assert_eq!(text(&next(&mut c).await, "_AMQ_GROUP_ID"), "g7");
 }
