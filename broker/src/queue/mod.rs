@@ -448,6 +448,7 @@ impl Queue {
             .filter_map(|id| {
                 let slot = st.entries.get(&id)?;
                 let state = match slot.place {
+                    Place::Behind(due) if due > 0 => BrowseState::Scheduled(due),
                     Place::Ready | Place::ReadyFor(_) | Place::Behind(_) => BrowseState::Ready,
                     Place::Delivering { .. } => BrowseState::Delivering,
                     Place::Scheduled(due) => BrowseState::Scheduled(due),
