@@ -17,6 +17,7 @@ mod console_browser;
 mod console_security;
 mod crash;
 mod deployment;
+mod groups;
 mod hostile;
 mod limits;
 mod listener;
