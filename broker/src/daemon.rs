@@ -6,7 +6,8 @@
 //! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
-//! layer (`security::layer`) before it reaches a service.
+//! layer (`security::layer`) before it reaches a service, and every HTTP request
+//! but the health probes the endpoint's (`http::login`), against the same users.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -29,6 +30,7 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -89,11 +91,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?
         .collect();
-    let access = anonymous::access(&config, &listen, &addresses)?;
+    let access = anonymous::access(&config, "listen", &listen, &addresses)?;
     let http_listen = args
         .http_listen
         .or_else(|| config.http_listen.clone())
         .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
+    if !http_listen.is_empty() {
+        let addresses: Vec<_> = tokio::net::lookup_host(http_listen.as_str())
+            .await
+            .with_context(|| format!("cannot listen for HTTP on {http_listen}"))?
+            .collect();
+        anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
+    }
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -136,6 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen for HTTP on {addr}"))?,
         ),
     };
+    let http_local = http_listener.as_ref().map(TcpListener::local_addr).transpose()?;
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -161,6 +171,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             authenticator.clone(),
             security.clone(),
             local,
+            http_local,
         )?;
         broker.spawn(watcher.run(broker.clone()));
     }
@@ -174,33 +185,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "no [[users]] configured and allow-anonymous = true: anyone who can reach {local} may do everything"
         ),
     }
+    let signals = StopSignals::arm().context("cannot handle SIGTERM and SIGINT")?;
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
     let http_stop = CancellationToken::new();
-    let http = match http_listener {
-        Some(http_listener) => {
-            let http_local = http_listener.local_addr()?;
+    let http = match (http_listener, http_local) {
+        (Some(http_listener), Some(http_local)) => {
             info!(%http_local, "HTTP endpoint (health, metrics) listening");
             println!("rebound http listening on {http_local}");
             let listening = Listening {
                 grpc: local,
                 http: http_local,
             };
-            let router = http::router(HttpState::new(broker.clone(), listening));
+            let state = HttpState::new(broker.clone(), listening, authenticator.clone(), security.clone());
+            let router = http::router(state);
             Some(tokio::spawn(http::serve(
                 http_listener,
                 router,
                 http_stop.clone(),
             )))
         }
-        None => None,
+        _ => None,
     };
     std::io::stdout().flush()?;
 
     let stop = {
         let broker = broker.clone();
         async move {
-            wait_for_signal().await;
+            signals.wait().await;
             info!("shutting down");
             health
                 .set_not_serving::<MessagingServer<MessagingService>>()
@@ -244,11 +256,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM and SIGINT, handled from the moment this is made: made before the
+/// ready line, so that a signal right after it is a clean shutdown rather than
+/// the default action (death), whenever the server first polls for it.
+struct StopSignals {
+    term: Signal,
+    interrupt: Signal,
+}
+
+impl StopSignals {
+    fn arm() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
     }
 }

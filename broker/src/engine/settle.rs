@@ -94,9 +94,12 @@ impl Broker {
     /// a message that is stored but in no queue would show up only after a restart.
     pub(super) async fn remove(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
         let result = self.commit(self.submit(removal_ops(queue, &entries))).await;
-        if result.is_err() {
-            queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
-            queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
+        match result {
+            Ok(()) => queue.finish(&entries),
+            Err(_) => {
+                queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
+                queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
+            }
         }
         result
     }
