@@ -2,7 +2,8 @@
 //! place for the server, the CLI and the client.
 //!
 //! Application properties may not start with [`AMQ_PREFIX`] or [`REBOUND_PREFIX`]:
-//! the broker refuses such a send. The `_AMQ_*` names are Apache ActiveMQ Artemis's
+//! the broker refuses such a send, except for the names in [`PRODUCER_SET`],
+//! which a producer sets to ask something of the broker (as in Artemis). The `_AMQ_*` names are Apache ActiveMQ Artemis's
 //! (so Artemis tooling and selectors written for it keep working); the
 //! `_REBOUND_*` names are rebound's own additions.
 //!
@@ -19,6 +20,17 @@ pub const AMQ_PREFIX: &str = "_AMQ_";
 pub const REBOUND_PREFIX: &str = "_REBOUND_";
 /// Every reserved prefix: a producer's property name may start with none of them.
 pub const RESERVED_PREFIXES: [&str; 2] = [AMQ_PREFIX, REBOUND_PREFIX];
+
+/// When to deliver the message, ms since the Unix epoch (integer): Artemis's
+/// scheduled delivery. A send's `deliver_at_ms` or `delay_ms` field, when set,
+/// replaces it (with the absolute time it asks for).
+pub const SCHED_DELIVERY: &str = "_AMQ_SCHED_DELIVERY";
+/// The message's duplicate id (string or bytes, 1 to 256 bytes): a send whose
+/// id the address remembers is acknowledged but not stored again. A send's
+/// `duplicate_id` field, when set, replaces it.
+pub const DUPL_ID: &str = "_AMQ_DUPL_ID";
+/// The reserved names a producer may set; the message keeps them.
+pub const PRODUCER_SET: [&str; 2] = [SCHED_DELIVERY, DUPL_ID];
 
 /// The address the message had when it died (string).
 pub const ORIG_ADDRESS: &str = "_AMQ_ORIG_ADDRESS";
@@ -58,6 +70,8 @@ mod tests {
             DELIVERY_COUNT,
             FAILURES,
             REDRIVE_COUNT,
+            SCHED_DELIVERY,
+            DUPL_ID,
         ] {
             assert!(RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)), "{name}");
         }

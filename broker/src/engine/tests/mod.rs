@@ -3,6 +3,7 @@
 //! through the real daemon; these pin down the engine's own contract.
 mod creation;
 mod declare;
+mod duplicates;
 mod intercepted;
 mod lifecycle;
 mod limits;
@@ -10,6 +11,7 @@ mod manage;
 mod random_input;
 mod redelivery;
 mod refusals;
+mod scheduled;
 mod shutdown;
 mod transactions;
 
