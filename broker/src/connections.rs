@@ -6,7 +6,7 @@
 //! Closing at accept, before any TLS handshake or HTTP/2 preface, is the
 //! cheapest refusal there is: a flood of connections costs the broker an
 //! accept and a close each, never a task or a buffer. The WARN line that says
-//! so is rate-limited (one per [`WARN_EVERY`], with the count refused since
+//! so is rate-limited (one per 10 s, with the count refused since
 //! the last), so the flood cannot flood the log either.
 use std::io;
 use std::pin::Pin;
@@ -106,10 +106,11 @@ impl Acceptor {
                 metrics.connections_refused.inc();
                 self.refused += 1;
                 if self.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    // `refused`: this one and those since the last such line.
                     warn!(
                         %peer,
                         refused = self.refused,
-                        "max-connections ({limit}) connections are open: closed new connections (this one and the count since the last such line)"
+                        "connection closed at accept: max-connections ({limit}) are open"
                     );
                     self.warned = Some(Instant::now());
                     self.refused = 0;

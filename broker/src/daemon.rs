@@ -29,6 +29,7 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -174,6 +175,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "no [[users]] configured and allow-anonymous = true: anyone who can reach {local} may do everything"
         ),
     }
+    let signals = StopSignals::arm().context("cannot handle SIGTERM and SIGINT")?;
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
     let http_stop = CancellationToken::new();
@@ -200,7 +202,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let stop = {
         let broker = broker.clone();
         async move {
-            wait_for_signal().await;
+            signals.wait().await;
             info!("shutting down");
             health
                 .set_not_serving::<MessagingServer<MessagingService>>()
@@ -244,11 +246,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM and SIGINT, handled from the moment this is made: made before the
+/// ready line, so that a signal right after it is a clean shutdown rather than
+/// the default action (death), whenever the server first polls for it.
+struct StopSignals {
+    term: Signal,
+    interrupt: Signal,
+}
+
+impl StopSignals {
+    fn arm() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
     }
 }

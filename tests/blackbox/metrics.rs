@@ -204,7 +204,7 @@ async fn connections_over_max_connections_are_closed_and_the_broker_carries_on()
     .await
     .expect("the refused connection fails in time, it does not hang");
     assert!(extra.is_err(), "a 4th connection was served: {extra:?}");
-    broker.wait_for_log("max-connections (3)").await;
+    broker.wait_for_log("max-connections (3) are open").await;
     let text = broker.scrape().await;
     assert!(
         sample(&text, "rebound_connections_refused_total", &[]).unwrap() >= 1.0,

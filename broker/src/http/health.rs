@@ -34,3 +34,34 @@ async fn ready(State(state): State<HttpState>) -> (StatusCode, &'static str) {
         (StatusCode::OK, "ready\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rebound_config::Config;
+    use rebound_storage::MemoryStore;
+
+    use super::*;
+    use crate::engine::Broker;
+
+    #[tokio::test]
+    async fn ready_until_shutdown_begins() {
+        let config = Config::parse("", "test.toml").unwrap();
+        let broker = Broker::open(&config, Arc::new(MemoryStore::new())).await.unwrap();
+        let nowhere = "127.0.0.1:0".parse().unwrap();
+        let listening = crate::http::console::Listening {
+            grpc: nowhere,
+            http: nowhere,
+        };
+        let state = HttpState::new(broker.clone(), listening);
+        assert_eq!(live().await, "live\n");
+        assert_eq!(ready(State(state.clone())).await, (StatusCode::OK, "ready\n"));
+        broker.shutdown().cancel();
+        assert_eq!(
+            ready(State(state)).await,
+            (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+        );
+        assert_eq!(live().await, "live\n");
+    }
+}

@@ -7,7 +7,7 @@
 //! that it can stay on loopback while gRPC is exposed. [`router`] builds every
 //! route; a module adds its routes by returning a `Router<HttpState>` that
 //! [`router`] merges:
-//! - [`operator_routes`]: what shows or changes the broker (metrics, and
+//! - `operator_routes`: what shows or changes the broker (metrics, and
 //!   the web console, [`console`]). They sit behind one place, so that a layer
 //!   added there (authentication) covers all of them and only them;
 //! - `/health/*` stays outside it: probes carry no credentials.

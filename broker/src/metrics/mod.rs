@@ -6,9 +6,10 @@
 //!   say it: [`Metrics`], owned by the broker (connections, commit and delivery
 //!   latencies, config reloads);
 //! - collectors that read at scrape time what the broker keeps anyway: every
-//!   queue's gauges and counters ([`queues`], from the queue's own counters,
-//!   updated under its lock where the events happen), the store's statistics,
-//!   transactions and consumers ([`broker`]), and the process ([`process`]).
+//!   queue's gauges and counters (`queues`, from the queue's own counters,
+//!   updated under its lock where the events happen; summed, the consume
+//!   streams), the store's statistics, open transactions and uptime
+//!   (`broker`), and the process (`process`).
 //!
 //! Every name starts with `rebound_`, except the `process_*` family, which keeps
 //! the names every Prometheus client library and dashboard uses.

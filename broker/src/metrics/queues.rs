@@ -25,8 +25,11 @@ impl std::fmt::Debug for Queues {
 
 type Labels<'a> = [(&'static str, &'a str); 3];
 
-/// Name, help and value of each per-queue gauge.
-const GAUGES: [(&str, &str, fn(&Snapshot) -> u64); 5] = [
+/// A per-queue metric: its name, its help, and its value from a snapshot.
+type Figure = (&'static str, &'static str, fn(&Snapshot) -> u64);
+
+/// The per-queue gauges.
+const GAUGES: [Figure; 5] = [
     (
         "queue_messages",
         "Messages in the queue (ready, delivering and scheduled).",
@@ -52,8 +55,8 @@ const GAUGES: [(&str, &str, fn(&Snapshot) -> u64); 5] = [
     ),
 ];
 
-/// Name (without `_total`), help and value of each per-queue counter.
-const COUNTERS: [(&str, &str, fn(&Snapshot) -> u64); 6] = [
+/// The per-queue counters (named without `_total`, which the encoding adds).
+const COUNTERS: [Figure; 6] = [
     (
         "queue_added",
         "Messages added (sent, moved or dead-lettered here).",
