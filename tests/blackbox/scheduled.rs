@@ -40,7 +40,11 @@ async fn a_scheduled_message_survives_a_kill9_and_comes_at_its_time_not_before()
     assert_eq!(browsed[0].state, MessageState::Scheduled);
     assert_eq!(browsed[0].scheduled_at_ms, due, "its time was stored with it");
     let shown = cli(&broker, ["queue", "browse", "--queue", "jobs"]).await;
-    assert!(shown.success().stdout.contains("scheduled"), "{}", shown.stdout);
+    assert!(
+        shown.success().stdout.contains("scheduled until 20"),
+        "the time as RFC 3339: {}",
+        shown.stdout
+    );
 
     let mut c = client.consume("jobs", 10).await.unwrap();
     let d = c
