@@ -19,6 +19,10 @@
 //! flight (the client went away) forgets its ids: a retry may then store the
 //! message twice, never lose it.
 //!
+//! Only producers' sends are checked: a message the broker moves (a dead letter, an
+//! expired message, `queue move` and `queue retry`) keeps its `_AMQ_DUPL_ID` but is
+//! not checked again, so sending a dead letter back is never taken for a duplicate.
+//!
 //! Cost: nothing for a message without an id; with one, a hash lookup under one
 //! broker-wide lock, and about 60 bytes plus the id per remembered entry.
 use std::collections::{HashMap, VecDeque};
@@ -92,7 +96,10 @@ impl DuplicateIds {
         let mut ops = Vec::new();
         let mut pending = Vec::new();
         for claim in claims {
-            let cache = caches.entry(claim.address.to_owned()).or_default();
+            if !caches.contains_key(claim.address) {
+                caches.insert(claim.address.to_owned(), Cache::default());
+            }
+            let cache = caches.get_mut(claim.address).expect("inserted above");
             if cache.ids.contains_key(claim.id) {
                 duplicate.push(true);
                 continue;

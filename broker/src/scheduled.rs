@@ -9,6 +9,9 @@
 //! (`scheduled_at_ms`) in the same commit as its body, and waits in its queue's
 //! timeline ([`crate::timeline`]) like a delayed redelivery: it never blocks the
 //! messages behind it, and a restart finds it waiting.
+//!
+//! Only producers' sends are scheduled: a message the broker moves (a dead letter,
+//! `queue retry`) keeps the property but is due at once on its new queue.
 use crate::error::{BrokerError, Result};
 
 /// How far ahead a message may be scheduled: 3650 days. Further is almost surely a

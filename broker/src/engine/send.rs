@@ -153,7 +153,9 @@ impl Broker {
             self.submit(ops)
         };
         self.commit(commit).await?;
-        reservation.map(Reservation::durable);
+        if let Some(reservation) = reservation {
+            reservation.durable();
+        }
         deliver_arrivals(arrivals, now_ms());
         Ok((unrouted, duplicates))
     }
