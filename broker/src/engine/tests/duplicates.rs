@@ -126,3 +126,28 @@ async fn a_duplicate_in_a_transaction_fails_the_commit_and_applies_nothing() {
     assert_eq!(messages(&broker, "q"), 2);
     assert!(nothing_within(&mut sub, Duration::from_millis(50)).await);
 }
+
+#[tokio::test]
+async fn a_dead_letter_sent_back_keeps_its_id_and_is_not_taken_for_a_duplicate() {
+    let (broker, _store) = broker(WITH_DLQ).await;
+    broker.send(vec![with_id("q", "m", "a")]).await.unwrap();
+    let mut sub = broker.subscribe("q", 10, "").await.unwrap();
+    let got = receive(&mut sub, 1).await;
+    let dead = Settlement::DeadLetter { reason: "bad".into() };
+    settle(&broker, &sub, &ids(&got), dead, None).await;
+    let all = crate::engine::Selection {
+        queue: "DLQ".into(),
+        ..Default::default()
+    };
+    let retried = broker
+        .retry_messages(&all, false, 0, None, |_| Ok(()))
+        .await
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    let back = receive(&mut sub, 1).await;
+    assert_eq!(body(&back[0]), "m");
+    assert!(back[0].record.properties.contains_key(DUPL_ID));
+    // A producer's resend is still a duplicate.
+    let sent = broker.send(vec![with_id("q", "m", "a")]).await.unwrap();
+    assert_eq!(sent.duplicates, [true]);
+}
