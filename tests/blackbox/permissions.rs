@@ -12,14 +12,14 @@ use rebound_client::{
 use crate::support::{Broker, rebound, temp_file};
 
 /// Every user's password.
-const PASSWORD: &str = "correct horse";
+pub const PASSWORD: &str = "correct horse";
 
 /// The argon2id hash of [`PASSWORD`] (`rebound user hash-password`).
-const HASH: &str =
+pub const HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$8WI9whuIhNH3MaKZlM29gA$AOSOE4+ZdvTPHslJ/4Ux88QsOkmNpqJ5B6TDtFYZ2SE";
 
 /// `[[users]]` entries: (name, roles), all with [`PASSWORD`].
-fn users(entries: &[(&str, &[&str])]) -> String {
+pub fn users(entries: &[(&str, &[&str])]) -> String {
     entries
         .iter()
         .map(|(name, roles)| {
@@ -94,7 +94,7 @@ fn matrix_config() -> String {
     format!("{}{SECURITY}", users(USERS))
 }
 
-async fn login(broker: &Broker, user: &str) -> Client {
+pub async fn login(broker: &Broker, user: &str) -> Client {
     let options = ConnectOptions {
         tls: TlsOptions::default(),
         credentials: Some(Credentials::new(user, PASSWORD)),
@@ -604,4 +604,34 @@ async fn management_operations_and_denials_are_audited_without_bodies_or_passwor
     );
     assert!(!log.contains("TOP-SECRET-BODY"), "a body reached the log:\n{log}");
     assert!(!log.contains(PASSWORD), "a password reached the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_stream_checks_send_on_every_request() {
+    let broker = Broker::start_with_config(&matrix_config()).await;
+    let admin = login(&broker, "admin").await;
+    let publisher = login(&broker, "producer").await.publisher();
+    publisher.send(OutgoingMessage::new("app.q", "1")).await.unwrap();
+    // Outside app.#: refused alone, the stream carries on.
+    let err = publisher
+        .send(OutgoingMessage::new("DLQ", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(Code::PermissionDenied), "{err}");
+    publisher.send(OutgoingMessage::new("app.q", "2")).await.unwrap();
+    // Concurrent sends share frames; the refused one fails alone.
+    let sends = ["app.q", "DLQ", "app.q"].map(|address| publisher.send(OutgoingMessage::new(address, "c")));
+    let results = futures::future::join_all(sends).await;
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(
+        results[1].as_ref().unwrap_err().code(),
+        Some(Code::PermissionDenied)
+    );
+    assert_eq!(messages(&admin, "app.q").await, 4);
+    assert_eq!(messages(&admin, "DLQ").await, 0);
+
+    let nobody = login(&broker, "nobody").await.publisher();
+    let err = nobody.send(OutgoingMessage::new("app.q", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::PermissionDenied), "{err}");
+    assert_eq!(messages(&admin, "app.q").await, 4);
 }
