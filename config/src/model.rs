@@ -315,6 +315,7 @@ mod tests {
             redelivery-schedule = "2:10; 4:delete"
             max-redrive = 0
             max-retry-after = 60000
+            id-cache-size = 7
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -358,8 +359,13 @@ mod tests {
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
         assert_eq!(
-            (s.max_message_size, s.max_redrive, s.max_retry_after_ms),
-            (512, 0, 60_000)
+            (
+                s.max_message_size,
+                s.max_redrive,
+                s.max_retry_after_ms,
+                s.id_cache_size
+            ),
+            (512, 0, 60_000, 7)
         );
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),

@@ -113,6 +113,11 @@ macro_rules! for_each_setting {
             /// kept on a broker that configures none.
             max_retry_after_ms: u64 = "max-retry-after",
                 i64 => check::non_negative, default = 3_600_000;
+            /// How many duplicate ids (`_AMQ_DUPL_ID`) the address remembers,
+            /// oldest forgotten first; `0` turns duplicate detection off.
+            /// Default 20,000, as in Artemis.
+            id_cache_size: u32 = "id-cache-size",
+                i64 => check::count, default = 20_000;
         }
     };
 }
@@ -454,7 +459,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 22);
+        assert_eq!(keys.len(), 23);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),
