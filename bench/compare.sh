@@ -198,7 +198,7 @@ cargo build --release --quiet --manifest-path "$ROOT/bench/peers/Cargo.toml"
 # --- one broker per (system, workload), fresh data each time -----------------------
 start_rebound() {
   local data="$WORK/data-rebound"; rm -rf "$data"; mkdir -p "$data"
-  "$REBOUND_BIN" serve --config "$ROOT/bench/perf.toml" --listen "127.0.0.1:$REBOUND_PORT" \
+  "$REBOUND_BIN" serve --config "$ROOT/bench/perf.toml" --listen "127.0.0.1:$REBOUND_PORT" --http-listen 127.0.0.1:0 \
     --data-dir "$data" >"$RESULTS/rebound.server.log" 2>&1 &
   SERVER_PIDS+=($!); SERVER_PID=$!
   wait_port "$REBOUND_PORT" 30 || { log "rebound did not start"; tail "$RESULTS/rebound.server.log" >&2; return 1; }

@@ -23,7 +23,7 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 start() {
   local t0 line
   t0=$(date +%s%N)
-  coproc BROKER { exec "$rebound" serve --config bench/perf.toml --listen "$server" --data-dir "$scratch/data" 2>>"$scratch/broker.log"; }
+  coproc BROKER { exec "$rebound" serve --config bench/perf.toml --listen "$server" --http-listen 127.0.0.1:0 --data-dir "$scratch/data" 2>>"$scratch/broker.log"; }
   pid=$BROKER_PID
   read -r line <&"${BROKER[0]}"
   [[ $line == "rebound listening on "* ]] || { echo "broker did not start: $line" >&2; exit 1; }

@@ -3,9 +3,10 @@
 //! Start-up: load the config (or the embedded default), refuse a listen address
 //! others can reach without `[[users]]` (see `security::anonymous`), make the data
 //! dir private (`data_dir.rs`), open the store, recover the queues, bind, and only
-//! then print `rebound listening on HOST:PORT` on stdout — the one line scripts and
-//! tests wait for (logs go to stderr). Every call passes the authentication layer
-//! (`security::layer`) before it reaches a service.
+//! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
+//! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
+//! `rebound http listening on HOST:PORT`. Every call passes the authentication
+//! layer (`security::layer`) before it reaches a service.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -14,6 +15,7 @@
 //!    return on restart; open transactions are not committed), dispatchers and the
 //!    config watcher stop, new sends are refused with UNAVAILABLE;
 //! 3. the server waits for the calls in flight (sends under way are answered);
+//!    the HTTP endpoint keeps answering meanwhile (`/health/ready` says 503), then stops;
 //! 4. the engine waits for every task it runs, so settles and commits already
 //!    under way finish ([`Broker::close`]);
 //! 5. the store is flushed, fsynced and closed; exit 0.
@@ -27,23 +29,31 @@ use rebound_config::Config;
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{SledOptions, SledStore};
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
 use crate::security::anonymous::{self, Access};
-use crate::security::{AuthLayer, Authenticator};
+use crate::security::{AuthLayer, Authenticator, Security};
+use crate::http::console::Listening;
+use crate::http::{self, HttpState};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:61616";
+/// Where the HTTP endpoint listens when neither the config nor `--http-listen` says.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8161";
 /// Where the broker keeps its data when neither the config nor `--data-dir` says.
 pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
 /// broker's own check (which names the limit and the address) is what users see.
 const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// How long HTTP requests under way may take to finish at shutdown.
+const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// TCP keepalive of accepted connections.
 const KEEPALIVE: Duration = Duration::from_secs(60);
 
@@ -56,6 +66,10 @@ pub struct ServeArgs {
     /// Address to listen on (overrides the config's `listen`); port 0 picks a free port.
     #[arg(long)]
     pub listen: Option<String>,
+    /// Address of the HTTP endpoint, health and metrics (overrides the config's
+    /// `http-listen`); "" turns it off, port 0 picks a free port.
+    #[arg(long)]
+    pub http_listen: Option<String>,
     /// Data directory (overrides the config's `data-dir`).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -77,6 +91,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {listen}"))?
         .collect();
     let access = anonymous::access(&config, &listen, &addresses)?;
+    let http_listen = args
+        .http_listen
+        .or_else(|| config.http_listen.clone())
+        .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -111,6 +129,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
+    let http_listener = match http_listen.as_str() {
+        "" => None,
+        addr => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for HTTP on {addr}"))?,
+        ),
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -119,11 +145,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let authenticator = Arc::new(Authenticator::new(&config.users));
-    let messaging = MessagingServer::new(MessagingService::new(broker.clone()))
+    let security = Arc::new(Security::new(&config));
+    let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin =
-        AdminServer::new(AdminService::new(broker.clone())).max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone()))
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
@@ -133,6 +160,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             config.config_reload_period_ms,
             tls.clone(),
             authenticator.clone(),
+            security.clone(),
             local,
         )?;
         broker.spawn(watcher.run(broker.clone()));
@@ -147,14 +175,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "no [[users]] configured and allow-anonymous = true: anyone who can reach {local} may do everything"
         ),
     }
+    let signals = StopSignals::arm().context("cannot handle SIGTERM and SIGINT")?;
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
+    let http_stop = CancellationToken::new();
+    let http = match http_listener {
+        Some(http_listener) => {
+            let http_local = http_listener.local_addr()?;
+            info!(%http_local, "HTTP endpoint (health, metrics) listening");
+            println!("rebound http listening on {http_local}");
+            let listening = Listening {
+                grpc: local,
+                http: http_local,
+            };
+            let router = http::router(HttpState::new(broker.clone(), listening));
+            Some(tokio::spawn(http::serve(
+                http_listener,
+                router,
+                http_stop.clone(),
+            )))
+        }
+        None => None,
+    };
     std::io::stdout().flush()?;
 
     let stop = {
         let broker = broker.clone();
         async move {
-            wait_for_signal().await;
+            signals.wait().await;
             info!("shutting down");
             health
                 .set_not_serving::<MessagingServer<MessagingService>>()
@@ -176,18 +224,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(reflection)
         .add_service(messaging)
         .add_service(admin);
+    let accepted = connections::accept(broker.clone(), listener, KEEPALIVE);
     match tls {
-        None => {
-            // No Nagle: a delivery or a send acknowledgement is small and must not wait for
-            // the peer's delayed ACK (that cost a ~40 ms tail on every workload).
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(KEEPALIVE));
+        None => router.serve_with_incoming_shutdown(accepted, stop).await?,
+        Some(tls) => {
+            let incoming = tls.incoming(accepted, broker.shutdown().clone());
             router.serve_with_incoming_shutdown(incoming, stop).await?;
         }
-        Some(tls) => {
-            let incoming = tls.incoming(listener, KEEPALIVE, broker.shutdown().clone());
-            router.serve_with_incoming_shutdown(incoming, stop).await?;
+    }
+    http_stop.cancel();
+    if let Some(http) = http {
+        // Requests under way get a moment to finish; a client that holds one open
+        // does not hold up the shutdown.
+        match tokio::time::timeout(HTTP_DRAIN, http).await {
+            Ok(served) => served?.context("the HTTP endpoint failed")?,
+            Err(_) => warn!("HTTP requests still open after {HTTP_DRAIN:?}: closed"),
         }
     }
     broker.close().await?;
@@ -195,11 +246,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM and SIGINT, handled from the moment this is made: made before the
+/// ready line, so that a signal right after it is a clean shutdown rather than
+/// the default action (death), whenever the server first polls for it.
+struct StopSignals {
+    term: Signal,
+    interrupt: Signal,
+}
+
+impl StopSignals {
+    fn arm() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
     }
 }

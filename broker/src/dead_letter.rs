@@ -10,7 +10,7 @@
 //! The move itself — remove from the original queue, route the copy — is one storage
 //! commit (see `engine/forward.rs`), so after a crash the message is in exactly one
 //! of the two places.
-use rebound_config::RoutingType;
+use rebound_config::{EffectiveSettings, RoutingType};
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
@@ -34,6 +34,45 @@ const DEATH_PROPERTIES: [&str; 8] = [
     DELIVERY_COUNT,
     FAILURES,
 ];
+
+/// Where messages leaving an address go: the target address and, when the settings
+/// auto-create one, the queue of its own it gets there (`DLQ.orders`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub address: String,
+    pub own_queue: Option<String>,
+}
+
+impl Destination {
+    /// Where the dead letters of `address` go; None: they are dropped.
+    pub fn dead_letters(settings: &EffectiveSettings, address: &str) -> Option<Destination> {
+        Destination::of(
+            settings.dead_letter_address.as_ref()?,
+            settings.auto_create_dead_letter_resources,
+            &settings.dead_letter_queue_prefix,
+            &settings.dead_letter_queue_suffix,
+            address,
+        )
+    }
+
+    /// Where the expired messages of `address` go; None: they are dropped.
+    pub fn expired(settings: &EffectiveSettings, address: &str) -> Option<Destination> {
+        Destination::of(
+            settings.expiry_address.as_ref()?,
+            settings.auto_create_expiry_resources,
+            &settings.expiry_queue_prefix,
+            &settings.expiry_queue_suffix,
+            address,
+        )
+    }
+
+    fn of(target: &str, own: bool, prefix: &str, suffix: &str, address: &str) -> Option<Destination> {
+        Some(Destination {
+            address: target.to_owned(),
+            own_queue: own.then(|| format!("{prefix}{address}{suffix}")),
+        })
+    }
+}
 
 /// Why a message leaves its queue for another address.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,15 +132,16 @@ pub fn copy_for(
         set(ACTUAL_EXPIRY, Value::Int(now_ms as i64));
     }
     if !entry.failures.is_empty() {
-        let failures: Vec<serde_json::Value> = entry
+        let failures: Vec<Failure> = entry
             .failures
             .iter()
-            .map(|f| serde_json::json!({ "at_ms": f.at_ms, "reason": f.reason }))
+            .map(|f| Failure {
+                at_ms: f.at_ms,
+                reason: f.reason.clone(),
+            })
             .collect();
-        set(
-            FAILURES,
-            Value::String(serde_json::Value::Array(failures).to_string()),
-        );
+        let text = serde_json::to_string(&failures).expect("failures serialize");
+        set(FAILURES, Value::String(text));
     }
     copy
 }
@@ -142,6 +182,26 @@ pub fn retry_copy(dead: &MessageRecord, address: &str) -> MessageRecord {
         },
     );
     copy
+}
+
+/// Why a dead letter died (`_REBOUND_DEAD_LETTER_REASON`), if it says.
+pub fn reason(record: &MessageRecord) -> Option<&str> {
+    string_property(record, REASON)
+}
+
+/// One failed delivery a dead letter remembers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct Failure {
+    pub at_ms: u64,
+    pub reason: String,
+}
+
+/// The last failures a dead letter carries (`_REBOUND_FAILURES`, as [`copy_for`]
+/// writes them), oldest first; none if it carries none or they do not parse.
+pub fn failures(record: &MessageRecord) -> Vec<Failure> {
+    string_property(record, FAILURES)
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
 }
 
 fn string_property<'a>(record: &'a MessageRecord, key: &str) -> Option<&'a str> {
@@ -211,6 +271,14 @@ mod tests {
             Some(Value::String(r#"[{"at_ms":5,"reason":"db down"}]"#.into()))
         );
         assert_eq!(get(ACTUAL_EXPIRY), None);
+        assert_eq!(
+            failures(&copy),
+            [Failure {
+                at_ms: 5,
+                reason: "db down".into()
+            }]
+        );
+        assert_eq!(reason(&copy), Some("max-delivery-attempts"));
     }
 
     #[test]

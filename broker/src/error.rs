@@ -8,7 +8,7 @@ use std::fmt;
 
 use rebound_storage::StorageError;
 
-use rebound_config::excerpt;
+use rebound_config::{Permission, excerpt};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -16,6 +16,8 @@ pub enum BrokerError {
     QueueNotFound(String),
     #[error("address '{}' not found", excerpt(.0))]
     AddressNotFound(String),
+    #[error("message {id} not found on queue '{}'", excerpt(.queue))]
+    MessageNotFound { queue: String, id: u64 },
     #[error("transaction {0} not found")]
     TransactionNotFound(u64),
     /// `differs` is empty when the queue is exactly what was asked for: creating a
@@ -42,6 +44,17 @@ pub enum BrokerError {
     },
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The caller's roles do not hold `permission` on `address` (security-settings).
+    #[error(
+        "permission denied: user '{}' lacks the `{permission}` permission on address '{}'",
+        excerpt(.user),
+        excerpt(.address)
+    )]
+    PermissionDenied {
+        user: String,
+        permission: Permission,
+        address: String,
+    },
     #[error("the broker is shutting down")]
     ShuttingDown,
     #[error("storage failure: {0}")]

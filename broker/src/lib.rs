@@ -11,6 +11,7 @@
 //! - [`timeline`]: message ids ordered by due time (delayed redeliveries, expiry).
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
+//! - [`explain`]: the redelivery policy of an address as a readable schedule.
 //! - [`transactions`]: the open transactions and what each has gathered.
 //! - [`settings`]: the address-settings in force, cached per address.
 //! - [`message`]: the checks on new messages; how selectors see a message.
@@ -18,19 +19,28 @@
 //! - [`error`]: the engine's errors.
 //! - [`grpc`]: the `rebound.v1` services: wire conversion and the one error mapping.
 //! - [`security`]: who is calling ([`Principal`](security::Principal)), and what they may do.
+//! - [`http`]: the HTTP endpoint (`http-listen`): health probes, metrics and the web
+//!   console (`http/console/`).
+//! - [`metrics`]: the Prometheus metrics: instruments and scrape-time collectors.
+//! - [`connections`]: accepting client connections, counted and bounded
+//!   (`max-connections`).
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload; [`data_dir`]: the data
 //!   dir, private to the broker's user.
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
+pub mod connections;
 pub mod daemon;
 pub mod data_dir;
 pub mod dead_letter;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod grpc;
+pub mod http;
 pub mod message;
+pub mod metrics;
 pub mod postoffice;
 pub mod queue;
 pub mod redelivery;

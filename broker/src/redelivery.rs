@@ -38,6 +38,47 @@ pub enum Decision {
     Delete,
 }
 
+/// What the policy does after a failure, before chance: the jitter and a consumer's
+/// own delay are applied by [`decide`]; the explainer ([`crate::explain`]) shows it
+/// as a schedule. Both go through here, so they cannot disagree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Redeliver(Delay),
+    DeadLetter,
+    Move(MoveTarget),
+    Delete,
+}
+
+/// A redelivery delay before jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Delay {
+    /// A schedule step's delay: exact.
+    Step(u64),
+    /// The geometric formula's delay, before the jitter and the cap.
+    Formula(u64),
+}
+
+/// The policy's verdict on a message that has now failed `delivery_count` deliveries.
+pub fn verdict(settings: &EffectiveSettings, delivery_count: u32) -> Verdict {
+    if settings
+        .max_delivery_attempts
+        .is_some_and(|max| delivery_count >= max)
+    {
+        return Verdict::DeadLetter;
+    }
+    let scheduled = settings
+        .redelivery_schedule
+        .as_ref()
+        .and_then(|schedule| schedule.step_for(delivery_count.saturating_add(1)));
+    Verdict::Redeliver(match scheduled {
+        Some(StepAction::Delete) => return Verdict::Delete,
+        Some(StepAction::Move(target)) => return Verdict::Move(target.clone()),
+        Some(StepAction::Delay(ms)) => Delay::Step(*ms),
+        None if settings.redelivery_schedule.is_some() => Delay::Step(0),
+        None => Delay::Formula(formula_delay(settings, delivery_count)),
+    })
+}
+
 /// Decides the fate of a message that has now failed `delivery_count` deliveries.
 ///
 /// `retry_after_ms` is the consumer's own delay, if its nack carried one.
@@ -47,26 +88,15 @@ pub fn decide(
     retry_after_ms: Option<u64>,
     rng: &mut impl Rng,
 ) -> Decision {
-    if settings
-        .max_delivery_attempts
-        .is_some_and(|max| delivery_count >= max)
-    {
-        return Decision::DeadLetter;
-    }
-    let scheduled = settings
-        .redelivery_schedule
-        .as_ref()
-        .and_then(|schedule| schedule.step_for(delivery_count.saturating_add(1)));
-    let delay_ms = match scheduled {
-        Some(StepAction::Delete) => return Decision::Delete,
-        Some(StepAction::Move(target)) => return Decision::Move(target.clone()),
-        Some(StepAction::Delay(ms)) => *ms,
-        None if settings.redelivery_schedule.is_some() => 0,
-        None => delay_after_failure(settings, delivery_count, rng),
+    let delay = match verdict(settings, delivery_count) {
+        Verdict::Redeliver(delay) => delay,
+        Verdict::DeadLetter => return Decision::DeadLetter,
+        Verdict::Move(target) => return Decision::Move(target),
+        Verdict::Delete => return Decision::Delete,
     };
     let delay_ms = match retry_after_ms {
         Some(ms) => ms.min(settings.max_retry_after_ms),
-        None => delay_ms,
+        None => delay.draw(settings, rng),
     };
     Decision::Redeliver { delay_ms }
 }
@@ -78,20 +108,47 @@ pub fn retry_after_cap(settings: &EffectiveSettings, asked_ms: u64) -> Option<u6
 
 /// Artemis's redelivery delay after the `delivery_count`-th failed delivery.
 pub fn delay_after_failure(settings: &EffectiveSettings, delivery_count: u32, rng: &mut impl Rng) -> u64 {
-    let base = settings.redelivery_delay_ms;
-    if base == 0 {
-        return 0;
-    }
+    Delay::Formula(formula_delay(settings, delivery_count)).draw(settings, rng)
+}
+
+/// `redelivery-delay × multiplier^(n−1)`, before the jitter and the cap.
+fn formula_delay(settings: &EffectiveSettings, delivery_count: u32) -> u64 {
     let exponent = delivery_count.saturating_sub(1).min(i32::MAX as u32) as i32;
     // `as` saturates: an overflowing power becomes u64::MAX and is then capped.
-    let mut delay = (base as f64 * settings.redelivery_delay_multiplier.powi(exponent)) as u64;
-    let factor = settings.redelivery_collision_avoidance_factor;
-    if factor > 0.0 {
-        let sign = if rng.random_bool(0.5) { 1.0 } else { -1.0 };
-        let variance = sign * factor * rng.random::<f64>();
-        delay = (delay as f64 + delay as f64 * variance) as u64;
+    (settings.redelivery_delay_ms as f64 * settings.redelivery_delay_multiplier.powi(exponent)) as u64
+}
+
+impl Delay {
+    /// The delay a message gets: a formula delay randomised by ± factor × delay
+    /// and then capped (as in Artemis).
+    pub fn draw(self, settings: &EffectiveSettings, rng: &mut impl Rng) -> u64 {
+        let delay = match self {
+            Delay::Step(ms) => return ms,
+            Delay::Formula(0) => return 0,
+            Delay::Formula(ms) => ms,
+        };
+        let factor = settings.redelivery_collision_avoidance_factor;
+        let delay = if factor > 0.0 {
+            let sign = if rng.random_bool(0.5) { 1.0 } else { -1.0 };
+            let variance = sign * factor * rng.random::<f64>();
+            (delay as f64 + delay as f64 * variance) as u64
+        } else {
+            delay
+        };
+        delay.min(settings.max_redelivery_delay_ms)
     }
-    delay.min(settings.max_redelivery_delay_ms)
+
+    /// The least and the greatest delay [`draw`](Self::draw) can give.
+    pub fn range(self, settings: &EffectiveSettings) -> (u64, u64) {
+        let delay = match self {
+            Delay::Step(ms) => return (ms, ms),
+            Delay::Formula(ms) => ms,
+        };
+        let cap = settings.max_redelivery_delay_ms;
+        let factor = settings.redelivery_collision_avoidance_factor;
+        let at = |variance: f64| ((delay as f64 + delay as f64 * variance) as u64).min(cap);
+        (at(-factor), at(factor))
+    }
 }
 
 #[cfg(test)]

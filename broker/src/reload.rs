@@ -16,11 +16,13 @@
 //! needs no restart: new connections get it, open ones keep theirs. Files that do
 //! not make a valid TLS configuration reject the whole reload.
 //!
-//! Users and roles are swapped in with the rest and apply from the next call;
-//! a file that removes every user while the broker listens on a non-loopback
+//! Users, roles and `[[security-settings]]` are swapped in with the rest, after the
+//! broker accepted the config (a rejected reload leaves them as they were), and
+//! apply from the next call; open consume streams of users who lost `consume` end.
+//! A file that removes every user while the broker listens on a non-loopback
 //! address without `allow-anonymous = true` is rejected (see `security::anonymous`).
 //!
-//! `listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
+//! `listen`, `http-listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,7 +35,7 @@ use tracing::{error, info, warn};
 
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::security::{Authenticator, anonymous};
+use crate::security::{Authenticator, Security, anonymous};
 use crate::tls::TlsServer;
 
 /// Checks the file every this many ms when the config does not say.
@@ -47,6 +49,7 @@ pub struct Watcher {
     hangup: Signal,
     tls: Option<Arc<TlsServer>>,
     authenticator: Arc<Authenticator>,
+    security: Arc<Security>,
     /// The address the broker listens on, for the anonymous-access rule.
     local: SocketAddr,
 }
@@ -58,11 +61,13 @@ impl Watcher {
         period_ms: Option<u64>,
         tls: Option<Arc<TlsServer>>,
         authenticator: Arc<Authenticator>,
+        security: Arc<Security>,
         local: SocketAddr,
     ) -> std::io::Result<Watcher> {
         Ok(Watcher {
             tls,
             authenticator,
+            security,
             local,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
@@ -102,6 +107,7 @@ impl Watcher {
                                     "config reload rejected, the settings and certificate in force stay: {}: {err}",
                                     path.display()
                                 );
+                                broker.metrics().reloaded(false);
                                 continue;
                             }
                         },
@@ -119,9 +125,12 @@ impl Watcher {
                         }
                         (None, None) => None,
                     };
-                    match broker.reload(&config).await {
+                    let result = broker.reload(&config).await;
+                    broker.metrics().reloaded(result.is_ok());
+                    match result {
                         Ok(()) => {
                             self.authenticator.install(&config.users);
+                            self.security.replace(&config);
                             if let (Some(tls), Some(acceptor)) = (&self.tls, acceptor) {
                                 tls.install(acceptor);
                                 info!(path = %path.display(), "TLS certificate re-read");
@@ -141,7 +150,10 @@ impl Watcher {
                         ),
                     }
                 }
-                Err(err) => error!("config reload rejected, the settings in force stay: {err}"),
+                Err(err) => {
+                    error!("config reload rejected, the settings in force stay: {err}");
+                    broker.metrics().reloaded(false);
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
 //! TLS for the gRPC listener (`[tls]` in the config), with rustls.
 //!
 //! tonic's own `ServerTlsConfig` is fixed at start-up; to let a renewed
-//! certificate take effect without a restart, the daemon accepts TCP itself and
+//! certificate take effect without a restart, the daemon accepts TCP itself
+//! ([`crate::connections::accept`], which also counts and bounds connections) and
 //! wraps each connection with the [`TlsServer`]'s current rustls
 //! `ServerConfig`. A config reload builds a whole new `ServerConfig` from the
 //! files (certificate, key, and client CA for mutual TLS) and swaps it in;
@@ -12,18 +13,21 @@ use std::io;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use rebound_config::TlsConfig;
 use rebound_config::tls::{read_certificates, read_private_key};
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::debug;
+
+use crate::connections::Counted;
 
 /// How long a client may take over its TLS handshake before it is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,45 +66,38 @@ impl TlsServer {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Accepts connections on `listener` until `stop` fires, and hands each one,
-    /// once its TLS handshake is done, to the returned stream (for tonic's
-    /// `serve_with_incoming_shutdown`). A failed handshake only costs its own
-    /// connection.
+    /// Takes the connections `accepted` yields until `stop` fires, and hands
+    /// each one, once its TLS handshake is done, to the returned stream (for
+    /// tonic's `serve_with_incoming_shutdown`). A failed handshake only costs
+    /// its own connection.
     pub fn incoming(
         self: Arc<Self>,
-        listener: TcpListener,
-        keepalive: Duration,
+        accepted: impl Stream<Item = io::Result<Counted<TcpStream>>> + Send + 'static,
         stop: CancellationToken,
-    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<TcpStream>>> {
+    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Counted<TlsStream<TcpStream>>>> {
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
+            let mut accepted = std::pin::pin!(accepted);
             loop {
-                let (tcp, peer) = tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok(accepted) => accepted,
-                        Err(err) => {
-                            // Out of file descriptors and the like: do not spin.
-                            warn!(%err, "accepting a connection failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                            continue;
-                        }
+                let counted = tokio::select! {
+                    next = accepted.next() => match next {
+                        Some(Ok(counted)) => counted,
+                        Some(Err(_)) | None => return,
                     },
                     _ = stop.cancelled() => return,
                     _ = tx.closed() => return,
                 };
-                // No Nagle (see the daemon), and keepalive as the plaintext listener.
-                let _ = tcp.set_nodelay(true);
-                let keepalive = socket2::TcpKeepalive::new().with_time(keepalive);
-                let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
+                let (tcp, open) = counted.into_parts();
+                let peer = tcp.peer_addr().ok();
                 let acceptor = self.acceptor();
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => {
-                            let _ = tx.send(Ok(tls)).await;
+                            let _ = tx.send(Ok(Counted::new(tls, open))).await;
                         }
-                        Ok(Err(err)) => debug!(%peer, %err, "TLS handshake failed"),
-                        Err(_) => debug!(%peer, "TLS handshake timed out"),
+                        Ok(Err(err)) => debug!(?peer, %err, "TLS handshake failed"),
+                        Err(_) => debug!(?peer, "TLS handshake timed out"),
                     }
                 });
             }

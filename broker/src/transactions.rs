@@ -89,6 +89,11 @@ impl Transactions {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// How many transactions are open, over every session.
+    pub fn open(&self) -> usize {
+        self.lock().open.len()
+    }
+
     /// Opens a transaction of `session`, unless it has `max-open-transactions`.
     pub fn begin(&self, session: SessionId, limits: &Limits) -> Result<u64> {
         let mut st = self.lock();

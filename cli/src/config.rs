@@ -11,7 +11,9 @@ use rebound_config::Config;
 /// `rebound config` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum ConfigCommand {
-    /// Show an address's effective address-settings and which entry supplied each value.
+    /// Show an address's effective address-settings and which entry supplied each
+    /// value, then its security-settings: per permission the roles that hold it, and
+    /// the `match` that decides.
     Resolve {
         /// The TOML config file.
         #[arg(long, short = 'c')]
@@ -35,7 +37,9 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
     match command {
         ConfigCommand::Resolve { config, address } => {
             let config = Config::load(&config)?;
-            write!(std::io::stdout(), "{}", config.address_settings.resolve(&address))?;
+            let mut out = std::io::stdout();
+            write!(out, "{}", config.address_settings.resolve(&address))?;
+            write!(out, "\n{}", config.security_settings.resolve(&address))?;
         }
         ConfigCommand::Check { config } => {
             Config::load(&config)?;

@@ -172,6 +172,15 @@ pub(crate) fn schedule(value: String) -> Result<Option<RedeliverySchedule>, Stri
         .map_err(|e| format!("invalid schedule: {e}"))
 }
 
+/// `host:port`, or `""` for a listener that is off.
+pub(crate) fn host_port_or_off(value: String) -> Result<String, String> {
+    if value.is_empty() {
+        Ok(value)
+    } else {
+        host_port(value)
+    }
+}
+
 pub(crate) fn host_port(value: String) -> Result<String, String> {
     let valid = value
         .rsplit_once(':')

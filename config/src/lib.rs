@@ -23,6 +23,7 @@
 //!
 //! ```toml
 //! listen = "127.0.0.1:61616"      # "host:port"
+//! http-listen = "127.0.0.1:8161"  # health and metrics over HTTP; "" = off
 //! data-dir = "./data"
 //! persist-delivery-count-before-delivery = false
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
@@ -57,6 +58,11 @@
 //! match = "orders.eu"             # exact: beats every wildcard
 //! max-delivery-attempts = 3
 //!
+//! [[security-settings]]          # with [[users]]: who may do what (see `security`)
+//! match = "orders.#"
+//! send = ["producer"]
+//! consume = ["consumer"]
+//!
 //! [[addresses]]
 //! name = "orders.eu"
 //! routing-type = "anycast"        # or "multicast"; default anycast
@@ -69,6 +75,10 @@
 //! Here `orders.eu` gets 3 attempts (exact entry), a 5000 ms delay doubling
 //! per failure (`orders.#`), dead-letter address `DLQ` (`#`) and a maximum
 //! delay of 50 000 ms (derived: 10 × the merged delay).
+//!
+//! `[[security-settings]]` ([`security`]) use the same `match` patterns, but the
+//! most specific matching entry decides alone: they give, per permission, the
+//! roles that hold it. Both kinds of entry live in a [`PatternMap`].
 //!
 //! The fields of [`EffectiveSettings`] document every address-settings key
 //! and its default ([`settings::SETTING_KEYS`] lists the TOML names);
@@ -95,8 +105,10 @@ mod limits;
 pub mod matcher;
 mod model;
 mod names;
+pub mod pattern_map;
 mod routing_type;
 pub mod schedule;
+pub mod security;
 pub mod settings;
 mod text;
 pub mod tls;
@@ -108,8 +120,10 @@ pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};
 pub use model::{Config, DEFAULT_TOML, JOURNAL_FILE_SIZE_RANGE};
 pub use names::{MAX_MESSAGE_SIZE_LIMIT, MAX_NAME_BYTES, MAX_PROPERTIES_BYTES_LIMIT, check_name};
+pub use pattern_map::{DuplicatePattern, PatternMap};
 pub use routing_type::{RoutingType, UnknownRoutingType};
 pub use schedule::{MoveKind, MoveTarget, RedeliverySchedule, ScheduleError, StepAction};
+pub use security::{Permission, ResolvedSecurity, RoleGrants, SecuritySettings};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };

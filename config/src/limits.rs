@@ -86,4 +86,7 @@ define_limits! {
     /// Bytes of a filter a client sends: a consumer's selector, and the filter
     /// of a browse, count, move, remove or retry.
     max_selector_length = "max-selector-length", check::positive, default = 4096;
+    /// Client connections open at once, plaintext and TLS together; one more is
+    /// closed at accept.
+    max_connections = "max-connections", check::positive, default = 1024;
 }

@@ -8,7 +8,6 @@
 //! public types. Validation is ours rather than serde's so that messages can
 //! say what the value means ("use -1 for unlimited") and point at the value.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -18,7 +17,8 @@ use crate::address::{AddressConfig, RawAddress, addresses};
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
-use crate::matcher::Pattern;
+use crate::pattern_map::{RawEntry, by_pattern};
+use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::tls::{RawTls, TlsConfig};
 use crate::users::{RawUser, UserConfig, users};
@@ -33,6 +33,9 @@ pub const JOURNAL_FILE_SIZE_RANGE: std::ops::RangeInclusive<u64> = (4 << 10)..=(
 pub struct Config {
     /// `host:port` the broker listens on; `None` leaves it to the broker.
     pub listen: Option<String>,
+    /// `host:port` of the HTTP endpoint (health, metrics); `Some("")` turns it
+    /// off; `None` leaves it to the broker.
+    pub http_listen: Option<String>,
     /// Directory of the message store; `None` leaves it to the broker.
     pub data_dir: Option<PathBuf>,
     /// Persist the delivery count before each delivery, so that a crash
@@ -57,6 +60,9 @@ pub struct Config {
     /// Without users, serve anonymous clients on a non-loopback `listen`
     /// address too (`allow-anonymous`); on loopback they are always served.
     pub allow_anonymous: bool,
+    /// The `[[security-settings]]` entries: who may do what on which
+    /// addresses, when users are configured.
+    pub security_settings: SecuritySettings,
 }
 
 /// The embedded default configuration (`default.toml`), used when the broker
@@ -89,6 +95,7 @@ impl Config {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawConfig {
     listen: Option<Spanned<String>>,
+    http_listen: Option<Spanned<String>>,
     data_dir: Option<PathBuf>,
     #[serde(default)]
     persist_delivery_count_before_delivery: bool,
@@ -105,6 +112,8 @@ struct RawConfig {
     users: Vec<RawUser>,
     #[serde(default)]
     allow_anonymous: bool,
+    #[serde(default)]
+    security_settings: Vec<RawSecurityEntry>,
 }
 
 macro_rules! define_raw_settings_entry {
@@ -123,8 +132,14 @@ macro_rules! define_raw_settings_entry {
             $( #[serde(rename = $key)] $field: Option<Spanned<$raw>>, )*
         }
 
-        impl RawSettingsEntry {
-            fn settings(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
+        impl RawEntry for RawSettingsEntry {
+            type Value = AddressSettings;
+
+            fn pattern(&self) -> &Spanned<String> {
+                &self.pattern
+            }
+
+            fn value(self, doc: &Document<'_>, at: &str) -> Result<AddressSettings, ConfigError> {
                 Ok(AddressSettings {
                     $( $field: checked(doc, self.$field, $check, || format!("{at}.{}", $key))?, )*
                 })
@@ -139,6 +154,9 @@ impl RawConfig {
     fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
         Ok(Config {
             listen: checked(doc, self.listen, check::host_port, || "listen".into())?,
+            http_listen: checked(doc, self.http_listen, check::host_port_or_off, || {
+                "http-listen".into()
+            })?,
             data_dir: self.data_dir,
             persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
             config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
@@ -148,7 +166,7 @@ impl RawConfig {
                 "journal-file-size".into()
             })?,
             limits: self.limits.validate(doc)?,
-            address_settings: address_settings(doc, self.address_settings)?,
+            address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
             tls: match self.tls {
                 Some(tls) => {
@@ -159,6 +177,7 @@ impl RawConfig {
             },
             users: users(doc, self.users)?,
             allow_anonymous: self.allow_anonymous,
+            security_settings: by_pattern(doc, "security-settings", self.security_settings)?,
         })
     }
 }
@@ -177,30 +196,6 @@ fn check_journal_file_size(value: i64) -> Result<u64, String> {
                 range.end()
             )
         })
-}
-
-fn address_settings(
-    doc: &Document<'_>,
-    raw: Vec<RawSettingsEntry>,
-) -> Result<SettingsRepository, ConfigError> {
-    let mut repository = SettingsRepository::new();
-    let mut first_lines = HashMap::new();
-    for (i, entry) in raw.into_iter().enumerate() {
-        let at = format!("address-settings[{i}]");
-        let start = entry.pattern.span().start;
-        let fail = |message: String| doc.error(start, Some(format!("{at}.match")), message);
-        let pattern = Pattern::parse(entry.pattern.get_ref()).map_err(|e| fail(e.to_string()))?;
-        let settings = entry.settings(doc, &at)?;
-        let text = pattern.as_str().to_owned();
-        repository.insert(pattern, settings).map_err(|duplicate| {
-            fail(format!(
-                "{duplicate}, first defined on line {}",
-                first_lines[&text]
-            ))
-        })?;
-        first_lines.insert(text, doc.line(start));
-    }
-    Ok(repository)
 }
 
 #[cfg(test)]
@@ -229,6 +224,7 @@ mod tests {
     fn embedded_default_is_valid_and_sensible() {
         let config = Config::embedded_default();
         assert_eq!(config.listen.as_deref(), Some("127.0.0.1:61616"));
+        assert_eq!(config.http_listen.as_deref(), Some("127.0.0.1:8161"));
         assert_eq!(config.data_dir.as_deref(), Some(Path::new("./data")));
         assert!(!config.persist_delivery_count_before_delivery);
         assert_eq!(config.config_reload_period_ms, None);
@@ -242,6 +238,12 @@ mod tests {
             let s = config.address_settings.effective(sink);
             assert_eq!((s.dead_letter_address, s.expiry_address), (None, None), "{sink}");
             assert_eq!(s.max_delivery_attempts, None, "{sink}");
+        }
+
+        let admin = ["admin".to_owned()];
+        for &permission in crate::Permission::ALL {
+            assert!(config.security_settings.allows("any.address", permission, &admin));
+            assert!(!config.security_settings.allows("any.address", permission, &[]));
         }
 
         let names: Vec<_> = config.addresses.iter().map(|a| a.name.as_str()).collect();
@@ -537,7 +539,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -640,6 +642,11 @@ mod tests {
         assert_eq!(err("listen = \"h:99999\"").key(), Some("listen"));
         assert_eq!(err("listen = \":1\"").key(), Some("listen"));
         assert!(Config::parse("listen = \"[::1]:5672\"", "t").is_ok());
+        assert_eq!(
+            err("http-listen = \"8161\"").to_string(),
+            "test.toml:1:15: http-listen: expected \"host:port\" (got \"8161\")"
+        );
+        assert_eq!(parse("http-listen = \"\"").http_listen.as_deref(), Some(""));
         assert_eq!(
             err("config-reload-period = 0").to_string(),
             "test.toml:1:24: config-reload-period: must be greater than 0 (got 0)"

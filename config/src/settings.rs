@@ -2,7 +2,7 @@
 //!
 //! As in Artemis, an `[[address-settings]]` entry sets only some keys. For an
 //! address, every matching entry is taken from most to least specific (see
-//! [`Pattern`]'s ordering) and each key gets its value from the first entry
+//! [`Pattern`](crate::Pattern)'s ordering) and each key gets its value from the first entry
 //! that sets it; keys nobody sets take their default. Defaults are applied
 //! only after merging, so "not set" and "set to the default" differ, and a
 //! derived default (`max-redelivery-delay` = 10 × `redelivery-delay`) uses
@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use crate::matcher::Pattern;
+use crate::pattern_map::PatternMap;
 use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
 
@@ -299,71 +299,12 @@ impl fmt::Display for ResolvedSettings {
     }
 }
 
-/// A second entry used a `match` that is already present.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("duplicate match `{0}`")]
-pub struct DuplicatePattern(pub Pattern);
-
 /// All `[[address-settings]]` entries, kept in precedence order.
 ///
 /// The default (empty) repository gives every address the default settings.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SettingsRepository {
-    /// Sorted by [`Pattern`]'s ordering: exact patterns first (by text, so
-    /// they can be binary-searched), then wildcards most specific first.
-    entries: Vec<(Pattern, AddressSettings)>,
-}
+pub type SettingsRepository = PatternMap<AddressSettings>;
 
-impl SettingsRepository {
-    /// An empty repository.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds an entry; refuses a pattern that is already present.
-    pub fn insert(&mut self, pattern: Pattern, settings: AddressSettings) -> Result<(), DuplicatePattern> {
-        match self.entries.binary_search_by(|(p, _)| p.cmp(&pattern)) {
-            Ok(_) => Err(DuplicatePattern(pattern)),
-            Err(at) => {
-                self.entries.insert(at, (pattern, settings));
-                Ok(())
-            }
-        }
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether there are no entries.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// All entries, in precedence order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Pattern, &AddressSettings)> {
-        self.entries.iter().map(|(p, s)| (p, s))
-    }
-
-    /// The entries matching `address`, most specific first: the exact entry
-    /// if any, then the matching wildcards.
-    pub fn matching<'a>(
-        &'a self,
-        address: &'a str,
-    ) -> impl Iterator<Item = (&'a Pattern, &'a AddressSettings)> {
-        let wildcards_from = self.entries.partition_point(|(p, _)| !p.is_wildcard());
-        let (exact, wildcards) = self.entries.split_at(wildcards_from);
-        let exact = exact
-            .binary_search_by(|(p, _)| p.as_str().cmp(address))
-            .ok()
-            .map(|i| &exact[i]);
-        exact
-            .into_iter()
-            .chain(wildcards.iter().filter(move |(p, _)| p.matches(address)))
-            .map(|(p, s)| (p, s))
-    }
-
+impl PatternMap<AddressSettings> {
     /// The merged settings for `address`.
     pub fn effective(&self, address: &str) -> EffectiveSettings {
         self.merge(address).finish().0
@@ -454,6 +395,7 @@ impl<T: Render> Render for Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matcher::Pattern;
     use crate::matcher::tests::{address, artemis_compare, pattern};
     use proptest::prelude::*;
 
@@ -518,39 +460,6 @@ mod tests {
             source_of(&resolved, "max-redelivery-delay"),
             Source::Derived("10 × redelivery-delay")
         );
-    }
-
-    #[test]
-    fn duplicate_patterns_are_refused() {
-        let mut r = repo(vec![
-            ("a.#", AddressSettings::default()),
-            ("a", AddressSettings::default()),
-        ]);
-        let dup = r.insert(Pattern::parse("a.#").unwrap(), AddressSettings::default());
-        assert_eq!(dup.unwrap_err().to_string(), "duplicate match `a.#`");
-        assert!(
-            r.insert(Pattern::parse("a").unwrap(), AddressSettings::default())
-                .is_err()
-        );
-        assert_eq!(r.len(), 2);
-    }
-
-    #[test]
-    fn matching_lists_exact_first_then_wildcards() {
-        let r = repo(vec![
-            ("#", AddressSettings::default()),
-            ("a.b", AddressSettings::default()),
-            ("a.*", AddressSettings::default()),
-            ("a.#", AddressSettings::default()),
-            ("a.c", AddressSettings::default()),
-            ("a", AddressSettings::default()),
-        ]);
-        let hits: Vec<_> = r.matching("a.b").map(|(p, _)| p.as_str()).collect();
-        assert_eq!(hits, ["a.b", "a.*", "a.#", "#"]);
-        let hits: Vec<_> = r.matching("a").map(|(p, _)| p.as_str()).collect();
-        assert_eq!(hits, ["a", "a.#", "#"]);
-        let hits: Vec<_> = r.matching("zzz").map(|(p, _)| p.as_str()).collect();
-        assert_eq!(hits, ["#"]);
     }
 
     #[test]

@@ -100,7 +100,8 @@ fn user_name(value: String) -> Result<String, String> {
     }
 }
 
-fn role_name(value: String) -> Result<String, String> {
+/// A role name, in `[[users]]` and `[[security-settings]]` alike: not blank.
+pub(crate) fn role_name(value: String) -> Result<String, String> {
     if value.trim().is_empty() {
         Err("role name must not be blank".into())
     } else {

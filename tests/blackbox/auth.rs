@@ -8,6 +8,8 @@ use rebound_client::{
     Client, Code, ConnectOptions, Credentials, Error, OutgoingMessage, RoutingType, TlsOptions,
 };
 
+use rebound_config::Permission;
+
 use crate::support::{Broker, rebound, rebound_with, root};
 use crate::tls::{Ca, Pki, https, trusting};
 
@@ -20,15 +22,21 @@ async fn hash(password: &str) -> String {
     out.stdout.trim().to_owned()
 }
 
-/// `[[users]]` entries for (name, password hash), each with the role `app`.
+/// `[[users]]` entries for (name, password hash), each with the role `app`,
+/// which may do everything everywhere (these tests are about logging in).
 fn users(entries: &[(&str, Option<&str>)]) -> String {
-    entries
+    let users: String = entries
         .iter()
         .map(|(name, hash)| {
             let hash = hash.map_or(String::new(), |hash| format!("password-hash = {hash:?}\n"));
             format!("[[users]]\nname = {name:?}\n{hash}roles = [\"app\"]\n")
         })
-        .collect()
+        .collect();
+    let grants: String = Permission::ALL
+        .iter()
+        .map(|p| format!("{p} = [\"app\"]\n"))
+        .collect();
+    format!("{users}[[security-settings]]\nmatch = \"#\"\n{grants}")
 }
 
 fn login(user: &str, password: &str) -> ConnectOptions {

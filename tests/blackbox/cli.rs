@@ -539,6 +539,8 @@ async fn serve_with_a_broken_config_fails_naming_the_line() {
         path,
         "--listen",
         "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
         "--data-dir",
         data.to_str().unwrap(),
     ])

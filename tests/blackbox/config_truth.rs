@@ -38,6 +38,8 @@ async fn serve(config: &Path, data: &Path) -> CliOutput {
         config.as_os_str(),
         "--listen".as_ref(),
         "127.0.0.1:0".as_ref(),
+        "--http-listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
         "--data-dir".as_ref(),
         data.as_os_str(),
     ])

@@ -6,14 +6,18 @@
 //! killed when the `Broker` is dropped, so a failing test leaks nothing; a
 //! failing test also gets the broker's log printed.
 //!
-//! The contract with the daemon: once it serves, it prints exactly one line
-//! `rebound listening on HOST:PORT` to stdout; it logs to stderr.
+//! The contract with the daemon: once it serves, it prints the line
+//! `rebound listening on HOST:PORT` to stdout, then, when its HTTP endpoint is
+//! on, `rebound http listening on HOST:PORT`; it logs to stderr. The harness
+//! gives every broker `--http-listen 127.0.0.1:0` (a free port, so parallel
+//! tests never share 8161) unless its config sets `http-listen` itself.
 
 use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebound_client::Client;
@@ -31,6 +35,12 @@ const CLI_TIMEOUT: Duration = Duration::from_secs(30);
 /// The line the daemon prints once it is serving.
 const LISTENING: &str = "rebound listening on ";
 
+/// The line the daemon prints after [`LISTENING`] when its HTTP endpoint is on.
+const HTTP_LISTENING: &str = "rebound http listening on ";
+
+/// The HTTP endpoint's address, once the daemon printed it.
+type HttpAddr = Arc<Mutex<Option<SocketAddr>>>;
+
 /// A broker process with its own data directory.
 pub struct Broker {
     dir: TempDir,
@@ -40,6 +50,7 @@ pub struct Broker {
     addr: SocketAddr,
     /// Arguments added to `rebound serve` at every (re)start.
     extra: Vec<String>,
+    http_addr: HttpAddr,
 }
 
 impl Broker {
@@ -74,7 +85,7 @@ impl Broker {
             fs::write(&path, toml).expect("write the config file");
             path
         });
-        let (child, addr) = spawn(dir.path(), config.as_deref(), listen, &extra)
+        let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -83,6 +94,7 @@ impl Broker {
             child: Some(child),
             addr,
             extra,
+            http_addr,
         }
     }
 
@@ -94,6 +106,36 @@ impl Broker {
     /// The URL for clients and `--server`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// `http://host:port` of the HTTP endpoint (health, metrics); waits
+    /// (bounded) for the daemon to print it, and panics if it does not (the
+    /// endpoint is off).
+    pub async fn http_url(&self) -> String {
+        let found = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Some(addr) = *self.http_addr.lock().unwrap() {
+                    return addr;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let addr = found.unwrap_or_else(|_| panic!("the broker printed no {HTTP_LISTENING:?} line"));
+        format!("http://{addr}")
+    }
+
+    /// `GET /metrics`: its text, checked to be a complete OpenMetrics answer.
+    pub async fn scrape(&self) -> String {
+        let (status, text) = http_get(&format!("{}/metrics", self.http_url().await)).await;
+        assert_eq!(status, 200, "{text}");
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
+        text
+    }
+
+    /// Whether the broker printed an HTTP listening line (the endpoint is on).
+    pub fn http_listening(&self) -> bool {
+        self.http_addr.lock().unwrap().is_some()
     }
 
     /// The broker's data directory.
@@ -192,11 +234,12 @@ impl Broker {
         if self.child.is_some() {
             self.terminate().await;
         }
-        let (child, addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT, &self.extra)
+        let (child, addr, http_addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT, &self.extra)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         self.child = Some(child);
         self.addr = addr;
+        self.http_addr = http_addr;
     }
 
     /// Like [`restart`](Self::restart), but on the port it had, as a broker with a
@@ -209,7 +252,7 @@ impl Broker {
             self.terminate().await;
         }
         let mut attempts = 0;
-        let (child, addr) = loop {
+        let (child, addr, http_addr) = loop {
             match spawn(
                 self.dir.path(),
                 self.config.as_deref(),
@@ -226,6 +269,7 @@ impl Broker {
         };
         self.child = Some(child);
         self.addr = addr;
+        self.http_addr = http_addr;
     }
 }
 
@@ -264,7 +308,7 @@ async fn spawn(
     config: Option<&Path>,
     listen: &str,
     extra: &[String],
-) -> Result<(Child, SocketAddr), String> {
+) -> Result<(Child, SocketAddr, HttpAddr), String> {
     let log_path = dir.join("broker.log");
     let log = OpenOptions::new()
         .create(true)
@@ -281,6 +325,13 @@ async fn spawn(
         command.arg("--config").arg(config);
     }
     command.args(extra);
+    let sets_http = config.is_some_and(|config| {
+        fs::read_to_string(config)
+            .is_ok_and(|toml| toml.lines().any(|l| l.trim_start().starts_with("http-listen")))
+    });
+    if !sets_http {
+        command.args(["--http-listen", ANY_PORT]);
+    }
     let mut child = command
         .env_remove("REBOUND_SERVER")
         .stdin(Stdio::null())
@@ -293,6 +344,8 @@ async fn spawn(
     // so that the broker never blocks on a full pipe.
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let http_addr = HttpAddr::default();
+    let http = http_addr.clone();
     std::thread::spawn(move || {
         let mut tx = Some(tx);
         for line in BufReader::new(stdout).lines() {
@@ -301,6 +354,9 @@ async fn spawn(
                 && let Some(tx) = tx.take()
             {
                 let _ = tx.send(addr.trim().to_owned());
+            } else if let Some(addr) = line.strip_prefix(HTTP_LISTENING) {
+                let addr = addr.trim().parse().expect("an HTTP listening address");
+                *http.lock().unwrap() = Some(addr);
             }
         }
     });
@@ -327,7 +383,7 @@ async fn spawn(
     let addr = addr
         .parse()
         .unwrap_or_else(|_| panic!("bad listening address {addr:?}"));
-    Ok((child, addr))
+    Ok((child, addr, http_addr))
 }
 
 /// The outcome of one CLI run, with stdout and stderr as text.
@@ -535,4 +591,85 @@ mod self_test {
             .await
             .expect("and a clean restart");
     }
+}
+
+/// `GET url` (`http://host:port/path`) over a fresh HTTP/1.1 connection,
+/// bounded in time: the status code and the body as text. Hand-written, as the
+/// black-box tests need nothing more than this of an HTTP client.
+pub async fn http_get(url: &str) -> (u16, String) {
+    http_request("GET", url, None).await
+}
+
+/// `POST url` with a JSON body; as [`http_get`].
+pub async fn http_post_json(url: &str, body: &serde_json::Value) -> (u16, String) {
+    http_request("POST", url, Some(&body.to_string())).await
+}
+
+async fn http_request(method: &str, url: &str, json: Option<&str>) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(host).await?;
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        if let Some(json) = json {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+                json.len()
+            ));
+        } else {
+            request.push_str("\r\n");
+        }
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        std::io::Result::Ok(response)
+    };
+    let response = tokio::time::timeout(CLI_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {url} timed out"))
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let response = String::from_utf8(response).expect("a text response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    // Answers with a length have it in the head; chunked ones are decoded.
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, body)
+}
+
+/// The body of a chunked HTTP/1.1 response.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("a chunk size line");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+        if size == 0 {
+            return body;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
+
+/// The value of the sample `name{labels...}` in a `/metrics` text: the first
+/// series of that name whose labels include every one of `labels`.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (series_name, series_labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.strip_suffix('}')?),
+            None => (series, ""),
+        };
+        let has = |(k, v): &(&str, &str)| series_labels.split(',').any(|kv| kv == format!("{k}=\"{v}\""));
+        (series_name == name && labels.iter().all(has)).then(|| value.parse().expect("a number"))
+    })
 }

@@ -11,7 +11,7 @@ use rcgen::{
 use rebound_client::{Client, Error, TlsOptions};
 use tempfile::TempDir;
 
-use crate::support::{Broker, rebound};
+use crate::support::{Broker, rebound, sample};
 
 /// A certificate authority of the test (the auth tests use it too).
 pub(crate) struct Ca {
@@ -192,6 +192,28 @@ async fn plaintext_and_untrusting_clients_fail_clearly() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn tls_connections_are_counted_and_bounded_by_max_connections() {
+    let pki = Pki::new();
+    pki.issue_server(&Ca::new("rebound test CA"), "broker one");
+    let broker = Broker::start_with_config(&pki.config("[limits]\nmax-connections = 1")).await;
+    let options = trusting(&pki.path("ca.pem"));
+    let held = Client::connect_with(&https(&broker), &options).await.unwrap();
+    held.server_info().await.unwrap();
+    let text = broker.scrape().await;
+    assert_eq!(sample(&text, "rebound_connections", &[]), Some(1.0), "{text}");
+
+    // The second is closed at accept, before its handshake.
+    let refused = round_trip(&https(&broker), &options).await;
+    assert!(refused.is_err(), "a second TLS connection was served");
+    let text = broker.scrape().await;
+    assert!(
+        sample(&text, "rebound_connections_refused_total", &[]).unwrap() >= 1.0,
+        "{text}"
+    );
+    held.server_info().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn mutual_tls_refuses_a_client_without_a_certificate() {
     let pki = Pki::new();
     let ca = Ca::new("rebound test CA");
@@ -336,6 +358,8 @@ async fn bad_tls_files_are_config_errors_naming_the_file_and_key() {
     let out = rebound([
         "serve".as_ref(),
         "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--http-listen".as_ref(),
         "127.0.0.1:0".as_ref(),
         "--data-dir".as_ref(),
         data.as_os_str(),

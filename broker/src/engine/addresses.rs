@@ -46,6 +46,21 @@ struct NewQueue<'a> {
     auto_created: bool,
 }
 
+/// What an operation would create: the facts the permission checks at the edge
+/// need (auto-creating needs the create permissions), asked before acting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Creation {
+    pub address: bool,
+    pub queue: bool,
+}
+
+/// What [`Broker::ensure_address`] creates for an address that does not exist.
+struct AddressPlan {
+    routing: RoutingType,
+    /// An anycast address made on demand gets a queue of its name.
+    with_queue: bool,
+}
+
 impl Broker {
     /// Makes sure an address exists, creating it if `how` allows.
     pub(super) async fn ensure_address(
@@ -54,38 +69,26 @@ impl Broker {
         routing: Option<RoutingType>,
         how: Create,
     ) -> Result<()> {
-        if self.read().addresses.contains_key(name) {
+        if self.address_plan(&self.read(), name, routing, how)?.is_none() {
             return Ok(());
         }
-        message::check_name("address", name)?;
-        let settings = self.settings_for(name);
-        if how == Create::OnSend && !settings.auto_create_addresses {
-            return Err(BrokerError::AddressNotFound(name.to_owned()));
-        }
-        let routing = routing.unwrap_or(settings.default_address_routing_type);
-        let with_queue = routing == RoutingType::Anycast
-            && match how {
-                Create::Explicit => false,
-                Create::OnSend => settings.auto_create_queues,
-                Create::ForMove => true,
-            };
         let (commit, queue) = {
             let mut reg = self.write();
-            if reg.addresses.contains_key(name) {
+            let Some(plan) = self.address_plan(&reg, name, routing, how)? else {
                 return Ok(());
-            }
-            let queue_too = with_queue && !reg.queues.contains_key(name);
+            };
+            let queue_too = plan.with_queue && !reg.queues.contains_key(name);
             if how != Create::Explicit {
                 self.auto_create_room(&reg, 1 + u64::from(queue_too))?;
             }
-            let address = Address::new(name.to_owned(), routing, how != Create::Explicit);
+            let address = Address::new(name.to_owned(), plan.routing, how != Create::Explicit);
             let mut ops = vec![Op::PutAddress(address.record())];
             reg.addresses.insert(name.to_owned(), address);
             let queue = queue_too.then(|| {
                 let new = NewQueue {
                     address: name,
                     name,
-                    routing,
+                    routing: plan.routing,
                     durable: true,
                     filter: None,
                     auto_created: true,
@@ -99,6 +102,63 @@ impl Broker {
             self.spawn_dispatcher(queue);
         }
         Ok(())
+    }
+
+    /// What making sure of `name` would create given `reg`: nothing if it exists;
+    /// an error if it may not be created.
+    fn address_plan(
+        &self,
+        reg: &Registry,
+        name: &str,
+        routing: Option<RoutingType>,
+        how: Create,
+    ) -> Result<Option<AddressPlan>> {
+        if reg.addresses.contains_key(name) {
+            return Ok(None);
+        }
+        message::check_name("address", name)?;
+        let settings = self.settings_for(name);
+        if how == Create::OnSend && !settings.auto_create_addresses {
+            return Err(BrokerError::AddressNotFound(name.to_owned()));
+        }
+        let routing = routing.unwrap_or(settings.default_address_routing_type);
+        let with_queue = routing == RoutingType::Anycast
+            && match how {
+                Create::Explicit => false,
+                Create::OnSend => settings.auto_create_queues,
+                Create::ForMove => true,
+            };
+        Ok(Some(AddressPlan { routing, with_queue }))
+    }
+
+    /// What a send to `address` (or a management move there) would create now;
+    /// nothing when the address exists or may not be auto-created (the send then
+    /// fails by itself).
+    pub fn creation_on_send(&self, address: &str) -> Creation {
+        let reg = self.read();
+        match self.address_plan(&reg, address, None, Create::OnSend) {
+            Ok(Some(plan)) => Creation {
+                address: true,
+                queue: plan.with_queue && !reg.queues.contains_key(address),
+            },
+            _ => Creation::default(),
+        }
+    }
+
+    /// The address a consumer of `queue` would attach to (the queue's; for a queue
+    /// that does not exist, the one of its name that auto-creating it uses) and what
+    /// subscribing would create now.
+    pub fn consumer_plan(&self, queue: &str) -> (String, Creation) {
+        let reg = self.read();
+        if let Some(existing) = reg.queues.get(queue) {
+            return (existing.address.clone(), Creation::default());
+        }
+        let auto = message::check_name("queue", queue).is_ok() && self.settings_for(queue).auto_create_queues;
+        let creation = Creation {
+            address: auto && !reg.addresses.contains_key(queue),
+            queue: auto,
+        };
+        (queue.to_owned(), creation)
     }
 
     /// Refuses to auto-create `more` addresses and queues beyond `max-auto-created`.

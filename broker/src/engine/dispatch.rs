@@ -73,6 +73,7 @@ async fn hand_over(broker: &Broker, queue: &Queue, picks: Vec<Pick>) {
         return;
     }
     let mut batches: Vec<(Vec<Dispatched>, Vec<Pick>)> = Vec::new();
+    let now = now_ms();
     for pick in picks {
         let record = match broker.load(queue, &pick.entry) {
             Ok(Some(record)) => record,
@@ -89,6 +90,11 @@ async fn hand_over(broker: &Broker, queue: &Queue, picks: Vec<Pick>) {
                 continue;
             }
         };
+        // End-to-end latency: from the send to the first delivery.
+        if pick.entry.delivery_count == 1 {
+            let waited_ms = now.saturating_sub(record.timestamp_ms);
+            broker.metrics.delivery_latency.observe(waited_ms as f64 / 1000.0);
+        }
         let dispatched = Dispatched {
             delivery_id: pick.delivery_id,
             delivery_count: pick.entry.delivery_count,

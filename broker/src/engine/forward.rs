@@ -15,7 +15,7 @@ use super::Broker;
 use super::addresses::Create;
 use super::ops::removal_ops;
 use super::send::{deliver_arrivals, place};
-use crate::dead_letter::{self, Reason};
+use crate::dead_letter::{self, Destination, Reason};
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Registry;
 use crate::queue::{Entry, Queue};
@@ -173,34 +173,10 @@ impl Broker {
         settings: &EffectiveSettings,
         how: Forward,
     ) -> Result<Option<(String, Reason)>> {
-        // The DLQ or expiry queue of its own the address gets, if the settings say so.
-        let own = |wanted: bool, prefix: &str, suffix: &str| {
-            wanted.then(|| format!("{prefix}{}{suffix}", queue.address))
-        };
-        let (address, reason, own_queue) = match how {
+        let (destination, reason) = match how {
             Forward::Delete => return Ok(None),
-            Forward::DeadLetter(reason) => {
-                let Some(dla) = settings.dead_letter_address.clone() else {
-                    return Ok(None);
-                };
-                let own = own(
-                    settings.auto_create_dead_letter_resources,
-                    &settings.dead_letter_queue_prefix,
-                    &settings.dead_letter_queue_suffix,
-                );
-                (dla, reason, own)
-            }
-            Forward::Expire => {
-                let Some(address) = settings.expiry_address.clone() else {
-                    return Ok(None);
-                };
-                let own = own(
-                    settings.auto_create_expiry_resources,
-                    &settings.expiry_queue_prefix,
-                    &settings.expiry_queue_suffix,
-                );
-                (address, Reason::Expired, own)
-            }
+            Forward::DeadLetter(reason) => (Destination::dead_letters(settings, &queue.address), reason),
+            Forward::Expire => (Destination::expired(settings, &queue.address), Reason::Expired),
             Forward::Move(target) => {
                 let address = target.address_for(&queue.address);
                 let routing = target.kind.routing_type(queue.routing_type);
@@ -208,6 +184,9 @@ impl Broker {
                     .await?;
                 return Ok(Some((address, Reason::Schedule)));
             }
+        };
+        let Some(Destination { address, own_queue }) = destination else {
+            return Ok(None);
         };
         let Some(own_queue) = own_queue else {
             // Routed like a send to that address.

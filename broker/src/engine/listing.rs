@@ -65,22 +65,38 @@ fn page<T>(items: impl Iterator<Item = T>, name: impl Fn(&T) -> &str, after: &st
 }
 
 impl Broker {
-    /// Up to `limit` queues whose names sort after `after` (empty: from the first),
-    /// by name.
-    pub fn queues_page(&self, after: &str, limit: usize) -> Page<Arc<Queue>> {
+    /// Up to `limit` of the queues `shown` keeps whose names sort after `after`
+    /// (empty: from the first), by name. A caller lists only what it may see.
+    pub fn queues_page(&self, after: &str, limit: usize, shown: impl Fn(&Queue) -> bool) -> Page<Arc<Queue>> {
         let reg = self.read();
-        page(reg.queues.values().cloned(), |q| &q.name, after, limit)
+        let queues = reg.queues.values().filter(|q| shown(q)).cloned();
+        page(queues, |q| &q.name, after, limit)
     }
 
-    /// Up to `limit` addresses whose names sort after `after` (empty: from the
-    /// first), by name.
-    pub fn addresses_page(&self, after: &str, limit: usize) -> Page<AddressView> {
+    /// Up to `limit` of the addresses whose names `shown` keeps and sort after
+    /// `after` (empty: from the first), by name.
+    pub fn addresses_page(
+        &self,
+        after: &str,
+        limit: usize,
+        shown: impl Fn(&str) -> bool,
+    ) -> Page<AddressView> {
         let reg = self.read();
-        let addresses = page(reg.addresses.values(), |a| &a.name, after, limit);
+        let addresses = page(
+            reg.addresses.values().filter(|a| shown(&a.name)),
+            |a| &a.name,
+            after,
+            limit,
+        );
         Page {
             items: addresses.items.into_iter().map(AddressView::of).collect(),
             more: addresses.more,
         }
+    }
+
+    /// How many addresses there are.
+    pub fn address_count(&self) -> usize {
+        self.read().addresses.len()
     }
 
     /// One address with its queues.

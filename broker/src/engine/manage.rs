@@ -4,6 +4,7 @@
 //! Operations apply to messages that are not being delivered; each move is one
 //! commit per message (`forward.rs`), so an interrupted operation leaves every
 //! message in exactly one place.
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::Broker;
 use super::addresses::Create;
 use super::forward::Moved;
 use crate::dead_letter::{self, Reason};
-use crate::error::Result;
+use crate::error::{BrokerError, Result};
 use crate::message::{self, Selectable};
 use crate::queue::{BrowseState, Entry, Queue};
 use crate::time::now_ms;
@@ -26,7 +27,8 @@ pub struct Selection {
     pub queue: String,
     /// A selector; empty = every message.
     pub filter: String,
-    pub message_id: Option<u64>,
+    /// Only the messages with these ids; empty = any.
+    pub message_ids: BTreeSet<u64>,
 }
 
 /// What a retry did (or would do) with one message.
@@ -49,7 +51,8 @@ pub struct Browsed {
 /// What [`Broker::scan`] looks at.
 struct Scan<'a> {
     filter: Option<&'a Selector>,
-    message_id: Option<u64>,
+    /// Empty = any.
+    message_ids: &'a BTreeSet<u64>,
     /// Management operations leave deliveries alone; browsing shows them.
     with_delivering: bool,
     limit: usize,
@@ -65,17 +68,34 @@ impl Broker {
             &queue,
             Scan {
                 filter: filter.as_ref(),
-                message_id: None,
+                message_ids: &BTreeSet::new(),
                 with_delivering: true,
                 limit,
             },
         )
     }
 
+    /// One message of a queue, whatever its state.
+    pub fn message(&self, name: &str, id: u64) -> Result<Browsed> {
+        let queue = self.queue(name)?;
+        let scan = Scan {
+            filter: None,
+            message_ids: &BTreeSet::from([id]),
+            with_delivering: true,
+            limit: 1,
+        };
+        self.scan(&queue, scan)?
+            .pop()
+            .ok_or_else(|| BrokerError::MessageNotFound {
+                queue: name.to_owned(),
+                id,
+            })
+    }
+
     /// The one walk over a queue's messages that browsing and every management
     /// operation share.
     fn scan(&self, queue: &Queue, scan: Scan<'_>) -> Result<Vec<Browsed>> {
-        let every = scan.filter.is_none() && scan.message_id.is_none() && scan.with_delivering;
+        let every = scan.filter.is_none() && scan.message_ids.is_empty() && scan.with_delivering;
         let mut out = Vec::new();
         // Without conditions the first `limit` entries are all it needs.
         for (entry, state) in queue.browse(if every { scan.limit } else { usize::MAX }) {
@@ -83,7 +103,7 @@ impl Broker {
                 break;
             }
             if (state == BrowseState::Delivering && !scan.with_delivering)
-                || scan.message_id.is_some_and(|id| id != entry.id)
+                || (!scan.message_ids.is_empty() && !scan.message_ids.contains(&entry.id))
             {
                 continue;
             }
@@ -103,7 +123,7 @@ impl Broker {
         let filter = self.client_filter(&selection.filter)?;
         let scan = Scan {
             filter: filter.as_ref(),
-            message_id: selection.message_id,
+            message_ids: &selection.message_ids,
             with_delivering: false,
             limit: usize::MAX,
         };
@@ -177,13 +197,16 @@ impl Broker {
     ///
     /// With a `limit`, it stops once that many messages moved (or, in a dry run,
     /// would move); skipped messages do not count, so a client retrying a large
-    /// queue in chunks shows progress between them.
+    /// queue in chunks shows progress between them. A message whose way back
+    /// `may_return_to` refuses (its original address; the caller's permissions)
+    /// is skipped with the reason it gives.
     pub async fn retry_messages(
         self: &Arc<Self>,
         selection: &Selection,
         dry_run: bool,
         rate_per_second: u32,
         limit: Option<usize>,
+        may_return_to: impl Fn(&str) -> std::result::Result<(), String>,
     ) -> Result<Vec<RetryOutcome>> {
         let (dlq, selected) = self.selected(selection)?;
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
@@ -199,7 +222,10 @@ impl Broker {
                 to_queue: String::new(),
                 skipped: None,
             };
-            match self.retry_plan(&record) {
+            match self
+                .retry_plan(&record)
+                .and_then(|(address, queue)| may_return_to(&address).map(|()| (address, queue)))
+            {
                 Ok((address, queue)) => {
                     outcome.to_address = address;
                     outcome.to_queue = queue;

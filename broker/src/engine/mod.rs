@@ -50,7 +50,7 @@ mod settle;
 mod transact;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -62,11 +62,13 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::error::{BrokerError, Result};
+use crate::metrics::Metrics;
 use crate::postoffice::Registry;
 use crate::queue::{ConsumerId, Entry, Queue};
 use crate::settings::Settings;
 use crate::transactions::Transactions;
 
+pub use addresses::Creation;
 pub use consume::{Settled, Subscription};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
@@ -86,6 +88,9 @@ pub struct Broker {
     tasks: TaskTracker,
     transactions: Transactions,
     started: Instant,
+    /// Whether the last store commit failed (readiness).
+    store_failing: AtomicBool,
+    metrics: Metrics,
 }
 
 impl Broker {
@@ -104,6 +109,8 @@ impl Broker {
             tasks: TaskTracker::new(),
             transactions: Transactions::default(),
             started,
+            store_failing: AtomicBool::new(false),
+            metrics: Metrics::default(),
         });
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
@@ -185,12 +192,31 @@ impl Broker {
         self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The broker-wide instruments (the per-queue counters are on each queue).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The open transactions, over every session.
+    pub fn open_transactions(&self) -> usize {
+        self.transactions.open()
+    }
+
+    /// Whether the last store commit failed: the broker is not ready for work.
+    pub fn store_failing(&self) -> bool {
+        self.store_failing.load(Ordering::Relaxed)
+    }
+
     /// Waits until a commit (if any) is durable.
     async fn commit(&self, commit: Option<Commit>) -> Result<()> {
-        match commit {
-            Some(c) => Ok(c.await?),
-            None => Ok(()),
-        }
+        let Some(commit) = commit else { return Ok(()) };
+        let started = Instant::now();
+        let result = commit.await;
+        self.metrics
+            .commit_latency
+            .observe(started.elapsed().as_secs_f64());
+        self.store_failing.store(result.is_err(), Ordering::Relaxed);
+        Ok(result?)
     }
 
     /// Hands ops (if any) to the store's group commit.

@@ -1,4 +1,9 @@
 //! `rebound.v1.Admin`: addresses, queues, counters, browsing, settings.
+//!
+//! Every call is checked against the security in force before it acts
+//! (`security/access.rs` says what each needs); the operations that change
+//! addresses, queues or queued messages are written to the audit log with their
+//! outcome.
 use std::sync::Arc;
 
 use rebound_protocol::v1 as pb;
@@ -8,17 +13,44 @@ use super::convert::{
     address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
 use crate::engine::Broker;
+use crate::security::access::{self, Caller, Kind, Operation};
+use crate::security::{Security, audit};
 
 const DEFAULT_BROWSE_LIMIT: usize = 200;
 
 pub struct AdminService {
     broker: Arc<Broker>,
+    security: Arc<Security>,
 }
 
 impl AdminService {
-    pub fn new(broker: Arc<Broker>) -> AdminService {
-        AdminService { broker }
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>) -> AdminService {
+        AdminService { broker, security }
     }
+
+    /// Checks `operation` for `caller` under the security in force.
+    fn authorize(&self, caller: &Caller, operation: &Operation<'_>) -> Result<(), Status> {
+        Ok(access::authorize(&self.security.policy(), caller, operation)?)
+    }
+}
+
+/// Carries out a checked management operation and writes its audit line;
+/// `messages` reads how many messages it worked on from its result.
+async fn managed<T>(
+    caller: &Caller,
+    operation: &Operation<'_>,
+    messages: impl FnOnce(&T) -> Option<u64>,
+    work: impl Future<Output = crate::error::Result<T>>,
+) -> Result<T, Status> {
+    let result = work.await;
+    let count = result.as_ref().ok().and_then(messages);
+    audit::managed(caller, operation, count, &result);
+    Ok(result?)
+}
+
+/// No message count, for operations on addresses and queues themselves.
+fn none<T>(_: &T) -> Option<u64> {
+    None
 }
 
 /// Resident and peak resident set size of this process, from /proc (Linux).
@@ -40,11 +72,13 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CreateAddressRequest>,
     ) -> Result<Response<pb::CreateAddressResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
-        let created = self
-            .broker
-            .create_address(&r.name, routing_from_wire(r.routing_type)?)
-            .await?;
+        let routing = routing_from_wire(r.routing_type)?;
+        let operation = Operation::create_address(&r.name);
+        self.authorize(&caller, &operation)?;
+        let work = self.broker.create_address(&r.name, routing);
+        let created = managed(&caller, &operation, none, work).await?;
         Ok(Response::new(pb::CreateAddressResponse { created }))
     }
 
@@ -52,8 +86,12 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::DeleteAddressRequest>,
     ) -> Result<Response<pb::DeleteAddressResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
-        self.broker.delete_address(&r.name, r.force).await?;
+        let operation = Operation::delete_address(&self.broker, &r.name, r.force);
+        self.authorize(&caller, &operation)?;
+        let work = self.broker.delete_address(&r.name, r.force);
+        managed(&caller, &operation, none, work).await?;
         Ok(Response::new(pb::DeleteAddressResponse {}))
     }
 
@@ -61,18 +99,20 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CreateQueueRequest>,
     ) -> Result<Response<pb::CreateQueueResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
-        let queue = self
-            .broker
-            .create_queue(
-                &r.address,
-                &r.queue,
-                routing_from_wire(r.routing_type)?,
-                r.durable.unwrap_or(true),
-                None,
-                false,
-            )
-            .await?;
+        let routing = routing_from_wire(r.routing_type)?;
+        let operation = Operation::create_queue(&self.broker, &r.address, &r.queue);
+        self.authorize(&caller, &operation)?;
+        let work = self.broker.create_queue(
+            &r.address,
+            &r.queue,
+            routing,
+            r.durable.unwrap_or(true),
+            None,
+            false,
+        );
+        let queue = managed(&caller, &operation, none, work).await?;
         Ok(Response::new(pb::CreateQueueResponse {
             queue: Some(queue_info(&queue)),
         }))
@@ -82,7 +122,11 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::DeleteQueueRequest>,
     ) -> Result<Response<pb::DeleteQueueResponse>, Status> {
-        self.broker.delete_queue(&request.into_inner().queue).await?;
+        let caller = Caller::of(&request);
+        let queue = request.into_inner().queue;
+        let operation = Operation::on_queue(&self.broker, Kind::DeleteQueue, &queue);
+        self.authorize(&caller, &operation)?;
+        managed(&caller, &operation, none, self.broker.delete_queue(&queue)).await?;
         Ok(Response::new(pb::DeleteQueueResponse {}))
     }
 
@@ -90,8 +134,13 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::ListQueuesRequest>,
     ) -> Result<Response<pb::ListQueuesResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
-        let page = self.broker.queues_page(&r.page_token, page_size(r.page_size));
+        let policy = self.security.policy();
+        let shown = |q: &crate::queue::Queue| access::may_browse(&policy, &caller, &q.address);
+        let page = self
+            .broker
+            .queues_page(&r.page_token, page_size(r.page_size), shown);
         let queues: Vec<pb::QueueInfo> = page.items.iter().map(|q| queue_info(q)).collect();
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
         Ok(Response::new(pb::ListQueuesResponse {
@@ -104,7 +153,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
-        let queue = self.broker.queue(&request.into_inner().queue)?;
+        let caller = Caller::of(&request);
+        let name = request.into_inner().queue;
+        self.authorize(&caller, &Operation::on_queue(&self.broker, Kind::Browse, &name))?;
+        let queue = self.broker.queue(&name)?;
         Ok(Response::new(pb::GetQueueResponse {
             queue: Some(queue_info(&queue)),
         }))
@@ -114,7 +166,12 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
+        self.authorize(
+            &caller,
+            &Operation::on_queue(&self.broker, Kind::Browse, &r.queue),
+        )?;
         let limit = if r.limit == 0 {
             DEFAULT_BROWSE_LIMIT
         } else {
@@ -133,7 +190,11 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
-        let removed = self.broker.purge(&request.into_inner().queue).await?;
+        let caller = Caller::of(&request);
+        let queue = request.into_inner().queue;
+        let operation = Operation::on_queue(&self.broker, Kind::Purge, &queue);
+        self.authorize(&caller, &operation)?;
+        let removed = managed(&caller, &operation, |&n| Some(n), self.broker.purge(&queue)).await?;
         Ok(Response::new(pb::PurgeQueueResponse { removed }))
     }
 
@@ -141,7 +202,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
+        let caller = Caller::of(&request);
         let selection = selection_from_wire(request.into_inner().selection)?;
+        let operation = Operation::on_queue(&self.broker, Kind::Browse, &selection.queue);
+        self.authorize(&caller, &operation)?;
         let count = self.broker.count_messages(&selection)?;
         Ok(Response::new(pb::CountMessagesResponse { count }))
     }
@@ -150,8 +214,12 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
+        let caller = Caller::of(&request);
         let selection = selection_from_wire(request.into_inner().selection)?;
-        let removed = self.broker.remove_messages(&selection).await?;
+        let operation = Operation::on_queue(&self.broker, Kind::Remove, &selection.queue);
+        self.authorize(&caller, &operation)?;
+        let work = self.broker.remove_messages(&selection);
+        let removed = managed(&caller, &operation, |&n| Some(n), work).await?;
         Ok(Response::new(pb::RemoveMessagesResponse { removed }))
     }
 
@@ -159,9 +227,13 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
         let selection = selection_from_wire(r.selection)?;
-        let moved = self.broker.move_messages(&selection, &r.to_address).await?;
+        let operation = Operation::move_to(&self.broker, &selection.queue, &r.to_address);
+        self.authorize(&caller, &operation)?;
+        let work = self.broker.move_messages(&selection, &r.to_address);
+        let moved = managed(&caller, &operation, |&n| Some(n), work).await?;
         Ok(Response::new(pb::MoveMessagesResponse { moved }))
     }
 
@@ -169,17 +241,29 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
         let selection = selection_from_wire(r.selection)?;
-        let outcomes = self
-            .broker
-            .retry_messages(
-                &selection,
-                r.dry_run,
-                r.rate_per_second,
-                r.limit.filter(|&n| n > 0).map(|n| n as usize),
-            )
-            .await?;
+        let operation = Operation::on_queue(&self.broker, Kind::Retry, &selection.queue);
+        self.authorize(&caller, &operation)?;
+        let policy = self.security.policy();
+        let may_return_to =
+            |address: &str| access::may_return_to(&policy, &caller, &selection.queue, address);
+        let work = self.broker.retry_messages(
+            &selection,
+            r.dry_run,
+            r.rate_per_second,
+            r.limit.filter(|&n| n > 0).map(|n| n as usize),
+            may_return_to,
+        );
+        let outcomes = if r.dry_run {
+            work.await?
+        } else {
+            let moved = |outcomes: &Vec<crate::engine::RetryOutcome>| {
+                Some(outcomes.iter().filter(|o| o.skipped.is_none()).count() as u64)
+            };
+            managed(&caller, &operation, moved, work).await?
+        };
         let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count() as u64;
         let moved = if r.dry_run {
             0
@@ -198,8 +282,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::GetSettingsRequest>,
     ) -> Result<Response<pb::GetSettingsResponse>, Status> {
+        let caller = Caller::of(&request);
         let address = request.into_inner().address;
         crate::message::check_name("address", &address)?;
+        self.authorize(&caller, &Operation::browse_address(&address))?;
         let resolved = self.broker.resolve_settings(&address);
         let settings = resolved
             .entries
@@ -213,6 +299,8 @@ impl pb::admin_server::Admin for AdminService {
         Ok(Response::new(pb::GetSettingsResponse { address, settings }))
     }
 
+    /// Needs no permission: being logged in is enough to see the broker's version,
+    /// uptime, memory and store counters.
     async fn get_server_info(
         &self,
         _request: Request<pb::GetServerInfoRequest>,
@@ -235,8 +323,13 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::ListAddressesRequest>,
     ) -> Result<Response<pb::ListAddressesResponse>, Status> {
+        let caller = Caller::of(&request);
         let r = request.into_inner();
-        let page = self.broker.addresses_page(&r.page_token, page_size(r.page_size));
+        let policy = self.security.policy();
+        let shown = |address: &str| access::may_browse(&policy, &caller, address);
+        let page = self
+            .broker
+            .addresses_page(&r.page_token, page_size(r.page_size), shown);
         let addresses: Vec<pb::AddressInfo> = page.items.iter().map(address_info).collect();
         let next_page_token = next_page_token(page.more, addresses.last().map(|a| &a.name));
         Ok(Response::new(pb::ListAddressesResponse {
@@ -249,7 +342,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::GetAddressRequest>,
     ) -> Result<Response<pb::GetAddressResponse>, Status> {
-        let address = self.broker.address(&request.into_inner().name)?;
+        let caller = Caller::of(&request);
+        let name = request.into_inner().name;
+        self.authorize(&caller, &Operation::browse_address(&name))?;
+        let address = self.broker.address(&name)?;
         Ok(Response::new(pb::GetAddressResponse {
             address: Some(address_info(&address)),
         }))

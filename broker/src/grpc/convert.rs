@@ -116,7 +116,7 @@ pub fn selection_from_wire(selection: Option<pb::MessageSelection>) -> Result<Se
     Ok(Selection {
         queue: s.queue,
         filter: s.filter,
-        message_id: s.message_id,
+        message_ids: s.message_id.into_iter().collect(),
     })
 }
 

@@ -10,6 +10,12 @@
 //! A Transact stream is a session: its requests are answered one at a time, in
 //! order, and the transactions it began are rolled back when it ends.
 //!
+//! Permissions: a send (also one in a transaction) is checked on every request, a
+//! consumer when it subscribes and again whenever the security in force changes:
+//! a consumer whose user lost `consume` on the queue's address (or was removed)
+//! is ended with PERMISSION_DENIED, its unsettled deliveries released (back to
+//! the queue, delivery count unchanged) as for a graceful close.
+//!
 //! Both kinds of session run as engine tasks ([`Broker::spawn`]), so shutdown waits
 //! for them and for the settles they started.
 //!
@@ -27,7 +33,7 @@ use futures::Stream;
 use rebound_protocol::v1::{
     self as pb, consume_request, consume_response, transact_request, transact_response,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -35,19 +41,43 @@ use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire}
 use crate::engine::{Broker, Settled, Subscription};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
+use crate::security::Security;
+use crate::security::access::{self, Caller, Operation};
+use crate::security::policy::Policy;
 
 pub struct MessagingService {
     broker: Arc<Broker>,
+    security: Arc<Security>,
     streams: Arc<StreamCounts>,
 }
 
 impl MessagingService {
-    pub fn new(broker: Arc<Broker>) -> MessagingService {
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>) -> MessagingService {
         MessagingService {
             broker,
+            security,
             streams: Arc::default(),
         }
     }
+}
+
+/// Checks that `caller` may send every message of a batch, on each address once.
+fn authorize_sends(
+    broker: &Broker,
+    policy: &Policy,
+    caller: &Caller,
+    messages: &[pb::OutgoingMessage],
+) -> Result<()> {
+    if !policy.is_on() {
+        return Ok(());
+    }
+    let mut addresses: Vec<&str> = messages.iter().map(|m| m.address.as_str()).collect();
+    addresses.sort_unstable();
+    addresses.dedup();
+    for address in addresses {
+        access::authorize(policy, caller, &Operation::send(broker, address))?;
+    }
+    Ok(())
 }
 
 /// The Consume streams open per connection (its peer address), for
@@ -116,10 +146,10 @@ async fn tell<T>(broker: &Broker, tx: &mpsc::Sender<T>, response: T) -> bool {
 #[tonic::async_trait]
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
-        let sent = self
-            .broker
-            .send(messages_from_wire(request.into_inner().messages))
-            .await?;
+        let caller = Caller::of(&request);
+        let messages = request.into_inner().messages;
+        authorize_sends(&self.broker, &self.security.policy(), &caller, &messages)?;
+        let sent = self.broker.send(messages_from_wire(messages)).await?;
         Ok(Response::new(pb::SendResponse {
             message_ids: sent.ids,
             unrouted: sent.unrouted,
@@ -133,8 +163,12 @@ impl pb::messaging_server::Messaging for MessagingService {
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
         let (tx, rx) = responses(&self.broker);
+        let gate = Gate {
+            security: self.security.clone(),
+            caller: Caller::of(&request),
+        };
         self.broker
-            .spawn(transact(self.broker.clone(), request.into_inner(), tx));
+            .spawn(transact(self.broker.clone(), gate, request.into_inner(), tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -144,6 +178,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         &self,
         request: Request<Streaming<pb::ConsumeRequest>>,
     ) -> Result<Response<Self::ConsumeStream>, Status> {
+        let caller = Caller::of(&request);
         let limit = self.broker.limits().max_consume_streams_per_connection;
         let counted = self.streams.open(request.remote_addr(), limit)?;
         let mut inbound = request.into_inner();
@@ -158,6 +193,10 @@ impl pb::messaging_server::Messaging for MessagingService {
                 .into());
             }
         };
+        // Watched from before the check, so no change after it goes unseen.
+        let changes = self.security.changes();
+        let consume = Operation::consume(&self.broker, &subscribe.queue);
+        access::authorize(&self.security.policy(), &caller, &consume)?;
         let Subscription {
             queue,
             consumer,
@@ -179,16 +218,25 @@ impl pb::messaging_server::Messaging for MessagingService {
             queue,
             consumer,
             tx,
+            caller,
             _counted: counted,
         };
-        self.broker.spawn(session.run(inbound, deliveries));
+        self.broker.spawn(session.run(inbound, deliveries, changes));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
+}
+
+/// What a transacted session checks its sends with: the caller and the security
+/// in force at each send.
+struct Gate {
+    security: Arc<Security>,
+    caller: Caller,
 }
 
 /// A transacted session: requests answered in order, one at a time.
 async fn transact(
     broker: Arc<Broker>,
+    gate: Gate,
     mut inbound: Streaming<pb::TransactRequest>,
     tx: mpsc::Sender<Result<pb::TransactResponse, Status>>,
 ) {
@@ -202,7 +250,7 @@ async fn transact(
             },
             _ = broker.shutdown().cancelled() => break Some(BrokerError::ShuttingDown.into()),
         };
-        let kind = match transact_one(&broker, session, request.kind).await {
+        let kind = match transact_one(&broker, &gate, session, request.kind).await {
             Ok(kind) => kind,
             Err(err) => {
                 let status = Status::from(err);
@@ -228,6 +276,7 @@ async fn transact(
 
 async fn transact_one(
     broker: &Arc<Broker>,
+    gate: &Gate,
     session: u64,
     kind: Option<transact_request::Kind>,
 ) -> Result<transact_response::Kind> {
@@ -238,6 +287,7 @@ async fn transact_one(
             transaction_id: broker.begin_transaction(session)?,
         }),
         Some(Rq::Send(send)) => {
+            authorize_sends(broker, &gate.security.policy(), &gate.caller, &send.messages)?;
             let message_ids = broker.send_in_transaction(
                 send.transaction_id,
                 session,
@@ -273,6 +323,7 @@ struct Session {
     queue: Arc<Queue>,
     consumer: ConsumerId,
     tx: ResponseTx,
+    caller: Caller,
     /// Counts the stream against its connection's limit while the session lives.
     _counted: Option<Counted>,
 }
@@ -282,6 +333,7 @@ impl Session {
         self,
         mut inbound: Streaming<pb::ConsumeRequest>,
         mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
+        mut changes: watch::Receiver<Arc<Policy>>,
     ) {
         // Why the stream ends, for the client (if it still listens): told after the
         // consumer is detached, so a client that does not read holds nothing.
@@ -306,6 +358,15 @@ impl Session {
                     // A request that does not decode, or the connection is gone.
                     Err(status) => break Some(status),
                 },
+                Ok(()) = changes.changed() => {
+                    let policy = changes.borrow_and_update().clone();
+                    let still = Operation::attached(&self.queue.name, &self.queue.address);
+                    if let Err(err) = access::authorize(&policy, &self.caller, &still) {
+                        // Released, not failed: losing a permission is no failed delivery.
+                        self.queue.stop(self.consumer);
+                        break Some(err.into());
+                    }
+                }
                 _ = self.broker.shutdown().cancelled() => break Some(BrokerError::ShuttingDown.into()),
             }
         };

@@ -9,11 +9,13 @@ impl From<BrokerError> for Status {
         let code = match &err {
             BrokerError::QueueNotFound(_)
             | BrokerError::AddressNotFound(_)
+            | BrokerError::MessageNotFound { .. }
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists { .. } | BrokerError::AddressExists { .. } => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } | BrokerError::LimitReached { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
+            BrokerError::PermissionDenied { .. } => Code::PermissionDenied,
             BrokerError::ShuttingDown => Code::Unavailable,
             BrokerError::Storage(_) => Code::Internal,
         };
@@ -33,5 +35,17 @@ mod tests {
             (Code::NotFound, "queue 'q' not found")
         );
         assert_eq!(Status::from(BrokerError::ShuttingDown).code(), Code::Unavailable);
+        let denied = Status::from(BrokerError::PermissionDenied {
+            user: "bob".into(),
+            permission: rebound_config::Permission::Consume,
+            address: "orders".into(),
+        });
+        assert_eq!(
+            (denied.code(), denied.message()),
+            (
+                Code::PermissionDenied,
+                "permission denied: user 'bob' lacks the `consume` permission on address 'orders'"
+            )
+        );
     }
 }

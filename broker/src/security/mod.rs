@@ -14,18 +14,26 @@
 //! - [`password`]: argon2id hashing and verification; [`cache`]: verified credentials.
 //! - [`throttle`]: slowing down repeated failures from one peer.
 //! - [`anonymous`]: the rule for running without users.
+//! - [`policy`]: the users' roles and security-settings in force ([`Security`]),
+//!   swapped on reload.
+//! - [`access`]: what each operation needs, and the check the services make.
+//! - [`audit`]: the audit log (`rebound::audit`).
+pub mod access;
 pub mod anonymous;
+pub mod audit;
 pub mod authenticator;
 pub mod basic;
 pub mod cache;
 pub mod certificate;
 pub mod layer;
 pub mod password;
+pub mod policy;
 pub mod principal;
 pub mod throttle;
 
 pub use authenticator::Authenticator;
 pub use layer::AuthLayer;
+pub use policy::Security;
 pub use principal::Principal;
 
 /// The tracing target of the audit log: failed logins, management operations and

@@ -99,7 +99,7 @@ async fn filters_from_clients_are_bounded_by_max_selector_length() {
     let selection = |filter: &str| Selection {
         queue: "q".into(),
         filter: filter.into(),
-        message_id: None,
+        message_ids: Default::default(),
     };
     assert_eq!(broker.browse("q", longest, 10).unwrap().len(), 1);
     refused(broker.browse("q", &over, 10).map(|_| ()));
@@ -114,7 +114,7 @@ async fn filters_from_clients_are_bounded_by_max_selector_length() {
     );
     refused(
         broker
-            .retry_messages(&selection(&over), true, 0, None)
+            .retry_messages(&selection(&over), true, 0, None, |_| Ok(()))
             .await
             .map(|_| ()),
     );

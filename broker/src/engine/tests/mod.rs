@@ -1,10 +1,12 @@
 //! Engine tests on the in-memory store: the engine's operations without a binary,
 //! a socket or a disk. The black-box tests in `tests/` cover the same ground
 //! through the real daemon; these pin down the engine's own contract.
+mod creation;
 mod declare;
 mod intercepted;
 mod lifecycle;
 mod limits;
+mod manage;
 mod random_input;
 mod redelivery;
 mod refusals;

@@ -148,7 +148,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 let selection = Selection {
                     queue,
                     filter,
-                    message_id: None,
+                    message_ids: Default::default(),
                 };
                 clear(broker.move_messages(&selection, &to).await)?;
             }
@@ -156,9 +156,13 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 let selection = Selection {
                     queue,
                     filter,
-                    message_id: None,
+                    message_ids: Default::default(),
                 };
-                clear(broker.retry_messages(&selection, false, 0, None).await)?;
+                clear(
+                    broker
+                        .retry_messages(&selection, false, 0, None, |_| Ok(()))
+                        .await,
+                )?;
             }
         }
     }

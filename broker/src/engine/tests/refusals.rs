@@ -147,7 +147,27 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
         queue: "DLQ".into(),
         ..Default::default()
     };
-    assert!(broker.retry_messages(&dlq, false, 0, None).await.is_err());
+    assert!(
+        broker
+            .retry_messages(&dlq, false, 0, None, |_| Ok(()))
+            .await
+            .is_err()
+    );
     assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 1);
     assert!(broker.browse("orders", "", 10).unwrap().is_empty());
+}
+
+/// Readiness follows the store: a refused commit makes the broker say it is
+/// failing (`/health/ready` answers 503), the next commit that succeeds clears it.
+#[tokio::test]
+async fn a_refused_commit_marks_the_store_failing_until_one_succeeds() {
+    let (broker, store) = refusing().await;
+    assert!(!broker.store_failing());
+    store.hook.refuse.store(true, Ordering::SeqCst);
+    let refused = broker.send(vec![message("orders", "a")]).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(broker.store_failing());
+    store.hook.refuse.store(false, Ordering::SeqCst);
+    send(&broker, "orders", &["b"]).await;
+    assert!(!broker.store_failing());
 }

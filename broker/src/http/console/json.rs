@@ -1,0 +1,202 @@
+//! How the console's API shows the engine's things as JSON: queues, messages
+//! (properties typed, the body as a bounded text or hex preview), settings with
+//! their sources, redelivery plans.
+use std::fmt::Write;
+
+use rebound_config::ResolvedSettings;
+use rebound_storage::records::property_value::Value;
+use serde_json::{Value as Json, json};
+
+use crate::dead_letter;
+use crate::engine::Browsed;
+use crate::explain::{End, Plan};
+use crate::queue::{BrowseState, Queue};
+
+/// Bytes of a body shown as text; as hex, half of it.
+const PREVIEW_BYTES: usize = 2048;
+
+/// A queue's identity and live counts.
+pub fn queue(queue: &Queue) -> Json {
+    let snap = queue.snapshot();
+    let c = &snap.counters;
+    json!({
+        "name": queue.name,
+        "address": queue.address,
+        "routing_type": queue.routing_type.as_str(),
+        "durable": queue.durable,
+        "auto_created": queue.auto_created,
+        "filter": queue.filter.as_ref().map(|f| f.as_str()),
+        "messages": snap.messages,
+        "delivering": snap.delivering,
+        "scheduled": snap.scheduled,
+        "consumers": snap.consumers,
+        "bytes": snap.bytes,
+        "added": c.added,
+        "acked": c.acked,
+        "redelivered": c.redelivered,
+        "dead_lettered": c.dead_lettered,
+        "expired": c.expired,
+        "dropped": c.dropped,
+    })
+}
+
+/// A browsed message, with its failure history when it is a dead letter.
+pub fn message(b: &Browsed) -> Json {
+    let record = &b.record;
+    let (state, due) = match b.state {
+        BrowseState::Ready => ("ready", None),
+        BrowseState::Delivering => ("delivering", None),
+        BrowseState::Scheduled(at) => ("scheduled", Some(at)),
+    };
+    let properties: serde_json::Map<String, Json> = record
+        .properties
+        .iter()
+        .map(|(k, v)| (k.clone(), property(v.value.as_ref())))
+        .collect();
+    let (encoding, preview) = preview(&record.body);
+    json!({
+        "id": b.entry.id,
+        "address": record.address,
+        "priority": record.priority,
+        "durable": record.durable,
+        "timestamp_ms": record.timestamp_ms,
+        "expiration_ms": record.expiration_ms,
+        "delivery_count": b.entry.delivery_count,
+        "state": state,
+        "scheduled_until_ms": due,
+        "properties": properties,
+        "body_size": record.body.len(),
+        "body_encoding": encoding,
+        "body_preview": preview,
+        "body_truncated": record.body.len() > PREVIEW_BYTES,
+        "origin": dead_letter::origin(record).map(|(address, queue)| json!({"address": address, "queue": queue})),
+        "dead_letter_reason": dead_letter::reason(record),
+        "failures": failures(b),
+        "redrives": dead_letter::redrive_count(record),
+    })
+}
+
+/// A message's failed deliveries: those a dead letter carries, or those its queue
+/// keeps for it while it is retried.
+fn failures(b: &Browsed) -> Vec<dead_letter::Failure> {
+    let carried = dead_letter::failures(&b.record);
+    if !carried.is_empty() {
+        return carried;
+    }
+    b.entry
+        .failures
+        .iter()
+        .map(|f| dead_letter::Failure {
+            at_ms: f.at_ms,
+            reason: f.reason.clone(),
+        })
+        .collect()
+}
+
+fn property(value: Option<&Value>) -> Json {
+    match value {
+        None => json!({"type": "null", "value": null}),
+        Some(Value::String(s)) => json!({"type": "string", "value": s}),
+        Some(Value::Int(i)) => json!({"type": "int", "value": i}),
+        Some(Value::Double(d)) => json!({"type": "double", "value": d}),
+        Some(Value::Bool(b)) => json!({"type": "bool", "value": b}),
+        Some(Value::Bytes(b)) => json!({"type": "bytes", "value": hex(&b[..b.len().min(PREVIEW_BYTES / 2)])}),
+    }
+}
+
+/// The start of a body: as text when it is UTF-8 (a cut character at the end
+/// forgiven), else as hex.
+fn preview(body: &[u8]) -> (&'static str, String) {
+    let head = &body[..body.len().min(PREVIEW_BYTES)];
+    match std::str::from_utf8(head) {
+        Ok(text) => ("text", text.to_owned()),
+        Err(e) if e.error_len().is_none() => (
+            "text",
+            String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned(),
+        ),
+        Err(_) => ("hex", hex(&head[..head.len().min(PREVIEW_BYTES / 2)])),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(if i % 16 == 0 { '\n' } else { ' ' });
+        }
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Every effective setting with the match (or default) that supplied it.
+pub fn settings(resolved: &ResolvedSettings, keep: impl Fn(&str) -> bool) -> Vec<Json> {
+    resolved
+        .entries
+        .iter()
+        .filter(|e| keep(e.key))
+        .map(|e| json!({"key": e.key, "value": e.value, "source": e.source.to_string()}))
+        .collect()
+}
+
+/// The `match` patterns that supply at least one value, in table order.
+pub fn matches(resolved: &ResolvedSettings) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in &resolved.entries {
+        if let rebound_config::Source::Match(pattern) = &entry.source
+            && !out.contains(pattern)
+        {
+            out.push(pattern.clone());
+        }
+    }
+    out
+}
+
+/// A redelivery plan.
+pub fn plan(plan: &Plan) -> Json {
+    let deliveries: Vec<Json> = plan
+        .deliveries
+        .iter()
+        .map(|d| {
+            json!({
+                "number": d.number,
+                "delay_ms": [d.delay_ms.0, d.delay_ms.1],
+                "at_ms": [d.at_ms.0, d.at_ms.1],
+            })
+        })
+        .collect();
+    let end = match &plan.end {
+        End::DeadLetter { after, to } => json!({
+            "kind": "dead-letter",
+            "after": after,
+            "address": to.as_ref().map(|d| &d.address),
+            "queue": to.as_ref().and_then(|d| d.own_queue.as_ref()),
+        }),
+        End::Move { after, address } => json!({"kind": "move", "after": after, "address": address}),
+        End::Delete { after } => json!({"kind": "delete", "after": after}),
+        End::Never => json!({"kind": "never"}),
+    };
+    json!({
+        "deliveries": deliveries,
+        "more": plan.more,
+        "end": end,
+        "total_ms": plan.total_ms.map(|(least, most)| [least, most]),
+        "jitter_factor": plan.jitter_factor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_preview_as_text_or_hex() {
+        assert_eq!(preview(b"hello"), ("text", "hello".into()));
+        assert_eq!(preview(&[0xff, 0x00, 0x41]), ("hex", "ff 00 41".into()));
+        // A multi-byte character cut by the preview's end is still text.
+        let mut long = "a".repeat(PREVIEW_BYTES - 1).into_bytes();
+        long.extend_from_slice("é".as_bytes());
+        assert_eq!(preview(&long).0, "text");
+        assert_eq!(hex(&[0; 17]).matches('\n').count(), 1);
+    }
+}

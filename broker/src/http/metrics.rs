@@ -1,0 +1,29 @@
+//! `GET /metrics`: the registry of [`crate::metrics`] in the OpenMetrics text
+//! format, which Prometheus scrapes (the names are listed in README.md).
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::HttpState;
+
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub(super) fn routes() -> Router<HttpState> {
+    Router::new().route("/metrics", get(metrics))
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    // Encoding reads every queue: off the async workers, as 10,000 queues take
+    // milliseconds.
+    let encoded = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &state.registry).map(|()| text)
+    })
+    .await;
+    match encoded {
+        Ok(Ok(text)) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "encoding the metrics failed\n").into_response(),
+    }
+}

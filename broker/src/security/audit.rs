@@ -1,0 +1,77 @@
+//! The audit log of authorization: every management operation and every denial,
+//! on the tracing target [`AUDIT_TARGET`] (`rebound::audit`, where failed logins
+//! go too), so it can be filtered, routed or kept apart from the rest (`RUST_LOG=rebound::audit=info`; one JSON object per line
+//! with `--log-format json`).
+//!
+//! A line says who (`user`, "anonymous" when security is off), from where
+//! (`peer`), what (`operation`), on which `address` and `queue`, how many
+//! `messages` (left out for operations on addresses and queues themselves, as
+//! is `queue` for operations on an address), and the `result`. Names are
+//! written quoted and escaped. Message
+//! bodies and passwords never reach this file: its functions take none.
+use std::fmt::Display;
+
+use tracing::{info, warn};
+
+use super::AUDIT_TARGET;
+use super::access::{Caller, Operation};
+use crate::error::BrokerError;
+
+/// A check refused `operation` to `caller`.
+pub fn denied(caller: &Caller, operation: &Operation<'_>, err: &BrokerError) {
+    let (permission, on) = match err {
+        BrokerError::PermissionDenied {
+            permission, address, ..
+        } => (permission.as_str(), address.as_str()),
+        _ => ("", ""),
+    };
+    warn!(
+        target: AUDIT_TARGET,
+        user = ?caller.user(),
+        peer = %Peer(caller),
+        operation = operation.kind.name(),
+        address = ?operation.address,
+        queue = operation.queue,
+        permission,
+        denied_on = ?on,
+        result = "denied",
+        "permission denied"
+    );
+}
+
+/// A management operation was carried out (or failed): `messages` is how many it
+/// removed, moved or retried, when it works on messages.
+pub fn managed<T>(
+    caller: &Caller,
+    operation: &Operation<'_>,
+    messages: Option<u64>,
+    result: &Result<T, BrokerError>,
+) {
+    let outcome = match result {
+        Ok(_) => "ok".to_owned(),
+        Err(err) => format!("failed: {err}"),
+    };
+    info!(
+        target: AUDIT_TARGET,
+        user = ?caller.user(),
+        peer = %Peer(caller),
+        operation = operation.kind.name(),
+        address = ?operation.address,
+        queue = operation.queue,
+        messages,
+        result = ?outcome,
+        "management operation"
+    );
+}
+
+/// A caller's peer address, or `-` (as the login lines write it).
+struct Peer<'a>(&'a Caller);
+
+impl Display for Peer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.peer {
+            Some(peer) => write!(f, "{peer}"),
+            None => f.write_str("-"),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The web console's JSON API, as the page (or a script) uses it: overview, queues,
+//! browsing, dead-letter groups, retry with a preview then a confirm, move, remove,
+//! and clear 4xx answers to bad requests.
+use std::time::Duration;
+
+use rebound_client::{Client, OutgoingMessage, RoutingType};
+use serde_json::{Value, json};
+
+use crate::messaging::{body, receive};
+use crate::redelivery::next;
+use crate::support::{Broker, http_get, http_post_json};
+
+/// Two failed deliveries dead-letter a message to `DLQ.<address>` on `DLA`.
+pub const POISON_CONFIG: &str = r##"
+[[address-settings]]
+match = "#"
+max-delivery-attempts = 2
+dead-letter-address = "DLA"
+auto-create-dead-letter-resources = true
+"##;
+
+/// Sends `bodies` to `address` and fails each delivery of them with `reason` until
+/// they are dead letters.
+pub async fn poison(client: &Client, address: &str, bodies: &[&str], reason: &str) {
+    for b in bodies {
+        client
+            .send(OutgoingMessage::new(address, b.to_string()))
+            .await
+            .unwrap();
+    }
+    let mut consumer = client.consume(address, 10).await.unwrap();
+    for _ in 0..2 * bodies.len() {
+        let d = next(&mut consumer).await;
+        consumer.nack(&[d.id], reason).await.unwrap();
+    }
+    consumer.close().await.unwrap();
+    let dlq = format!("DLQ.{address}");
+    for _ in 0..100 {
+        if client
+            .queue(&dlq)
+            .await
+            .is_ok_and(|q| q.messages >= bodies.len() as u64)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the messages never reached {dlq}");
+}
+
+async fn get(broker: &Broker, path: &str) -> (u16, Value) {
+    let (status, text) = http_get(&format!("{}{path}", broker.http_url().await)).await;
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}")),
+    )
+}
+
+async fn post(broker: &Broker, path: &str, body: Value) -> (u16, Value) {
+    let (status, text) = http_post_json(&format!("{}{path}", broker.http_url().await), &body).await;
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}")),
+    )
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overview_and_queues_table_show_the_broker() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    poison(&client, "orders", &["bad"], "db down").await;
+    client.send(OutgoingMessage::new("orders", "fine")).await.unwrap();
+
+    let (status, o) = get(&broker, "/api/overview").await;
+    assert_eq!(status, 200, "{o}");
+    assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(o["listen"]["grpc"], broker.addr().to_string());
+    assert_eq!(o["gauges"]["messages"], 2, "{o}");
+    assert_eq!(o["connections"], 1, "{o}");
+    assert!(o["store"]["commits"].as_u64().unwrap() > 0, "{o}");
+    assert!(o["rates"].is_array(), "{o}");
+
+    let (status, q) = get(&broker, "/api/queues").await;
+    assert_eq!(status, 200);
+    let queues = q["queues"].as_array().unwrap();
+    let find = |name: &str| {
+        queues
+            .iter()
+            .find(|q| q["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {q}"))
+    };
+    let orders = find("orders");
+    assert_eq!(orders["messages"], 1);
+    assert_eq!(orders["dead_lettered"], 1);
+    assert_eq!(orders["redelivered"], 1);
+    assert_eq!(orders["routing_type"], "anycast");
+    assert_eq!(orders["settings_matches"], json!(["#"]));
+    assert_eq!(orders["dead_letter_queue"], false);
+    let dlq = find("DLQ.orders");
+    assert_eq!(dlq["address"], "DLA");
+    assert_eq!(dlq["dead_letter_queue"], true);
+    assert_eq!(dlq["filter"], "_AMQ_ORIG_ADDRESS = 'orders'");
+
+    let (status, page) = http_get(&format!("{}/", broker.http_url().await)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("/assets/console.js"), "{page}");
+    let (status, js) = http_get(&format!("{}/assets/console.js", broker.http_url().await)).await;
+    assert_eq!(status, 200);
+    assert!(
+        !js.contains("innerHTML"),
+        "broker data must reach the page as text only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_is_browsed_page_by_page_with_its_settings() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    for i in 0..3 {
+        client
+            .send(OutgoingMessage::new("orders", format!("order {i}")).property("n", i as i64))
+            .await
+            .unwrap();
+    }
+    client
+        .send(OutgoingMessage::new("orders", vec![0xffu8, 0x00, 0x41]))
+        .await
+        .unwrap();
+
+    let (status, q) = get(&broker, "/api/queues/orders").await;
+    assert_eq!(status, 200, "{q}");
+    assert_eq!(q["messages"], 4);
+    let attempts = q["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "max-delivery-attempts")
+        .unwrap();
+    assert_eq!(
+        (&attempts["value"], &attempts["source"]),
+        (&json!("2"), &json!("match \"#\""))
+    );
+
+    let (_, first) = get(&broker, "/api/queues/orders/messages?limit=2").await;
+    let messages = first["messages"].as_array().unwrap();
+    assert_eq!((messages.len(), &first["more"]), (2, &json!(true)), "{first}");
+    assert_eq!(messages[0]["body_preview"], "order 0");
+    assert_eq!(messages[0]["body_encoding"], "text");
+    assert_eq!(messages[0]["state"], "ready");
+    assert_eq!(messages[0]["properties"]["n"], json!({"type": "int", "value": 0}));
+    let (_, second) = get(&broker, "/api/queues/orders/messages?offset=2&limit=2").await;
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!((messages.len(), &second["more"]), (2, &json!(false)), "{second}");
+    assert_eq!(messages[1]["body_encoding"], "hex");
+    assert_eq!(messages[1]["body_preview"], "ff 00 41");
+
+    let (_, filtered) = get(&broker, "/api/queues/orders/messages?filter=n%20%3E%201").await;
+    assert_eq!(filtered["messages"].as_array().unwrap().len(), 1, "{filtered}");
+
+    let id = messages[0]["id"].as_u64().unwrap();
+    let (status, one) = get(&broker, &format!("/api/queues/orders/messages/{id}")).await;
+    assert_eq!((status, &one["body_preview"]), (200, &json!("order 2")));
+
+    // A message being retried shows the failures its queue keeps for it.
+    let mut consumer = client.consume("orders", 1).await.unwrap();
+    let d = next(&mut consumer).await;
+    consumer.nack(&[d.id], "flaky downstream").await.unwrap();
+    let path = format!("/api/queues/orders/messages/{}", d.message.message_id);
+    let mut retried = get(&broker, &path).await.1;
+    for _ in 0..100 {
+        if retried["failures"][0].is_object() {
+            break;
+        }
+        // The nack is settled after the call returns: look again.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        retried = get(&broker, &path).await.1;
+    }
+    assert_eq!(retried["failures"][0]["reason"], "flaky downstream", "{retried}");
+    assert_eq!(retried["dead_letter_reason"], Value::Null);
+
+    let (status, plan) = get(&broker, "/api/addresses/orders/redelivery").await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["plan"]["deliveries"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        plan["plan"]["end"],
+        json!({"kind": "dead-letter", "after": 2, "address": "DLA", "queue": "DLQ.orders"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    poison(&client, "orders", &["a", "b"], "db down").await;
+    poison(&client, "orders", &["c"], "bad json").await;
+
+    let (status, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
+    assert_eq!(status, 200, "{dl}");
+    assert_eq!((&dl["total"], &dl["grouped"]), (&json!(3), &json!(3)));
+    let groups = dl["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{dl}");
+    let db = &groups[0];
+    assert_eq!(
+        (
+            &db["orig_queue"],
+            &db["reason"],
+            &db["last_failure"],
+            &db["count"]
+        ),
+        (
+            &json!("orders"),
+            &json!("max-delivery-attempts"),
+            &json!("db down"),
+            &json!(2)
+        )
+    );
+    assert!(db["first_seen_ms"].as_u64().unwrap() <= db["last_seen_ms"].as_u64().unwrap());
+    assert_eq!(groups[1]["last_failure"], "bad json");
+    let group_ids = ids(&db["message_ids"]);
+
+    // One message's failure history.
+    let (_, one) = get(
+        &broker,
+        &format!("/api/queues/DLQ.orders/messages/{}", group_ids[0]),
+    )
+    .await;
+    let failures = one["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{one}");
+    assert_eq!(failures[1]["reason"], "db down");
+    assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
+
+    // The preview moves nothing and says where each message goes.
+    let (status, preview) = post(
+        &broker,
+        "/api/queues/DLQ.orders/retry",
+        json!({"ids": group_ids, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(
+        (&preview["would_move"], &preview["moved"]),
+        (&json!(2), &json!(0))
+    );
+    for outcome in preview["outcomes"].as_array().unwrap() {
+        assert_eq!(
+            (&outcome["to_queue"], &outcome["skipped"]),
+            (&json!("orders"), &Value::Null)
+        );
+    }
+    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
+
+    // Confirming exactly the previewed ids moves those, and only those.
+    let previewed: Vec<u64> = preview["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_u64().unwrap())
+        .collect();
+    let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
+    assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
+    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 1);
+    let mut consumer = client.consume("orders", 10).await.unwrap();
+    let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
+        .await
+        .iter()
+        .map(body)
+        .collect();
+    back.sort();
+    assert_eq!(back, ["a", "b"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_are_moved_and_removed_by_ids_or_filter() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    client
+        .create_queue("parked", "parked", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    poison(&client, "orders", &["a", "b", "c"], "db down").await;
+    let (_, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
+    let all = ids(&dl["groups"][0]["message_ids"]);
+
+    let (status, moved) = post(
+        &broker,
+        "/api/queues/DLQ.orders/move",
+        json!({"ids": [all[0]], "to_address": "parked"}),
+    )
+    .await;
+    assert_eq!((status, &moved["moved"]), (200, &json!(1)), "{moved}");
+    assert_eq!(client.queue("parked").await.unwrap().messages, 1);
+
+    let filter = "_AMQ_ORIG_MESSAGE_ID > 0 AND _AMQ_ORIG_QUEUE = 'orders'";
+    let (_, count) = post(
+        &broker,
+        "/api/queues/DLQ.orders/remove",
+        json!({"filter": filter, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(count["count"], 2, "{count}");
+    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 2);
+    let (status, removed) = post(
+        &broker,
+        "/api/queues/DLQ.orders/remove",
+        json!({"filter": filter}),
+    )
+    .await;
+    assert_eq!((status, &removed["removed"]), (200, &json!(2)), "{removed}");
+    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_a_4xx_with_a_clear_error() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    client.send(OutgoingMessage::new("orders", "m")).await.unwrap();
+    let error = |v: &Value| {
+        v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error in {v}"))
+            .to_owned()
+    };
+
+    let (status, v) = get(&broker, "/api/queues/nope").await;
+    assert_eq!((status, error(&v)), (404, "queue 'nope' not found".into()));
+    let (status, v) = get(&broker, "/api/queues/orders/messages/999999").await;
+    assert_eq!(status, 404, "{v}");
+    assert!(error(&v).contains("message 999999 not found"), "{v}");
+    let (status, v) = get(&broker, "/api/queues/orders/messages?filter=%3D%3D%3D").await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("filter"), "{v}");
+    let (status, v) = get(&broker, "/api/queues/orders/messages?offset=1000000").await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("use a filter"), "{v}");
+    let (status, v) = get(&broker, "/api/queues/orders/messages?limit=many").await;
+    assert_eq!(status, 400, "{v}");
+
+    let long = "a".repeat(300);
+    let (status, v) = get(&broker, &format!("/api/addresses/{long}/redelivery")).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("address"), "{v}");
+
+    // An action must say which messages: an empty selection never means all.
+    let (status, v) = post(&broker, "/api/queues/orders/remove", json!({})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("select the messages"), "{v}");
+    assert_eq!(client.queue("orders").await.unwrap().messages, 1);
+    let (status, v) = post(&broker, "/api/queues/orders/move", json!({"all": true})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("to_address"), "{v}");
+    let (status, v) = post(&broker, "/api/queues/orders/retry", json!({"ids": "one"})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("ids: invalid type"), "{v}");
+    let (status, v) = post(
+        &broker,
+        "/api/queues/orders/retry",
+        json!({"all": true, "colour": 1}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("unknown field `colour`"), "{v}");
+    let (status, v) = post(&broker, "/api/queues/nope/retry", json!({"all": true})).await;
+    assert_eq!((status, error(&v)), (404, "queue 'nope' not found".into()));
+
+    // A retry of what is not a dead letter says why it stays.
+    let (status, v) = post(
+        &broker,
+        "/api/queues/orders/retry",
+        json!({"all": true, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let why = v["outcomes"][0]["skipped"].as_str().unwrap();
+    assert!(why.contains("not a dead letter"), "{v}");
+}

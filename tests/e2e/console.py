@@ -1,0 +1,109 @@
+"""End-to-end test of the web console in a real browser (headless Chromium).
+
+Started by tests/blackbox/console_browser.rs with a broker whose queue QUEUE holds a
+message and whose dead-letter queue DLQ holds the poisoned messages of QUEUE:
+
+    python3 console.py URL QUEUE DLQ BODY REASON [SCREENSHOT.png]
+
+It walks the console as an operator would: finds the queue in the table, browses a
+message, opens the dead letters of the queue, previews a retry and confirms it.
+The Rust test then checks over gRPC that the messages are back on QUEUE. Exit 0 on
+success; on failure it prints why (and leaves a screenshot next to the test's
+temporary directory when asked to).
+"""
+import os
+import sys
+import tempfile
+
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM = os.environ.get("REBOUND_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 15_000
+
+
+def run(page, url, queue, dlq, body, reason, screenshot):
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    # Overview, then the queues table, filtered down to the queue.
+    page.goto(url + "/")
+    expect(page.locator("h1")).to_have_text("Overview")
+    page.click("nav >> text=Queues")
+    page.fill("#queue-filter", queue)
+    row = page.locator(f'#queues tr[data-queue="{queue}"]')
+    expect(row).to_have_count(1)
+
+    # The queue page: browse a message and open it.
+    row.locator("a.queue-link").click()
+    expect(page.locator("#queue-title")).to_have_text(queue)
+    first = page.locator("#messages tr.message-row").first
+    expect(first).to_be_visible()
+    first.click()
+    expect(page.locator("#messages tr.detail pre.body")).to_have_text(body)
+
+    # The dead letters of the queue, grouped; the group of REASON, opened.
+    page.click("nav >> text=Dead letters")
+    page.locator("a.dlq-link", has_text=dlq).click()
+    groups = page.locator("#groups tr.group")
+    group = groups.filter(has=page.locator(".group-failure", has_text=reason))
+    expect(group).to_have_count(1)
+    expect(group).to_have_attribute("data-queue", queue)
+    group.click()  # shows the group's messages
+    page.locator("a.open-message").first.click()
+    expect(page.locator(".history")).to_contain_text(reason)
+    page.locator("a.open-message", has_text="hide").click()
+    expect(page.locator(".history")).to_have_count(0)
+    group.click()  # folds it again
+    group.locator("input.group-check").check()
+    expect(page.locator("#selection")).to_contain_text("selected")
+
+    # Retry: the preview says where each message goes; then confirm.
+    page.click("#retry")
+    preview = page.locator("#preview")
+    expect(preview).to_contain_text("Retry preview")
+    going = preview.locator("tr.going")
+    expect(going.first).to_contain_text(queue)
+    if screenshot:
+        page.screenshot(path=screenshot, full_page=True)
+    page.click("#confirm")
+    expect(page.locator("#toast")).to_contain_text("retried")
+    expect(group).to_have_count(0)
+
+    if errors:
+        raise AssertionError("the page reported errors: " + "; ".join(errors))
+
+
+def main():
+    url, queue, dlq, body, reason = sys.argv[1:6]
+    screenshot = sys.argv[6] if len(sys.argv) > 6 else None
+    with tempfile.TemporaryDirectory(prefix="rebound-chromium-") as profile, sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            args=ARGS,
+            viewport={"width": 1280, "height": 760},
+        )
+        browser.set_default_timeout(TIMEOUT_MS)
+        page = browser.new_page()
+        try:
+            run(page, url, queue, dlq, body, reason, screenshot)
+        except Exception as e:
+            print(f"FAILED at {page.url}: {e}", file=sys.stderr)
+            sys.exit(1)
+        finally:
+            browser.close()
+    print("console e2e: ok")
+
+
+if __name__ == "__main__":
+    main()
