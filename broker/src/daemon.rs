@@ -37,10 +37,10 @@ use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{admin::AdminService, messaging::MessagingService};
-use crate::security::anonymous::{self, Access};
-use crate::security::{AuthLayer, Authenticator, Security};
 use crate::http::console::Listening;
 use crate::http::{self, HttpState};
+use crate::security::anonymous::{self, Access};
+use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
 
 /// Where the broker listens when neither the config nor `--listen` says.

@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 use clap::builder::PossibleValuesParser;
-use rebound_perf::{HEADER, PERF_CONFIG, WORKLOADS, Workload};
+use rebound_perf::{Api, HEADER, PERF_CONFIG, WORKLOADS, Workload};
 
 use crate::args::ServerArgs;
 
@@ -35,9 +35,14 @@ pub struct PerfArgs {
     /// Unacknowledged sends per producer (default: the workload's).
     #[arg(long, value_name = "MESSAGES")]
     in_flight: Option<usize>,
-    /// Messages per Send call (default: the workload's).
+    /// Messages per client call (default: the workload's).
     #[arg(long, value_name = "MESSAGES")]
     batch: Option<usize>,
+    /// How producers send: `publish` (a Publish stream; one message per call,
+    /// batched by the client; needs --batch 1) or `send` (a unary Send call per
+    /// batch). Default: publish with --batch 1, send otherwise.
+    #[arg(long, value_parser = ["publish", "send"])]
+    api: Option<String>,
     /// Print the result as one JSON object (schema in BENCHMARKS.md).
     #[arg(long)]
     json: bool,
@@ -65,12 +70,26 @@ impl PerfArgs {
         }
         Ok(spec)
     }
+
+    /// The API to send with, checked against the batch size.
+    fn api(&self, spec: &Workload) -> anyhow::Result<Api> {
+        let api = match self.api.as_deref() {
+            Some("publish") => Api::Publish,
+            Some(_) => Api::Send,
+            None => Api::default_for(spec.batch),
+        };
+        if api == Api::Publish && spec.batch != 1 {
+            bail!("--api publish sends one message per call: it needs --batch 1");
+        }
+        Ok(api)
+    }
 }
 
 /// Runs `rebound perf`. Ctrl-C stops the run; like a failed run, it deletes its
 /// queue before the command exits.
 pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
     let spec = args.spec()?;
+    let api = args.api(&spec)?;
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
             // No SIGINT handler: no interruption either, the default action stands.
@@ -78,6 +97,7 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
         }
     };
     let report =
-        rebound_perf::run_until_with(&args.server.server, &args.server.options()?, spec, interrupt).await?;
+        rebound_perf::run_until_with(&args.server.server, &args.server.options()?, spec, api, interrupt)
+            .await?;
     Ok(report.print(args.json)?)
 }

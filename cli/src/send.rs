@@ -1,17 +1,18 @@
-//! `rebound send`: send copies of one message to an address.
+//! `rebound send`: send copies of one message to an address, through a
+//! `Publisher`: the copies share one Publish stream and go in large frames.
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use futures::StreamExt as _;
 use rebound_client::{OutgoingMessage, PropertyValue};
 
 use crate::args::ServerArgs;
 use crate::property;
 
-/// Messages per Send call: big enough to amortise the storage commit, small
-/// enough to stay far below any message size limit.
-const BATCH: u64 = 500;
+/// Sends under way at once: enough to fill the publisher's frames.
+const WINDOW: usize = 1024;
 
 /// Arguments of `rebound send`.
 #[derive(Debug, clap::Args)]
@@ -61,14 +62,15 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
         message = message.priority(priority);
     }
 
-    let client = args.server.connect().await?;
-    let (mut sent, mut unrouted) = (0, 0);
-    while sent < args.count {
-        let batch = BATCH.min(args.count - sent);
-        let response = client.send_batch(vec![message.clone(); batch as usize]).await?;
-        sent += batch;
-        unrouted += u64::from(response.unrouted);
+    let publisher = args.server.connect().await?.publisher();
+    let sends = (0..args.count).map(|_| publisher.send(message.clone()));
+    let mut sends = futures::stream::iter(sends).buffer_unordered(WINDOW);
+    let mut sent = 0;
+    while let Some(result) = sends.next().await {
+        result?;
+        sent += 1;
     }
+    let unrouted = publisher.unrouted();
     let plural = if sent == 1 { "" } else { "s" };
     outln!("sent {sent} message{plural} to {}", args.address)?;
     if unrouted > 0 {

@@ -61,6 +61,10 @@ pub enum Error {
     /// finished transaction); its deliveries are still outstanding.
     #[error("the broker could not apply a settle: {0}")]
     SettleRejected(String),
+    /// A [`Publisher`](crate::Publisher)'s stream broke before the broker
+    /// answered for this message: it may or may not have been stored.
+    #[error("no confirmation from the broker, the message may or may not have been stored: {0}")]
+    Unconfirmed(String),
     /// The consume or transact stream ended while answers were still expected.
     #[error("the stream was closed by the broker")]
     StreamClosed,

@@ -26,6 +26,11 @@
 //! # }
 //! ```
 //!
+//! [`Client::send`] is one call per message (or batch). A program whose tasks
+//! send concurrently shares a [`Publisher`] ([`Client::publisher`]): its sends go
+//! on one Publish stream and are coalesced into frames (one storage commit each)
+//! while earlier frames are in flight, with no added delay when it is idle.
+//!
 //! A broker with users wants a login: connect with
 //! [`Client::connect_with_options`] and [`ConnectOptions::credentials`]
 //! ([`Credentials`]), which every call and stream of the client then carries;
@@ -43,6 +48,7 @@ mod error;
 mod health;
 mod listener;
 mod message;
+mod publisher;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
@@ -53,6 +59,7 @@ pub use error::{Error, Result};
 pub use health::HealthStatus;
 pub use listener::{HandlerError, Incoming, Listener, ListenerBuilder, ListenerStats};
 pub use message::{OutgoingMessage, PropertyValue};
+pub use publisher::{Publisher, PublisherOptions};
 pub use transaction::{Session, Transaction};
 
 /// The names of the properties the broker sets on dead letters and expired messages

@@ -61,6 +61,10 @@ define_limits! {
     /// bound the broker stops reading the stream's requests until the client
     /// reads.
     max_unread_responses = "max-unread-responses", check::positive, default = 256;
+    /// Requests (not messages) of one Publish stream the broker works on, or has
+    /// answered while its response buffer (`max-unread-responses`) is full; at
+    /// the bound it stops reading the stream until the client reads.
+    max_publish_in_flight = "max-publish-in-flight", check::positive, default = 1024;
     /// Messages one open transaction may hold, sends plus acks.
     max_transaction_messages = "max-transaction-messages", check::positive, default = 10_000;
     /// Bytes (bodies and properties) of the messages sent in one open

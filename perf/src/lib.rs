@@ -17,8 +17,9 @@
 //! the address again. A deletion that fails too is reported on stderr, naming the
 //! queue.
 //!
-//! Producers and consumers each get their own connection, and sends go in batches
-//! inside an in-flight window, so that the tool is not what limits the rate; its
+//! Producers and consumers each get their own connection, and sends go inside an
+//! in-flight window, as unary `Send` calls of a batch or as one-message calls on a
+//! Publish stream ([`Api`]), so that the tool is not what limits the rate; its
 //! own CPU time is reported to show that. A progress line goes to stderr once a
 //! second, and a run that makes no progress for [`STALL`] fails instead of hanging.
 
@@ -28,7 +29,7 @@ mod workload;
 
 // The peer-broker clients of bench/compare.sh (bench/peers) run the same workloads and
 // measure them the same way: these are what they share with `rebound perf`.
-pub use load::{HEADER, histogram, share};
+pub use load::{Api, HEADER, histogram, share};
 pub use report::{Extra, Latency, Report, process_cpu_s};
 pub use workload::{PERF_CONFIG, WORKLOADS, Workload, named};
 
@@ -56,9 +57,10 @@ const POLL: Duration = Duration::from_millis(5);
 /// afterwards, and returns what was measured. Progress goes to stderr.
 ///
 /// `spec` is one of [`WORKLOADS`], possibly with its numbers changed; its `size`
-/// must be at least [`HEADER`] and its `batch` between 1 and `in_flight`.
-pub async fn run(url: &str, spec: Workload) -> anyhow::Result<Report> {
-    run_until(url, spec, std::future::pending()).await
+/// must be at least [`HEADER`] and its `batch` between 1 and `in_flight` (1 for
+/// [`Api::Publish`]).
+pub async fn run(url: &str, spec: Workload, api: Api) -> anyhow::Result<Report> {
+    run_until(url, spec, api, std::future::pending()).await
 }
 
 /// Like [`run`], but stops early with an error once `interrupt` completes (the
@@ -66,9 +68,10 @@ pub async fn run(url: &str, spec: Workload) -> anyhow::Result<Report> {
 pub async fn run_until(
     url: &str,
     spec: Workload,
+    api: Api,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
-    run_until_with(url, &ConnectOptions::default(), spec, interrupt).await
+    run_until_with(url, &ConnectOptions::default(), spec, api, interrupt).await
 }
 
 /// Like [`run_until`], with TLS settings (for an `https://` URL) and credentials.
@@ -76,6 +79,7 @@ pub async fn run_until_with(
     url: &str,
     options: &ConnectOptions,
     spec: Workload,
+    api: Api,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
     let client = Client::connect_with_options(url, options).await?;
@@ -87,7 +91,7 @@ pub async fn run_until_with(
     eprintln!("perf: workload {} on queue {queue}", spec.name);
     // Dropping `measure` (on an interrupt) aborts its tasks, as its own errors do.
     let result = tokio::select! {
-        result = measure(url, options, &client, spec, queue.clone()) => result,
+        result = measure(url, options, &client, spec, api, queue.clone()) => result,
         () = interrupt => Err(anyhow!("interrupted")),
     };
     if result.is_err() {
@@ -172,12 +176,13 @@ async fn measure(
     options: &ConnectOptions,
     client: &Client,
     spec: Workload,
+    api: Api,
     queue: String,
 ) -> anyhow::Result<Report> {
     let producer_clients = connect(url, options, spec.producers).await?;
     let consumer_clients = connect(url, options, spec.consumers).await?;
     let before = client.server_info().await?;
-    let run = Arc::new(Run::new(spec, queue));
+    let run = Arc::new(Run::new(spec, api, queue));
     let work = drive(client, &run, producer_clients, consumer_clients, &before);
     tokio::select! {
         report = work => report,
@@ -282,6 +287,7 @@ async fn drive(
         consumers: spec.consumers,
         in_flight: spec.in_flight,
         batch: spec.batch,
+        api: run.api.name(),
         duration_s: end_s,
         send_rate: spec.messages as f64 / send_done_s,
         e2e_rate: good as f64 / good_done_s,

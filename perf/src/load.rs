@@ -18,7 +18,7 @@ use bytes::{BufMut as _, BytesMut};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use hdrhistogram::Histogram;
-use rebound_client::{Client, OutgoingMessage};
+use rebound_client::{Client, OutgoingMessage, PublisherOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::workload::Workload;
@@ -30,11 +30,39 @@ pub const HEADER: usize = 16;
 /// those already received go together, as Artemis's ack batching does.
 const SETTLE_BATCH: usize = 256;
 
+/// How producers send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// Through a [`rebound_client::Publisher`] per producer: one message per
+    /// `send` call, the concurrent calls of the window batched into Publish frames
+    /// by the client. Needs a batch of 1.
+    Publish,
+    /// A unary `Send` call per batch.
+    Send,
+}
+
+impl Api {
+    /// Its `--api` name, also in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Publish => "publish",
+            Api::Send => "send",
+        }
+    }
+
+    /// The default for a batch size: the publisher for one message per call.
+    pub fn default_for(batch: usize) -> Api {
+        if batch == 1 { Api::Publish } else { Api::Send }
+    }
+}
+
 /// What one run's tasks share.
 #[derive(Debug)]
 pub struct Run {
     /// The workload, with the command line's overrides applied.
     pub spec: Workload,
+    /// How producers send.
+    pub api: Api,
     /// The queue (and its address, of the same name).
     pub queue: String,
     /// Time zero: send times in bodies and every reported instant count from here.
@@ -51,9 +79,10 @@ pub struct Run {
 
 impl Run {
     /// A run about to start now.
-    pub fn new(spec: Workload, queue: String) -> Run {
+    pub fn new(spec: Workload, api: Api, queue: String) -> Run {
         Run {
             spec,
+            api,
             queue,
             epoch: Instant::now(),
             sent: AtomicU64::new(0),
@@ -97,9 +126,17 @@ pub fn share(messages: u64, producers: u32, index: u32) -> Range<u64> {
     at(index)..at(index + 1)
 }
 
-/// Sends messages `seqs` keeping up to `in_flight` unacknowledged, in `Send`
-/// calls of `batch`; returns the send-acknowledgement latencies.
+/// Sends messages `seqs` keeping up to `in_flight` unacknowledged, as the run's
+/// [`Api`] says; returns the send-acknowledgement latencies.
 pub async fn produce(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow::Result<Histogram<u64>> {
+    match run.api {
+        Api::Send => produce_unary(client, run, seqs).await,
+        Api::Publish => publish(client, run, seqs).await,
+    }
+}
+
+/// [`Api::Send`]: `Send` calls of `batch` messages, `in_flight / batch` at once.
+async fn produce_unary(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow::Result<Histogram<u64>> {
     let batch = run.spec.batch as u64;
     let max_calls = (run.spec.in_flight / run.spec.batch).max(1);
     let mut latencies = histogram();
@@ -127,6 +164,34 @@ pub async fn produce(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow:
         latencies.saturating_record_n(now_ns.saturating_sub(sent_ns) / 1000, n);
         run.last_sent_ns.fetch_max(now_ns, Ordering::Relaxed);
         run.sent.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// [`Api::Publish`]: `in_flight` concurrent one-message sends on one publisher.
+async fn publish(client: Client, run: Arc<Run>, seqs: Range<u64>) -> anyhow::Result<Histogram<u64>> {
+    let publisher = client.publisher_with(PublisherOptions {
+        max_pending: run.spec.in_flight,
+        ..PublisherOptions::default()
+    });
+    let mut latencies = histogram();
+    let mut sends = FuturesUnordered::new();
+    let mut next = seqs.start;
+    loop {
+        while sends.len() < run.spec.in_flight && next < seqs.end {
+            let sent_ns = run.now_ns();
+            let message = run.message(next, sent_ns);
+            next += 1;
+            let publisher = publisher.clone();
+            sends.push(async move { (sent_ns, publisher.send(message).await) });
+        }
+        let Some((sent_ns, sent)) = sends.next().await else {
+            return Ok(latencies);
+        };
+        sent.context("send failed")?;
+        let now_ns = run.now_ns();
+        latencies.saturating_record(now_ns.saturating_sub(sent_ns) / 1000);
+        run.last_sent_ns.fetch_max(now_ns, Ordering::Relaxed);
+        run.sent.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -200,7 +265,7 @@ mod tests {
     #[test]
     fn body_starts_with_send_time_and_sequence() {
         let spec = super::super::workload::named("durable").unwrap().clone();
-        let run = Run::new(spec, "q".into());
+        let run = Run::new(spec, Api::Send, "q".into());
         let wire = rebound_client::proto::OutgoingMessage::from(run.message(7, 42));
         assert_eq!(wire.body.len(), 1024);
         assert_eq!(

@@ -23,6 +23,9 @@ pub struct Report {
     /// Unacknowledged sends per producer, and messages per `Send` call.
     pub in_flight: usize,
     pub batch: usize,
+    /// How producers sent: `publish` (a Publish stream, one message per call,
+    /// batched by the client) or `send` (a unary call per batch).
+    pub api: &'static str,
     /// From the first send to the end of the run (every good message acked
     /// and, for `poison`, every poison message dead-lettered).
     pub duration_s: f64,
@@ -108,13 +111,14 @@ impl Report {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "workload {}: {} × {} B, {} producer(s) (in flight {}, batch {}), {} consumer(s), queue {}",
+            "workload {}: {} × {} B, {} producer(s) (in flight {}, batch {}, api {}), {} consumer(s), queue {}",
             self.workload,
             self.messages,
             self.size,
             self.producers,
             self.in_flight,
             self.batch,
+            self.api,
             self.consumers,
             self.queue
         )?;

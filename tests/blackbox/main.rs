@@ -24,6 +24,7 @@ mod metrics;
 mod operations;
 mod operator;
 mod permissions;
+mod publish;
 mod redelivery;
 mod tls;
 mod tooling;

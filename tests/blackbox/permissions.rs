@@ -605,3 +605,33 @@ async fn management_operations_and_denials_are_audited_without_bodies_or_passwor
     assert!(!log.contains("TOP-SECRET-BODY"), "a body reached the log:\n{log}");
     assert!(!log.contains(PASSWORD), "a password reached the log");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_stream_checks_send_on_every_request() {
+    let broker = Broker::start_with_config(&matrix_config()).await;
+    let admin = login(&broker, "admin").await;
+    let publisher = login(&broker, "producer").await.publisher();
+    publisher.send(OutgoingMessage::new("app.q", "1")).await.unwrap();
+    // Outside app.#: refused alone, the stream carries on.
+    let err = publisher
+        .send(OutgoingMessage::new("DLQ", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(Code::PermissionDenied), "{err}");
+    publisher.send(OutgoingMessage::new("app.q", "2")).await.unwrap();
+    // Concurrent sends share frames; the refused one fails alone.
+    let sends = ["app.q", "DLQ", "app.q"].map(|address| publisher.send(OutgoingMessage::new(address, "c")));
+    let results = futures::future::join_all(sends).await;
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(
+        results[1].as_ref().unwrap_err().code(),
+        Some(Code::PermissionDenied)
+    );
+    assert_eq!(messages(&admin, "app.q").await, 4);
+    assert_eq!(messages(&admin, "DLQ").await, 0);
+
+    let nobody = login(&broker, "nobody").await.publisher();
+    let err = nobody.send(OutgoingMessage::new("app.q", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::PermissionDenied), "{err}");
+    assert_eq!(messages(&admin, "app.q").await, 4);
+}

@@ -7,6 +7,9 @@
 //! stopping — the session detaches the consumer and what it held goes back to the
 //! queue at once (uncounted if it had sent `close` first).
 //!
+//! A Publish stream is a producer's pipeline of sends, answered in order
+//! (`publish.rs`).
+//!
 //! A Transact stream is a session: its requests are answered one at a time, in
 //! order, and the transactions it began are rolled back when it ends.
 //!
@@ -16,7 +19,7 @@
 //! is ended with PERMISSION_DENIED, its unsettled deliveries released (back to
 //! the queue, delivery count unchanged) as for a graceful close.
 //!
-//! Both kinds of session run as engine tasks ([`Broker::spawn`]), so shutdown waits
+//! Every kind of session runs as an engine task ([`Broker::spawn`]), so shutdown waits
 //! for them and for the settles they started.
 //!
 //! Backpressure: a stream's responses wait in a bounded buffer of
@@ -38,6 +41,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
+use super::publish::publish;
+use super::status::code_and_message;
 use crate::engine::{Broker, Settled, Subscription};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
@@ -156,6 +161,22 @@ impl pb::messaging_server::Messaging for MessagingService {
         }))
     }
 
+    type PublishStream = Pin<Box<dyn Stream<Item = Result<pb::PublishResponse, Status>> + Send>>;
+
+    async fn publish(
+        &self,
+        request: Request<Streaming<pb::PublishRequest>>,
+    ) -> Result<Response<Self::PublishStream>, Status> {
+        let (tx, rx) = responses(&self.broker);
+        let gate = Gate {
+            security: self.security.clone(),
+            caller: Caller::of(&request),
+        };
+        self.broker
+            .spawn(publish(self.broker.clone(), gate, request.into_inner(), tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
     type TransactStream = Pin<Box<dyn Stream<Item = Result<pb::TransactResponse, Status>> + Send>>;
 
     async fn transact(
@@ -226,11 +247,18 @@ impl pb::messaging_server::Messaging for MessagingService {
     }
 }
 
-/// What a transacted session checks its sends with: the caller and the security
-/// in force at each send.
-struct Gate {
+/// What a transacted session or a Publish stream checks its sends with: the
+/// caller and the security in force at each send.
+pub(super) struct Gate {
     security: Arc<Security>,
     caller: Caller,
+}
+
+impl Gate {
+    /// Checks that the caller may send every message of a request, as `Send` does.
+    pub(super) fn authorize_sends(&self, broker: &Broker, messages: &[pb::OutgoingMessage]) -> Result<()> {
+        authorize_sends(broker, &self.security.policy(), &self.caller, messages)
+    }
 }
 
 /// A transacted session: requests answered in order, one at a time.
@@ -253,11 +281,8 @@ async fn transact(
         let kind = match transact_one(&broker, &gate, session, request.kind).await {
             Ok(kind) => kind,
             Err(err) => {
-                let status = Status::from(err);
-                transact_response::Kind::Error(pb::TransactError {
-                    code: status.code() as i32,
-                    message: status.message().to_owned(),
-                })
+                let (code, message) = code_and_message(err);
+                transact_response::Kind::Error(pb::TransactError { code, message })
             }
         };
         let response = pb::TransactResponse {
@@ -287,7 +312,7 @@ async fn transact_one(
             transaction_id: broker.begin_transaction(session)?,
         }),
         Some(Rq::Send(send)) => {
-            authorize_sends(broker, &gate.security.policy(), &gate.caller, &send.messages)?;
+            gate.authorize_sends(broker, &send.messages)?;
             let message_ids = broker.send_in_transaction(
                 send.transaction_id,
                 session,
@@ -428,12 +453,12 @@ fn settled_response(settled: Settled) -> pb::ConsumeResponse {
             refused_delivery_ids: Vec::new(),
         },
         Settled::Refused { error, delivery_ids } => {
-            let status = Status::from(error);
+            let (error_code, error) = code_and_message(error);
             pb::Settled {
                 delivery_ids: Vec::new(),
                 unknown_delivery_ids: Vec::new(),
-                error: status.message().to_owned(),
-                error_code: status.code() as i32,
+                error,
+                error_code,
                 refused_delivery_ids: delivery_ids,
             }
         }

@@ -6,4 +6,5 @@
 pub mod admin;
 mod convert;
 pub mod messaging;
+mod publish;
 mod status;

@@ -23,6 +23,13 @@ impl From<BrokerError> for Status {
     }
 }
 
+/// An error answered inside a stream that carries on (a refused Publish or
+/// Transact request, a refused settle): the code and words of its [`Status`].
+pub(crate) fn code_and_message(err: BrokerError) -> (i32, String) {
+    let status = Status::from(err);
+    (status.code() as i32, status.message().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

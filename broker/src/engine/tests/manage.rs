@@ -26,7 +26,10 @@ async fn a_selection_of_ids_takes_exactly_those_messages() {
         ..Default::default()
     };
     assert_eq!(broker.count_messages(&two).unwrap(), 2);
-    let preview = broker.retry_messages(&two, true, 0, None, |_| Ok(())).await.unwrap();
+    let preview = broker
+        .retry_messages(&two, true, 0, None, |_| Ok(()))
+        .await
+        .unwrap();
     let previewed: Vec<u64> = preview.iter().map(|o| o.message_id).collect();
     assert_eq!(previewed, [dlq[1], dlq[3]]);
     assert_eq!(
@@ -34,7 +37,10 @@ async fn a_selection_of_ids_takes_exactly_those_messages() {
         4,
         "a dry run moves nothing"
     );
-    let done = broker.retry_messages(&two, false, 0, None, |_| Ok(())).await.unwrap();
+    let done = broker
+        .retry_messages(&two, false, 0, None, |_| Ok(()))
+        .await
+        .unwrap();
     assert!(done.iter().all(|o| o.skipped.is_none() && o.to_queue == "orders"));
     let back: Vec<String> = receive(&mut sub, 2)
         .await
