@@ -23,7 +23,11 @@ fn range(xs: &[Option<f64>], f: impl Fn(f64) -> String) -> String {
     };
     let hi = xs.iter().copied().fold(lo, f64::max);
     let (a, b) = (f(lo), f(hi));
-    if a == b { a } else { format!("{a}–{b}") }
+    if a == b {
+        a
+    } else {
+        format!("{a}–{b}")
+    }
 }
 
 fn rate(x: f64) -> String {
@@ -97,15 +101,15 @@ fn main() {
             _ => system,
         };
         // The broker's CPU over the whole client run, as compare.sh measured it.
-        let cpu = all(&|v| {
-            Some(num(v, "broker_process_cpu_s")? * 1e6 / num(v, "messages")?)
-        });
+        let cpu = all(&|v| Some(num(v, "broker_process_cpu_s")? * 1e6 / num(v, "messages")?));
         println!(
-            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             v["workload"].as_str().unwrap_or("?"),
             label,
             batch,
             num(v, "in_flight").unwrap_or(0.0),
+            // rebound's client API: a Publish stream or unary Send calls.
+            v["api"].as_str().map_or(String::new(), |api| format!(" ({api})")),
             ack_means(system),
             g.len(),
             range(&all(&|v| num(v, "e2e_rate")), rate),
