@@ -110,6 +110,12 @@ mod tests {
     }
 
     #[test]
+    fn no_ascii_character_is_a_format_character() {
+        // What lets `name_problem` skip the lookup for ASCII.
+        assert!((0u8..128).all(|b| char::from(b).general_category() != GeneralCategory::Format));
+    }
+
+    #[test]
     fn invisible_and_bidirectional_characters_are_refused() {
         assert_eq!(
             check_name("queue", "DLQ\u{200B}").unwrap_err(),
