@@ -6,7 +6,10 @@
 #   login     [[users]] with an argon2id password and security-settings: every call
 #             logs in (a cached verification) and is checked against permissions
 #   login+tls the same over TLS 1.3 (a throwaway ECDSA P-256 CA and certificate)
-# Prints one JSON line per run: {"mode": ..., "workload": ..., <perf --json>}.
+# Prints one JSON line per run: {"mode": ..., "workload": ..., "broker_cpu_s": ...,
+# "perf": <perf --json>}. broker_cpu_s is the broker's user+system CPU time over
+# the whole run (from /proc): unlike throughput, it hardly moves when other work
+# shares the machine.
 #
 #   bench/security.sh RUNS WORKLOAD...     e.g. bench/security.sh 5 durable fan
 #
@@ -64,8 +67,11 @@ run() {
   pid=$BROKER_PID
   read -r line <&"${BROKER[0]}"
   [[ $line == "rebound listening on "* ]] || { echo "broker did not start: $line" >&2; exit 1; }
-  printf '{"mode":"%s","workload":"%s","perf":%s}\n' "$mode" "$workload" \
-    "$("$rebound" perf --server "$scheme://127.0.0.1:$port" "${client[@]}" --workload "$workload" --json 2>>"$scratch/perf.log")"
+  local perf cpu
+  perf=$("$rebound" perf --server "$scheme://127.0.0.1:$port" "${client[@]}" --workload "$workload" --json 2>>"$scratch/perf.log")
+  # Fields 14 and 15 of /proc/PID/stat: user and system time, in clock ticks.
+  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat")
+  printf '{"mode":"%s","workload":"%s","broker_cpu_s":%s,"perf":%s}\n' "$mode" "$workload" "$cpu" "$perf"
   kill -TERM "$pid"; { wait "$pid"; } 2>/dev/null || true; pid=
 }
 

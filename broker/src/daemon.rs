@@ -6,7 +6,8 @@
 //! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
-//! layer (`security::layer`) before it reaches a service.
+//! layer (`security::layer`) before it reaches a service, and every HTTP request
+//! but the health probes the endpoint's (`http::login`), against the same users.
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -90,11 +91,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?
         .collect();
-    let access = anonymous::access(&config, &listen, &addresses)?;
+    let access = anonymous::access(&config, "listen", &listen, &addresses)?;
     let http_listen = args
         .http_listen
         .or_else(|| config.http_listen.clone())
         .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
+    if !http_listen.is_empty() {
+        let addresses: Vec<_> = tokio::net::lookup_host(http_listen.as_str())
+            .await
+            .with_context(|| format!("cannot listen for HTTP on {http_listen}"))?
+            .collect();
+        anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
+    }
     let data_dir = args
         .data_dir
         .or_else(|| config.data_dir.clone())
@@ -137,6 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen for HTTP on {addr}"))?,
         ),
     };
+    let http_local = http_listener.as_ref().map(TcpListener::local_addr).transpose()?;
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -162,6 +171,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             authenticator.clone(),
             security.clone(),
             local,
+            http_local,
         )?;
         broker.spawn(watcher.run(broker.clone()));
     }
@@ -179,23 +189,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
     let http_stop = CancellationToken::new();
-    let http = match http_listener {
-        Some(http_listener) => {
-            let http_local = http_listener.local_addr()?;
+    let http = match (http_listener, http_local) {
+        (Some(http_listener), Some(http_local)) => {
             info!(%http_local, "HTTP endpoint (health, metrics) listening");
             println!("rebound http listening on {http_local}");
             let listening = Listening {
                 grpc: local,
                 http: http_local,
             };
-            let router = http::router(HttpState::new(broker.clone(), listening));
+            let state = HttpState::new(broker.clone(), listening, authenticator.clone(), security.clone());
+            let router = http::router(state);
             Some(tokio::spawn(http::serve(
                 http_listener,
                 router,
                 http_stop.clone(),
             )))
         }
-        None => None,
+        _ => None,
     };
     std::io::stdout().flush()?;
 

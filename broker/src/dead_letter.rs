@@ -18,13 +18,13 @@ use crate::queue::Entry;
 
 // The names are the protocol's, shared with the CLI and the client.
 pub use rebound_protocol::properties::{
-    ACTUAL_EXPIRY, DEAD_LETTER_REASON as REASON, DELIVERY_COUNT, FAILURES, ORIG_ADDRESS, ORIG_MESSAGE_ID,
-    ORIG_QUEUE, ORIG_ROUTING_TYPE, REDRIVE_COUNT,
+    ACTUAL_EXPIRY, DEAD_LETTER_REASON as REASON, DELIVERY_COUNT, FAILURES, GROUP_HELD, ORIG_ADDRESS,
+    ORIG_MESSAGE_ID, ORIG_QUEUE, ORIG_ROUTING_TYPE, REDRIVE_COUNT,
 };
 
 /// The properties a dead letter carries about its death; a retried message sheds them
 /// (it starts afresh, as in Artemis's retryMessages) but keeps its redrive count.
-const DEATH_PROPERTIES: [&str; 8] = [
+const DEATH_PROPERTIES: [&str; 9] = [
     ORIG_ADDRESS,
     ORIG_QUEUE,
     ORIG_MESSAGE_ID,
@@ -33,6 +33,7 @@ const DEATH_PROPERTIES: [&str; 8] = [
     REASON,
     DELIVERY_COUNT,
     FAILURES,
+    GROUP_HELD,
 ];
 
 /// Where messages leaving an address go: the target address and, when the settings
@@ -146,6 +147,17 @@ pub fn copy_for(
     copy
 }
 
+/// Marks a dead letter that held its message group (it keeps `_AMQ_GROUP_ID`):
+/// `waiting` messages of the group were waiting behind it.
+pub fn mark_group_held(copy: &mut MessageRecord, waiting: usize) {
+    copy.properties.insert(
+        GROUP_HELD.to_owned(),
+        PropertyValue {
+            value: Some(Value::Int(waiting as i64)),
+        },
+    );
+}
+
 /// Where a dead letter came from: its original address and queue, if it says.
 pub fn origin(record: &MessageRecord) -> Option<(&str, &str)> {
     Some((
@@ -244,6 +256,7 @@ mod tests {
                 reason: "db down".into(),
             }],
             stored: true,
+            group: None,
             record: None,
         };
         let copy = copy_for(
@@ -296,6 +309,7 @@ mod tests {
             delivery_count: 2,
             failures: Vec::new(),
             stored: true,
+            group: None,
             record: None,
         };
         let dead = copy_for(
@@ -359,13 +373,14 @@ mod tests {
             delivery_count: u32::MAX,
             failures: Vec::new(),
             stored: true,
+            group: None,
             record: None,
         };
         for _ in 0..MAX_FAILURES_KEPT {
             entry.record_failure(u64::MAX, &worst);
         }
         let reason = Reason::Rejected(bounded_reason(&worst));
-        let copy = copy_for(
+        let mut copy = copy_for(
             &original,
             &entry,
             &name,
@@ -374,6 +389,7 @@ mod tests {
             &reason,
             u64::MAX,
         );
+        mark_group_held(&mut copy, usize::MAX);
         // With its body in a file the store keeps the key, the record without the
         // body and a marker of at most 20 bytes (storage/src/large.rs) inline.
         let inline = rebound_storage::keys::message(u32::MAX, u64::MAX).len() + copy.encoded_len() + 20;

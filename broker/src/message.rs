@@ -63,7 +63,9 @@ pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<()> {
             Some("must not be empty")
         } else if name.len() > MAX_PROPERTY_NAME_BYTES {
             Some("must be at most 256 bytes")
-        } else if RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        } else if RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+            && !rebound_protocol::properties::PRODUCER_SET.contains(&name.as_str())
+        {
             Some("uses a prefix reserved for the broker (_AMQ_, _REBOUND_)")
         } else {
             None

@@ -19,8 +19,9 @@
 //! Users, roles and `[[security-settings]]` are swapped in with the rest, after the
 //! broker accepted the config (a rejected reload leaves them as they were), and
 //! apply from the next call; open consume streams of users who lost `consume` end.
-//! A file that removes every user while the broker listens on a non-loopback
-//! address without `allow-anonymous = true` is rejected (see `security::anonymous`).
+//! A file that removes every user while the broker listens (gRPC or HTTP) on a
+//! non-loopback address without `allow-anonymous = true` is rejected (see
+//! `security::anonymous`).
 //!
 //! `listen`, `http-listen`, `data-dir`, `journal-file-size` and whether `[tls]` is there at all
 //! are read only at start-up.
@@ -50,8 +51,9 @@ pub struct Watcher {
     tls: Option<Arc<TlsServer>>,
     authenticator: Arc<Authenticator>,
     security: Arc<Security>,
-    /// The address the broker listens on, for the anonymous-access rule.
+    /// The addresses the broker listens on (gRPC, HTTP), for the anonymous-access rule.
     local: SocketAddr,
+    http: Option<SocketAddr>,
 }
 
 impl Watcher {
@@ -63,12 +65,14 @@ impl Watcher {
         authenticator: Arc<Authenticator>,
         security: Arc<Security>,
         local: SocketAddr,
+        http: Option<SocketAddr>,
     ) -> std::io::Result<Watcher> {
         Ok(Watcher {
             tls,
             authenticator,
             security,
             local,
+            http,
             seen: modified(&path),
             period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
             hangup: signal(SignalKind::hangup())?,
@@ -92,11 +96,12 @@ impl Watcher {
             self.seen = modified(&path);
             match Config::load(&path) {
                 Ok(config) => {
-                    if let Err(err) = anonymous::access(&config, &self.local.to_string(), &[self.local]) {
+                    if let Err(err) = self.exposure(&config) {
                         error!(
                             "config reload rejected, the settings in force stay: {}: {err}",
                             path.display()
                         );
+                        broker.metrics().reloaded(false);
                         continue;
                     }
                     let acceptor = match (&self.tls, &config.tls) {
@@ -156,6 +161,19 @@ impl Watcher {
                 }
             }
         }
+    }
+}
+
+impl Watcher {
+    /// Whether `config` may serve the listeners the broker has (see `security::anonymous`).
+    fn exposure(&self, config: &Config) -> Result<(), anonymous::AnonymousRefused> {
+        let listeners = [("listen", Some(self.local)), ("http-listen", self.http)];
+        for (key, address) in listeners {
+            if let Some(address) = address {
+                anonymous::access(config, key, &address.to_string(), &[address])?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -11,8 +11,8 @@ use crate::args::ServerArgs;
 #[derive(Debug, clap::Args)]
 #[command(after_help = format!(
     "Workloads: durable (1→1, 50,000 × 1 KiB), fan (4→4 on one queue), poison (10,000, every \
-     10th always nacked), backlog (500,000 × 100 B sent before any is consumed); see \
-     BENCHMARKS.md.\npoison needs the broker started with: rebound serve --config {PERF_CONFIG}"
+     10th always nacked), backlog (500,000 × 100 B sent before any is consumed), groups (50,000 over 100 \
+     message groups, 2 consumers); see BENCHMARKS.md.\npoison needs the broker started with: rebound serve --config {PERF_CONFIG}"
 ))]
 pub struct PerfArgs {
     #[command(flatten)]
@@ -43,6 +43,9 @@ pub struct PerfArgs {
     /// batch). Default: publish with --batch 1, send otherwise.
     #[arg(long, value_parser = ["publish", "send"])]
     api: Option<String>,
+    /// Message groups the messages are spread over (default: the workload's).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    groups: Option<u64>,
     /// Print the result as one JSON object (schema in BENCHMARKS.md).
     #[arg(long)]
     json: bool,
@@ -60,6 +63,7 @@ impl PerfArgs {
             consumers: self.consumers.unwrap_or(base.consumers),
             in_flight: self.in_flight.unwrap_or(base.in_flight),
             batch: self.batch.unwrap_or(base.batch),
+            groups: self.groups.or(base.groups),
             ..base.clone()
         };
         if spec.size < HEADER {

@@ -41,6 +41,10 @@ pub struct SendArgs {
     /// 0 (lowest) to 9 (highest); the broker's default is 4.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
     priority: Option<u8>,
+    /// The message group (`_AMQ_GROUP_ID`): a queue delivers a group's messages one
+    /// at a time, in send order.
+    #[arg(long, value_name = "ID")]
+    group: Option<String>,
 }
 
 /// Runs `rebound send`.
@@ -60,6 +64,9 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
     }
     if let Some(priority) = args.priority {
         message = message.priority(priority);
+    }
+    if let Some(group) = args.group {
+        message = message.group(group);
     }
 
     let publisher = args.server.connect().await?.publisher();

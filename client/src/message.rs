@@ -34,10 +34,18 @@ impl OutgoingMessage {
     }
 
     /// Sets an application property (names starting with `_AMQ_` or `_REBOUND_` are
-    /// reserved for the broker and refused by it).
+    /// reserved for the broker and refused by it, but for `_AMQ_GROUP_ID`: see
+    /// [`group`](Self::group)).
     pub fn property(mut self, key: impl Into<String>, value: impl Into<PropertyValue>) -> Self {
         self.0.properties.insert(key.into(), value.into().into());
         self
+    }
+
+    /// Puts the message in a group (`_AMQ_GROUP_ID`): a queue delivers a group's
+    /// messages one at a time, in send order, to one consumer at a time; a failed one
+    /// holds its group until it succeeds or is dead-lettered.
+    pub fn group(self, group: impl Into<String>) -> Self {
+        self.property(rebound_protocol::properties::GROUP_ID, group.into())
     }
 
     /// Whether the broker must have the message on disk before acknowledging the send.

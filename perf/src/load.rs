@@ -107,7 +107,11 @@ impl Run {
         body.put_u64_le(sent_ns);
         body.put_u64_le(seq);
         body.resize(self.spec.size, 0);
-        OutgoingMessage::new(self.queue.clone(), body.freeze())
+        let message = OutgoingMessage::new(self.queue.clone(), body.freeze());
+        match self.spec.group(seq) {
+            Some(group) => message.group(group),
+            None => message,
+        }
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Workload {
     pub poison_every: Option<u64>,
     /// Send everything first and only then consume (no consumer while filling).
     pub backlog: bool,
+    /// Message groups (`_AMQ_GROUP_ID`) the messages are spread over, round-robin:
+    /// each group is delivered one message at a time, in order.
+    pub groups: Option<u64>,
 }
 
 /// Every workload. Keep BENCHMARKS.md's table in step with this one.
@@ -46,6 +49,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: false,
+        groups: None,
     },
     Workload {
         name: "fan",
@@ -58,6 +62,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: false,
+        groups: None,
     },
     Workload {
         name: "poison",
@@ -70,6 +75,7 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: Some(10),
         backlog: false,
+        groups: None,
     },
     Workload {
         name: "backlog",
@@ -82,6 +88,20 @@ pub const WORKLOADS: &[Workload] = &[
         credit: 1000,
         poison_every: None,
         backlog: true,
+        groups: None,
+    },
+    Workload {
+        name: "groups",
+        messages: 50_000,
+        size: 1024,
+        producers: 1,
+        consumers: 2,
+        in_flight: 64,
+        batch: 16,
+        credit: 1000,
+        poison_every: None,
+        backlog: false,
+        groups: Some(100),
     },
 ];
 
@@ -104,6 +124,11 @@ impl Workload {
     /// How many of the messages are poison.
     pub fn poison_count(&self) -> u64 {
         self.poison_every.map_or(0, |every| self.messages / every)
+    }
+
+    /// The group of message number `seq` (0-based), if the workload has groups.
+    pub fn group(&self, seq: u64) -> Option<String> {
+        self.groups.map(|groups| format!("g{}", seq % groups))
     }
 
     /// Whether message number `seq` (0-based) is poison: the 10th, 20th, ...
@@ -177,6 +202,12 @@ mod tests {
         assert_eq!(poison.poison_count(), 1000);
         assert_eq!((0..100).filter(|&s| poison.is_poison(s)).count(), 10);
         assert!(!named("durable").unwrap().is_poison(9));
+        let groups = named("groups").unwrap();
+        assert_eq!(
+            (groups.group(0), groups.group(101)),
+            (Some("g0".into()), Some("g1".into()))
+        );
+        assert_eq!(named("durable").unwrap().group(0), None);
     }
 
     #[test]

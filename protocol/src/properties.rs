@@ -17,8 +17,20 @@
 pub const AMQ_PREFIX: &str = "_AMQ_";
 /// The prefix of rebound's own broker-set properties, reserved.
 pub const REBOUND_PREFIX: &str = "_REBOUND_";
-/// Every reserved prefix: a producer's property name may start with none of them.
+/// Every reserved prefix: a producer's property name may start with none of them,
+/// except the names in [`PRODUCER_SET`].
 pub const RESERVED_PREFIXES: [&str; 2] = [AMQ_PREFIX, REBOUND_PREFIX];
+
+/// The message group (string): messages of one group go to one consumer at a time,
+/// one at a time, in send order, also across failed deliveries. A producer sets it.
+pub const GROUP_ID: &str = "_AMQ_GROUP_ID";
+/// The JMS name of the group, used when [`GROUP_ID`] is absent (string).
+pub const JMSX_GROUP_ID: &str = "JMSXGroupID";
+/// Reserved names a producer may set: Artemis's producer-side properties.
+pub const PRODUCER_SET: [&str; 1] = [GROUP_ID];
+/// On a dead letter of a group: how many messages of its group were waiting
+/// behind it when it left (integer). Its `_AMQ_GROUP_ID` says which group.
+pub const GROUP_HELD: &str = "_REBOUND_GROUP_HELD";
 
 /// The address the message had when it died (string).
 pub const ORIG_ADDRESS: &str = "_AMQ_ORIG_ADDRESS";
@@ -58,6 +70,8 @@ mod tests {
             DELIVERY_COUNT,
             FAILURES,
             REDRIVE_COUNT,
+            GROUP_ID,
+            GROUP_HELD,
         ] {
             assert!(RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)), "{name}");
         }

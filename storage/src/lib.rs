@@ -435,6 +435,8 @@ pub struct IndexEntry {
     pub size: u32,
     /// Its delivery state, if one was written.
     pub state: Option<DeliveryState>,
+    /// Its message group ([`records::group_of`]): a queue delivers a group in order.
+    pub group: Option<String>,
 }
 
 /// Counters of a [`Store`].

@@ -75,6 +75,21 @@ pub struct MessageRecord {
     pub routing_type: i32,
 }
 
+/// The properties that name a message's group, in the order they are looked up:
+/// Artemis's `_AMQ_GROUP_ID`, then JMS's `JMSXGroupID` (a string value).
+pub const GROUP_PROPERTIES: [&str; 2] = ["_AMQ_GROUP_ID", "JMSXGroupID"];
+
+/// The message group named by `properties` (see [`GROUP_PROPERTIES`]); an empty
+/// name is no group.
+pub fn group_of(properties: &BTreeMap<String, PropertyValue>) -> Option<&str> {
+    GROUP_PROPERTIES
+        .iter()
+        .find_map(|name| match properties.get(*name)?.value.as_ref()? {
+            property_value::Value::String(group) if !group.is_empty() => Some(group.as_str()),
+            _ => None,
+        })
+}
+
 impl MessageRecord {
     /// `encoded_len()` less the body field (tag 3): the part that stays
     /// inline when the body goes to a file.
@@ -95,6 +110,9 @@ pub(crate) struct MessageIndex {
     pub priority: u32,
     #[prost(uint64, tag = "8")]
     pub expiration_ms: u64,
+    /// The properties, for the message's group ([`group_of`]).
+    #[prost(btree_map = "string, message", tag = "4")]
+    pub properties: BTreeMap<String, PropertyValue>,
     /// The large-body marker, if the body is in a file.
     #[prost(message, optional, tag = "100")]
     pub large: Option<crate::large::LargeBody>,

@@ -304,6 +304,7 @@ impl SledStore {
                 expiration_ms: index.expiration_ms,
                 size,
                 state,
+                group: records::group_of(&index.properties).map(str::to_owned),
             });
         }
         Ok(RecoveredQueue { record, messages })

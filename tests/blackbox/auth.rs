@@ -290,7 +290,7 @@ async fn without_users_only_loopback_or_allow_anonymous_serves() {
     out.failure(2);
     assert!(
         out.stderr
-            .contains("error: listening on 0.0.0.0:0 without [[users]]")
+            .contains("error: listening on 0.0.0.0:0 (`listen`) without [[users]]")
             && out.stderr.contains("allow-anonymous = true"),
         "{}",
         out.stderr

@@ -2,6 +2,7 @@
 //! Playwright (`tests/e2e/console.py`) finds a queue, browses a message, opens the
 //! dead letters of the poisoned queue, previews a retry and confirms it; this test
 //! then checks over gRPC that the messages are back on their original queue.
+//! The broker has users: the browser logs in with HTTP basic as `admin`.
 //!
 //! It needs `chromium` (Debian's package; `REBOUND_CHROMIUM` names another) and
 //! Python's `playwright` module; `.ci/run` installs both. Without them it fails
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use rebound_client::{Client, OutgoingMessage};
 
-use crate::console::{POISON_CONFIG, poison};
+use crate::console::poison;
+use crate::permissions::{PASSWORD, login};
 use crate::redelivery::next;
 use crate::support::Broker;
 
@@ -56,8 +58,8 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
         println!("SKIPPED: {reason}");
         return;
     }
-    let broker = Broker::start_with_config(POISON_CONFIG).await;
-    let client = broker.client().await;
+    let broker = Broker::start_with_config(&crate::console_security::config()).await;
+    let client = login(&broker, "admin").await;
     poison(
         &client,
         "orders",
@@ -97,6 +99,8 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
             "db down: connection refused",
         ])
         .args(screenshot.iter())
+        .env("REBOUND_CONSOLE_USER", "admin")
+        .env("REBOUND_CONSOLE_PASSWORD", PASSWORD)
         .kill_on_drop(true);
     let output = tokio::time::timeout(BROWSER_TIMEOUT, command.output())
         .await

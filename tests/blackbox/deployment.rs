@@ -114,3 +114,94 @@ async fn the_docker_image_runs_unprivileged_on_a_checked_config() {
         "{runs:?}"
     );
 }
+
+/// The metric names a Grafana dashboard's queries use (`rebound_*`, `process_*`),
+/// a histogram's `_bucket` series as its family.
+fn dashboard_metrics(dashboard: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    fn exprs<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    match value.as_str() {
+                        Some(expr) if key == "expr" => out.push(expr),
+                        _ => exprs(value, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| exprs(v, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    exprs(dashboard, &mut found);
+    let mut names = std::collections::BTreeSet::new();
+    for expr in found {
+        for prefix in ["rebound_", "process_"] {
+            for (at, _) in expr.match_indices(prefix) {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                names.insert(name.strip_suffix("_bucket").unwrap_or(&name).to_owned());
+            }
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_compose_stack_scrapes_what_its_dashboard_draws() {
+    let root = root();
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(root.join("docker/grafana/dashboards/rebound.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    let names = dashboard_metrics(&dashboard);
+    assert!(names.len() > 10, "{names:?}");
+
+    // The compose config: docker/rebound.toml with the HTTP endpoint on every
+    // interface (which needs users), a client user and Prometheus's `monitor`.
+    let compose = fs::read_to_string(root.join("docker/compose.yml")).unwrap();
+    assert!(compose.contains("./compose-rebound.toml:/etc/rebound/rebound.toml:ro"));
+    let prometheus = fs::read_to_string(root.join("docker/prometheus.yml")).unwrap();
+    assert!(prometheus.contains("username: monitor") && prometheus.contains("password_file:"));
+    let base = fs::read_to_string(root.join("docker/rebound.toml")).unwrap();
+    let config = format!(
+        "http-listen = \"0.0.0.0:0\"\n{base}\n{}{}",
+        crate::permissions::users(&[("app", &["app"]), ("monitor", &["monitor"])]),
+        r##"
+[[security-settings]]
+match = "#"
+send = ["app"]
+consume = ["app"]
+browse = ["app", "monitor"]
+create-address = ["app"]
+create-queue = ["app"]
+manage = ["app"]
+
+[[addresses]]
+name = "orders"
+  [[addresses.queues]]
+  name = "orders"
+"##
+    );
+    let broker = Broker::start_with_config(&config).await;
+    let url = format!("{}/metrics", broker.http_url().await);
+    let login = Some(("monitor", crate::permissions::PASSWORD));
+    let answer = crate::support::http_exchange("GET", &url, None, login).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let served: std::collections::BTreeSet<&str> = answer
+        .body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|name| !served.contains(name.as_str()) && !served.contains(format!("{name}_bucket").as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard uses metrics /metrics lacks: {missing:?}"
+    );
+}

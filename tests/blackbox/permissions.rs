@@ -12,14 +12,14 @@ use rebound_client::{
 use crate::support::{Broker, rebound, temp_file};
 
 /// Every user's password.
-const PASSWORD: &str = "correct horse";
+pub const PASSWORD: &str = "correct horse";
 
 /// The argon2id hash of [`PASSWORD`] (`rebound user hash-password`).
-const HASH: &str =
+pub const HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$8WI9whuIhNH3MaKZlM29gA$AOSOE4+ZdvTPHslJ/4Ux88QsOkmNpqJ5B6TDtFYZ2SE";
 
 /// `[[users]]` entries: (name, roles), all with [`PASSWORD`].
-fn users(entries: &[(&str, &[&str])]) -> String {
+pub fn users(entries: &[(&str, &[&str])]) -> String {
     entries
         .iter()
         .map(|(name, roles)| {
@@ -94,7 +94,7 @@ fn matrix_config() -> String {
     format!("{}{SECURITY}", users(USERS))
 }
 
-async fn login(broker: &Broker, user: &str) -> Client {
+pub async fn login(broker: &Broker, user: &str) -> Client {
     let options = ConnectOptions {
         tls: TlsOptions::default(),
         credentials: Some(Credentials::new(user, PASSWORD)),

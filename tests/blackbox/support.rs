@@ -606,6 +606,26 @@ pub async fn http_post_json(url: &str, body: &serde_json::Value) -> (u16, String
 }
 
 async fn http_request(method: &str, url: &str, json: Option<&str>) -> (u16, String) {
+    let answer = http_exchange(method, url, json, None).await;
+    (answer.status, answer.body)
+}
+
+/// An HTTP answer: status, head (status line and headers) and body.
+pub struct HttpAnswer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// `method url` with an optional JSON body and HTTP basic `login` (user,
+/// password), over a fresh HTTP/1.1 connection, bounded in time.
+pub async fn http_exchange(
+    method: &str,
+    url: &str,
+    json: Option<&str>,
+    login: Option<(&str, &str)>,
+) -> HttpAnswer {
+    use base64::Engine as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").expect("an http:// URL");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -613,6 +633,10 @@ async fn http_request(method: &str, url: &str, json: Option<&str>) -> (u16, Stri
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(host).await?;
         let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        if let Some((user, password)) = login {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            request.push_str(&format!("Authorization: Basic {encoded}\r\n"));
+        }
         if let Some(json) = json {
             request.push_str(&format!(
                 "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
@@ -643,7 +667,11 @@ async fn http_request(method: &str, url: &str, json: Option<&str>) -> (u16, Stri
     } else {
         body.to_owned()
     };
-    (status, body)
+    HttpAnswer {
+        status,
+        head: head.to_owned(),
+        body,
+    }
 }
 
 /// The body of a chunked HTTP/1.1 response.

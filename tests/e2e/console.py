@@ -83,6 +83,14 @@ def run(page, url, queue, dlq, body, reason, screenshot):
         raise AssertionError("the page reported errors: " + "; ".join(errors))
 
 
+def credentials():
+    """The console's login (HTTP basic), when the broker has users."""
+    user = os.environ.get("REBOUND_CONSOLE_USER")
+    if user is None:
+        return None
+    return {"username": user, "password": os.environ.get("REBOUND_CONSOLE_PASSWORD", "")}
+
+
 def main():
     url, queue, dlq, body, reason = sys.argv[1:6]
     screenshot = sys.argv[6] if len(sys.argv) > 6 else None
@@ -92,6 +100,7 @@ def main():
             executable_path=CHROMIUM,
             args=ARGS,
             viewport={"width": 1280, "height": 760},
+            http_credentials=credentials(),
         )
         browser.set_default_timeout(TIMEOUT_MS)
         page = browser.new_page()

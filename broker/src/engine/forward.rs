@@ -82,7 +82,10 @@ impl Broker {
         };
         let record = match self.load(queue, &entry) {
             Ok(Some(record)) => record,
-            Ok(None) => return Ok(()),
+            Ok(None) => {
+                queue.finish(std::slice::from_ref(&entry));
+                return Ok(());
+            }
             Err(err) => {
                 queue.requeue([(entry, 0)], now_ms());
                 return Err(err);
@@ -92,7 +95,7 @@ impl Broker {
             return self.drop_message(queue, entry, "no address to move it to").await;
         };
         let id = entry.id;
-        let copy = dead_letter::copy_for(
+        let mut copy = dead_letter::copy_for(
             &record,
             &entry,
             &queue.name,
@@ -101,6 +104,9 @@ impl Broker {
             &reason,
             now_ms(),
         );
+        if let Some(waiting) = queue.held_behind(&entry) {
+            dead_letter::mark_group_held(&mut copy, waiting);
+        }
         if let Moved::NoTarget(entry) = self
             .move_entry(queue, entry, copy, |reg, copy| reg.route(copy))
             .await?
@@ -130,7 +136,10 @@ impl Broker {
     ) -> Result<Moved> {
         let ops = removal_ops(queue, [&entry]);
         match self.relocate(copy, ops, targets).await {
-            Ok(true) => Ok(Moved::Done),
+            Ok(true) => {
+                queue.finish(std::slice::from_ref(&entry));
+                Ok(Moved::Done)
+            }
             Ok(false) => Ok(Moved::NoTarget(entry)),
             Err(err) => {
                 queue.requeue([(entry, 0)], now_ms());

@@ -99,6 +99,11 @@ impl Broker {
         self.read().addresses.len()
     }
 
+    /// How many queues there are.
+    pub fn queue_count(&self) -> usize {
+        self.read().queues.len()
+    }
+
     /// One address with its queues.
     pub fn address(&self, name: &str) -> Result<AddressView> {
         self.read()

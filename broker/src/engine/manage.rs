@@ -41,6 +41,13 @@ pub struct RetryOutcome {
     pub skipped: Option<String>,
 }
 
+impl RetryOutcome {
+    /// How many of `outcomes` moved (or would move).
+    pub fn moved(outcomes: &[RetryOutcome]) -> usize {
+        outcomes.iter().filter(|o| o.skipped.is_none()).count()
+    }
+}
+
 /// A browsed message.
 pub struct Browsed {
     pub entry: Entry,

@@ -60,6 +60,7 @@ pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
                     delivery_count: state.delivery_count,
                     failures: state.failures,
                     stored: true,
+                    group: m.group.map(Arc::from),
                     record: None,
                 };
                 (entry, state.scheduled_at_ms)

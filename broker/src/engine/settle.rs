@@ -74,8 +74,11 @@ impl Broker {
     /// a message that is stored but in no queue would show up only after a restart.
     pub(super) async fn remove(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
         let result = self.commit(self.submit(removal_ops(queue, &entries))).await;
-        if result.is_err() {
-            queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
+        match result {
+            Ok(()) => queue.finish(&entries),
+            Err(_) => {
+                queue.requeue(entries.into_iter().map(|e| (e, 0)), now_ms());
+            }
         }
         result
     }

@@ -56,8 +56,9 @@ impl Broker {
         let removals = tx.acks.iter().flat_map(|(q, e)| removal_ops(q, [e])).collect();
         match self.route_sends(tx.sends, removals).await {
             Ok(_) => {
-                for (queue, _) in &tx.acks {
+                for (queue, entry) in &tx.acks {
                     queue.count(|c| c.acked += 1);
+                    queue.finish(std::slice::from_ref(entry));
                 }
                 Ok(outcome)
             }

@@ -34,18 +34,15 @@ impl AdminService {
     }
 }
 
-/// Carries out a checked management operation and writes its audit line;
-/// `messages` reads how many messages it worked on from its result.
+/// Carries out a checked management operation and writes its audit line
+/// ([`audit::carried_out`]).
 async fn managed<T>(
     caller: &Caller,
     operation: &Operation<'_>,
     messages: impl FnOnce(&T) -> Option<u64>,
     work: impl Future<Output = crate::error::Result<T>>,
 ) -> Result<T, Status> {
-    let result = work.await;
-    let count = result.as_ref().ok().and_then(messages);
-    audit::managed(caller, operation, count, &result);
-    Ok(result?)
+    Ok(audit::carried_out(caller, operation, messages, work).await?)
 }
 
 /// No message count, for operations on addresses and queues themselves.
@@ -278,7 +275,7 @@ impl pb::admin_server::Admin for AdminService {
             work.await?
         } else {
             let moved = |outcomes: &Vec<crate::engine::RetryOutcome>| {
-                Some(outcomes.iter().filter(|o| o.skipped.is_none()).count() as u64)
+                Some(crate::engine::RetryOutcome::moved(outcomes) as u64)
             };
             managed(&caller, &operation, moved, work).await?
         };

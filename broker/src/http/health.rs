@@ -54,7 +54,12 @@ mod tests {
             grpc: nowhere,
             http: nowhere,
         };
-        let state = HttpState::new(broker.clone(), listening);
+        let state = HttpState::new(
+            broker.clone(),
+            listening,
+            Arc::new(crate::security::Authenticator::new(&config.users)),
+            Arc::new(crate::security::Security::new(&config)),
+        );
         assert_eq!(live().await, "live\n");
         assert_eq!(ready(State(state.clone())).await, (StatusCode::OK, "ready\n"));
         broker.shutdown().cancel();

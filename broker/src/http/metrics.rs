@@ -1,5 +1,8 @@
 //! `GET /metrics`: the registry of [`crate::metrics`] in the OpenMetrics text
 //! format, which Prometheus scrapes (the names are listed in README.md).
+//!
+//! Broker-wide figures need only a login; a queue's samples show only when the
+//! caller may browse its address (`security::access::may_browse`).
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -7,6 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::HttpState;
+use crate::metrics::Metrics;
+use crate::security::access::{self, Caller};
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -14,12 +19,15 @@ pub(super) fn routes() -> Router<HttpState> {
     Router::new().route("/metrics", get(metrics))
 }
 
-async fn metrics(State(state): State<HttpState>) -> Response {
+async fn metrics(State(state): State<HttpState>, caller: Caller) -> Response {
+    let policy = state.security.policy();
+    let shown = Box::new(move |address: &str| access::may_browse(&policy, &caller, address));
+    let registry = Metrics::registry(&state.broker, shown);
     // Encoding reads every queue: off the async workers, as 10,000 queues take
     // milliseconds.
     let encoded = tokio::task::spawn_blocking(move || {
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &state.registry).map(|()| text)
+        prometheus_client::encoding::text::encode(&mut text, &registry).map(|()| text)
     })
     .await;
     match encoded {

@@ -27,6 +27,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::engine::Broker;
+pub use queues::Shown;
 
 /// `result="ok"` or `result="failed"`.
 type ResultLabel = [(&'static str, &'static str); 1];
@@ -76,8 +77,9 @@ impl Metrics {
     }
 
     /// The registry `/metrics` encodes: these instruments and the collectors
-    /// that read `broker` at scrape time.
-    pub fn registry(broker: &Arc<Broker>) -> Registry {
+    /// that read `broker` at scrape time, showing the queues of the addresses
+    /// `shown` keeps. Cheap to build: one per scrape, for its caller.
+    pub fn registry(broker: &Arc<Broker>, shown: Shown) -> Registry {
         let mut registry = Registry::default();
         let rebound = registry.sub_registry_with_prefix("rebound");
         let m = broker.metrics();
@@ -118,7 +120,7 @@ impl Metrics {
             "Config reloads, applied (ok) or rejected (failed)",
             m.reloads.clone(),
         );
-        rebound.register_collector(Box::new(queues::Queues(broker.clone())));
+        rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
         rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
         registry.register_collector(Box::new(process::Process));
         registry
@@ -149,7 +151,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let registry = Metrics::registry(&broker);
+        let registry = Metrics::registry(&broker, Box::new(|_| true));
         let mut times = Vec::new();
         let mut bytes = 0;
         for _ in 0..21 {

@@ -4,6 +4,10 @@
 //! redelivered, dead-lettered, expired, dropped). Between scrapes a queue costs
 //! nothing here; a scrape takes each queue's lock once. The consume streams
 //! of the whole broker are the sum of the queues' consumers.
+//!
+//! A scrape shows the queues of the addresses its caller may browse (the filter
+//! the registry is built with); the consume streams count every queue, as the
+//! other broker-wide figures do.
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -14,8 +18,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use crate::engine::Broker;
 use crate::queue::Snapshot;
 
-/// The collector of every queue's metrics.
-pub(super) struct Queues(pub(super) Arc<Broker>);
+/// Whether the queues of an address are shown.
+pub type Shown = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// The collector of the metrics of every queue whose address is shown.
+pub(super) struct Queues(pub(super) Arc<Broker>, pub(super) Shown);
 
 impl std::fmt::Debug for Queues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -95,17 +102,21 @@ impl Collector for Queues {
                 (labels, q.snapshot())
             })
             .collect();
+        let shown: Vec<&(Labels<'_>, Snapshot)> = snapshots
+            .iter()
+            .filter(|(labels, _)| (self.1)(labels[0].1))
+            .collect();
         for (name, help, value) in GAUGES {
             let metric_type = ConstGauge::new(0u64).metric_type();
             let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
-            for (labels, snapshot) in &snapshots {
+            for (labels, snapshot) in &shown {
                 ConstGauge::new(value(snapshot)).encode(family.encode_family(labels)?)?;
             }
         }
         for (name, help, value) in COUNTERS {
             let metric_type = ConstCounter::new(0u64).metric_type();
             let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
-            for (labels, snapshot) in &snapshots {
+            for (labels, snapshot) in &shown {
                 ConstCounter::new(value(snapshot)).encode(family.encode_family(labels)?)?;
             }
         }

@@ -29,6 +29,8 @@ pub struct Entry {
     pub failures: Vec<FailureRecord>,
     /// Whether the message is in storage (durable message on a durable queue).
     pub stored: bool,
+    /// Its message group (`_AMQ_GROUP_ID` or `JMSXGroupID`), see `queue/groups.rs`.
+    pub group: Option<Arc<str>>,
     /// The message itself: always when it is not stored; for a stored message a copy
     /// kept while the queue's body cache has room ([`BODY_CACHE_BYTES`]).
     pub record: Option<Arc<MessageRecord>>,

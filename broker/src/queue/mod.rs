@@ -12,10 +12,12 @@
 //!
 //! Ready messages are ordered by priority, then by id (= send order), so a message
 //! that comes back without a delay returns to its original position, as in Artemis.
+//! Messages of a group are delivered one at a time in send order ([`groups`]): only
+//! a group's front is ever in a ready set.
 mod entry;
+mod groups;
 mod state;
 
-use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -26,7 +28,7 @@ use tokio::sync::{Notify, mpsc};
 pub use entry::{
     BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
 };
-use state::{Consumer, Place, State};
+use state::{Consumer, Place, ReadySet, State};
 
 /// How far a filtered consumer's pick looks into the ready messages; beyond that it
 /// waits for the next round rather than hold the queue's lock for a long scan.
@@ -122,6 +124,7 @@ impl Queue {
             outstanding: HashMap::new(),
             next_delivery_id: 1,
             filter,
+            ready: ReadySet::new(),
             closing: false,
             tx,
         });
@@ -160,12 +163,20 @@ impl Queue {
             return (Vec::new(), false);
         };
         let gone = st.consumers.remove(pos);
+        // Its groups are free: their ready fronts go back to the shared ready set.
+        st.groups.unbind(gone.id);
+        for key in gone.ready {
+            if let Some(slot) = st.entries.get_mut(&key.1) {
+                slot.place = Place::Ready;
+                st.ready.insert(key);
+            }
+        }
         let mut ids: Vec<MessageId> = gone.outstanding.into_values().collect();
         ids.sort_unstable();
-        (
-            ids.into_iter().filter_map(|id| st.take(id)).collect(),
-            gone.closing,
-        )
+        let entries = ids.into_iter().filter_map(|id| st.take_delivered(id)).collect();
+        drop(st);
+        self.wake.notify_one();
+        (entries, gone.closing)
     }
 
     /// Takes settled deliveries of a consumer out of the queue. Returns the entries
@@ -180,12 +191,40 @@ impl Queue {
                 .iter_mut()
                 .find(|c| c.id == consumer)
                 .and_then(|c| c.outstanding.remove(&did));
-            match id.and_then(|id| st.take(id)) {
+            match id.and_then(|id| st.take_delivered(id)) {
                 Some(entry) => taken.push(entry),
                 None => unknown.push(did),
             }
         }
         (taken, unknown)
+    }
+
+    /// Delivered messages taken with [`Queue::take_delivered`] or [`Queue::detach`]
+    /// left the queue for good (acked, dead-lettered, moved): their groups move on.
+    pub fn finish(&self, entries: &[Entry]) {
+        if entries.iter().all(|e| e.group.is_none()) {
+            return;
+        }
+        let mut st = self.lock();
+        let mut moved = false;
+        for entry in entries {
+            // Not if it came back meanwhile (a failed commit requeued it).
+            if let Some(group) = &entry.group
+                && !st.entries.contains_key(&entry.id)
+            {
+                moved |= st.release(group, entry.id);
+            }
+        }
+        drop(st);
+        if moved {
+            self.wake.notify_one();
+        }
+    }
+
+    /// How many messages of its group wait behind `entry`, if it holds its group.
+    pub fn held_behind(&self, entry: &Entry) -> Option<usize> {
+        let group = entry.group.as_deref()?;
+        self.lock().groups.held_behind(group, entry.id)
     }
 
     /// Picks messages for consumers with credit, round-robin, after moving due
@@ -200,10 +239,7 @@ impl Queue {
         let mut st = self.lock();
         let st = &mut *st;
         for id in st.scheduled.pop_due(now_ms) {
-            if let Some(slot) = st.entries.get_mut(&id) {
-                slot.place = Place::Ready;
-                st.ready.insert((Reverse(slot.entry.priority), id));
-            }
+            st.due(id, now_ms);
         }
         let mut expired = Vec::new();
         for id in st.expiring.pop_due(now_ms) {
@@ -220,7 +256,7 @@ impl Queue {
         let mut picks = Vec::new();
         // Filtered consumers that found nothing for them in this round.
         let mut passed = vec![false; st.consumers.len()];
-        while !st.ready.is_empty() {
+        while !st.ready.is_empty() || st.consumers.iter().any(|c| !c.ready.is_empty()) {
             let n = st.consumers.len();
             let Some(ci) = (0..n)
                 .map(|k| (st.next_consumer + k) % n)
@@ -228,21 +264,31 @@ impl Queue {
             else {
                 break;
             };
-            let key = match &st.consumers[ci].filter {
-                None => st.ready.first().copied(),
-                Some(filter) => st
-                    .ready
+            let consumer = &st.consumers[ci];
+            let first = |set: &ReadySet| match &consumer.filter {
+                None => set.first().copied(),
+                Some(filter) => set
                     .iter()
                     .take(FILTER_SCAN_LIMIT)
                     .find(|(_, id)| st.entries.get(id).is_some_and(|s| matches(&s.entry, filter)))
                     .copied(),
             };
-            let Some(key) = key else {
+            // The first of its own groups' fronts and of the shared ready set.
+            let key = match (first(&consumer.ready), first(&st.ready)) {
+                (Some(own), Some(shared)) if shared < own => Some((shared, false)),
+                (Some(own), _) => Some((own, true)),
+                (None, shared) => shared.map(|key| (key, false)),
+            };
+            let Some((key, own)) = key else {
                 passed[ci] = true;
                 continue;
             };
             st.next_consumer = (ci + 1) % n;
-            st.ready.remove(&key);
+            if own {
+                st.consumers[ci].ready.remove(&key);
+            } else {
+                st.ready.remove(&key);
+            }
             let id = key.1;
             let consumer = &mut st.consumers[ci];
             consumer.credit -= 1;
@@ -256,6 +302,9 @@ impl Queue {
                 delivery_id,
             };
             slot.entry.delivery_count += 1;
+            if let Some(group) = &slot.entry.group {
+                st.groups.bind(group, cid);
+            }
             if slot.entry.delivery_count > 1 {
                 st.counters.redelivered += 1;
             }
@@ -307,9 +356,8 @@ impl Queue {
                 if keep {
                     let slot = st.entries.get_mut(&pick.entry.id).expect("checked above");
                     slot.entry.delivery_count -= 1;
-                    slot.place = Place::Ready;
                     st.delivering -= 1;
-                    st.ready.insert((Reverse(slot.entry.priority), pick.entry.id));
+                    st.unpicked(pick.entry.id);
                 } else {
                     st.take(pick.entry.id);
                     st.counters.dropped += 1;
@@ -322,10 +370,14 @@ impl Queue {
     /// Takes a message out of the queue unless it is being delivered.
     pub fn take_idle(&self, id: MessageId) -> Option<Entry> {
         let mut st = self.lock();
-        match st.entries.get(&id)?.place {
+        let taken = match st.entries.get(&id)?.place {
             Place::Delivering { .. } => None,
             _ => st.take(id),
-        }
+        };
+        drop(st);
+        // Its group may have moved on.
+        self.wake.notify_one();
+        taken
     }
 
     /// Removes every message not being delivered; returns them.
@@ -337,7 +389,10 @@ impl Queue {
             .filter(|(_, s)| !matches!(s.place, Place::Delivering { .. }))
             .map(|(&id, _)| id)
             .collect();
-        ids.into_iter().filter_map(|id| st.take(id)).collect()
+        let taken = ids.into_iter().filter_map(|id| st.take(id)).collect();
+        drop(st);
+        self.wake.notify_one();
+        taken
     }
 
     /// Marks the queue deleted: it accepts nothing more, its consumers are dropped
@@ -350,6 +405,7 @@ impl Queue {
         st.ready.clear();
         st.scheduled.clear();
         st.expiring.clear();
+        st.groups = Default::default();
         st.cached = 0;
         drop(st);
         self.wake.notify_one();
@@ -359,10 +415,16 @@ impl Queue {
         self.lock().closed
     }
 
-    /// Up to `limit` entries in queue order: ready, delivering, scheduled.
+    /// Up to `limit` entries in queue order: ready, ready in a group (its front, or
+    /// behind it), delivering, scheduled.
     pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
         let st = self.lock();
         let ready = st.ready.iter().map(|&(_, id)| id);
+        let grouped = st
+            .entries
+            .iter()
+            .filter(|(_, s)| matches!(s.place, Place::ReadyFor(_) | Place::Behind(_)))
+            .map(|(&id, _)| id);
         let delivering: Vec<MessageId> = st
             .entries
             .iter()
@@ -379,13 +441,15 @@ impl Queue {
             .collect();
         scheduled.sort_unstable();
         ready
+            .chain(grouped)
             .chain(delivering)
             .chain(scheduled.into_iter().map(|(_, id)| id))
             .take(limit)
             .filter_map(|id| {
                 let slot = st.entries.get(&id)?;
                 let state = match slot.place {
-                    Place::Ready => BrowseState::Ready,
+                    Place::Behind(due) if due > 0 => BrowseState::Scheduled(due),
+                    Place::Ready | Place::ReadyFor(_) | Place::Behind(_) => BrowseState::Ready,
                     Place::Delivering { .. } => BrowseState::Delivering,
                     Place::Scheduled(due) => BrowseState::Scheduled(due),
                 };
@@ -417,5 +481,7 @@ impl Queue {
     }
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;

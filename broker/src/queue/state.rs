@@ -1,6 +1,7 @@
 //! The sets a queue keeps its messages in, and the two moves every other
-//! operation is made of: inserting an entry where it belongs (ready, or waiting in
-//! the timeline until due) and taking it out of whichever set holds it.
+//! operation is made of: inserting an entry where it belongs (ready, waiting in the
+//! timeline until due, or behind its group's front) and taking it out of whichever
+//! set holds it.
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -9,13 +10,24 @@ use rebound_storage::MessageId;
 use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
+use super::groups::{Admitted, Groups};
 use crate::timeline::Timeline;
+
+/// A ready set: by priority, then id (= send order).
+pub(super) type ReadySet = BTreeSet<(Reverse<u8>, MessageId)>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Place {
     Ready,
+    /// Ready, the front of a group bound to this consumer: in its own ready set.
+    ReadyFor(ConsumerId),
     Scheduled(u64),
-    Delivering { consumer: ConsumerId, delivery_id: u64 },
+    Delivering {
+        consumer: ConsumerId,
+        delivery_id: u64,
+    },
+    /// Behind its group's front; due then (0: at once).
+    Behind(u64),
 }
 
 #[derive(Debug)]
@@ -35,6 +47,8 @@ pub(super) struct Consumer {
     pub(super) next_delivery_id: u64,
     /// Only messages this selector matches are delivered to the consumer.
     pub(super) filter: Option<Arc<rebound_selector::Selector>>,
+    /// The ready fronts of the groups bound to this consumer.
+    pub(super) ready: ReadySet,
     /// The consumer said it is stopping: what it still holds at detach was not
     /// processed and does not count as an attempt.
     pub(super) closing: bool,
@@ -46,7 +60,7 @@ pub(super) struct State {
     /// Every message of the queue. A B-tree rather than a hash map: a deep backlog
     /// costs its entries and not a doubling table (about 80 B less per message).
     pub(super) entries: BTreeMap<MessageId, Slot>,
-    pub(super) ready: BTreeSet<(Reverse<u8>, MessageId)>,
+    pub(super) ready: ReadySet,
     pub(super) scheduled: Timeline,
     pub(super) expiring: Timeline,
     pub(super) consumers: Vec<Consumer>,
@@ -57,6 +71,7 @@ pub(super) struct State {
     pub(super) cached: u64,
     pub(super) counters: Counters,
     pub(super) closed: bool,
+    pub(super) groups: Groups,
 }
 
 impl State {
@@ -68,29 +83,104 @@ impl State {
                 entry.record = None;
             }
         }
+        if let Some(group) = &entry.group {
+            entry.group = Some(self.groups.intern(group));
+        }
         let id = entry.id;
-        let place = if due_ms > now_ms {
-            self.scheduled.insert(due_ms, id);
-            Place::Scheduled(due_ms)
-        } else {
-            self.ready.insert((Reverse(entry.priority), id));
-            Place::Ready
-        };
+        let place = self.place(&entry, due_ms, now_ms);
         if entry.expiration_ms != 0 {
             self.expiring.insert(entry.expiration_ms, id);
         }
         self.entries.insert(id, Slot { entry, place });
     }
 
-    /// Removes an entry from every set.
+    /// Where `entry`, due at `due_ms`, goes, put in that set. A message scheduled at
+    /// send (never delivered yet) joins its group only when it is due; a redelivery
+    /// that waits for its delay keeps its place at its group's front.
+    fn place(&mut self, entry: &Entry, due_ms: u64, now_ms: u64) -> Place {
+        let id = entry.id;
+        let due = due_ms > now_ms;
+        let group = entry
+            .group
+            .as_ref()
+            .filter(|g| !(due && entry.delivery_count == 0 && !self.groups.is_front(g, id)));
+        if let Some(group) = group
+            && self.groups.admit(group, id) == Admitted::Behind
+        {
+            return Place::Behind(if due { due_ms } else { 0 });
+        }
+        if due {
+            self.scheduled.insert(due_ms, id);
+            Place::Scheduled(due_ms)
+        } else {
+            self.ready_place(entry)
+        }
+    }
+
+    /// Puts a deliverable entry in the ready set it belongs to: its group's
+    /// consumer's, if its group is bound, else the shared one.
+    fn ready_place(&mut self, entry: &Entry) -> Place {
+        let key = (Reverse(entry.priority), entry.id);
+        let owner = entry.group.as_deref().and_then(|g| self.groups.owner(g));
+        if let Some(owner) = owner
+            && let Some(consumer) = self.consumers.iter_mut().find(|c| c.id == owner)
+        {
+            consumer.ready.insert(key);
+            return Place::ReadyFor(owner);
+        }
+        self.ready.insert(key);
+        Place::Ready
+    }
+
+    /// A message out of the timeline (its time came) goes where it belongs now.
+    pub(super) fn due(&mut self, id: MessageId, now_ms: u64) {
+        let Some(slot) = self.entries.remove(&id) else {
+            return;
+        };
+        let place = self.place(&slot.entry, 0, now_ms);
+        self.entries.insert(id, Slot { place, ..slot });
+    }
+
+    /// Makes a picked message that was not handed over deliverable again.
+    pub(super) fn unpicked(&mut self, id: MessageId) {
+        let Some(slot) = self.entries.remove(&id) else {
+            return;
+        };
+        let place = self.ready_place(&slot.entry);
+        self.entries.insert(id, Slot { place, ..slot });
+    }
+
+    /// Removes an entry from every set; its group moves on.
     pub(super) fn take(&mut self, id: MessageId) -> Option<Entry> {
+        self.remove(id, true)
+    }
+
+    /// Takes a delivered entry to settle it: its group stays held until it comes
+    /// back ([`State::insert`]) or is gone for good ([`State::release`]).
+    pub(super) fn take_delivered(&mut self, id: MessageId) -> Option<Entry> {
+        self.remove(id, false)
+    }
+
+    fn remove(&mut self, id: MessageId, release: bool) -> Option<Entry> {
         let slot = self.entries.remove(&id)?;
+        let key = (Reverse(slot.entry.priority), id);
         match slot.place {
             Place::Ready => {
-                self.ready.remove(&(Reverse(slot.entry.priority), id));
+                self.ready.remove(&key);
+            }
+            Place::ReadyFor(owner) => {
+                if let Some(consumer) = self.consumers.iter_mut().find(|c| c.id == owner) {
+                    consumer.ready.remove(&key);
+                }
             }
             Place::Scheduled(due) => self.scheduled.remove(due, id),
             Place::Delivering { .. } => self.delivering -= 1,
+            Place::Behind(_) => {}
+        }
+        if let Some(group) = &slot.entry.group
+            && (release || !matches!(slot.place, Place::Delivering { .. }))
+        {
+            self.release(group, id);
         }
         if slot.entry.expiration_ms != 0 {
             self.expiring.remove(slot.entry.expiration_ms, id);
@@ -100,5 +190,25 @@ impl State {
             self.cached -= slot.entry.size;
         }
         Some(slot.entry)
+    }
+
+    /// `id` left `group` for good: the next message behind it, if it was the front,
+    /// becomes deliverable. Returns whether one did.
+    pub(super) fn release(&mut self, group: &str, id: MessageId) -> bool {
+        let Some(next) = self.groups.leave(group, id) else {
+            return false;
+        };
+        let Some(slot) = self.entries.remove(&next) else {
+            return false;
+        };
+        let place = match slot.place {
+            Place::Behind(due) if due > 0 => {
+                self.scheduled.insert(due, next);
+                Place::Scheduled(due)
+            }
+            _ => self.ready_place(&slot.entry),
+        };
+        self.entries.insert(next, Slot { place, ..slot });
+        true
     }
 }

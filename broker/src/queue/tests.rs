@@ -16,6 +16,7 @@ fn entry(id: MessageId, priority: u8) -> Entry {
         delivery_count: 0,
         failures: Vec::new(),
         stored: true,
+        group: None,
         record: None,
     }
 }

@@ -362,10 +362,9 @@ mod tests {
         assert_eq!(Caller::of(&request).principal, Principal::Anonymous);
         assert_eq!(Caller::of(&request).user(), "anonymous");
         let mut request = tonic::Request::new(());
-        request.extensions_mut().insert(Principal::User {
-            name: "bob".into(),
-            roles: Vec::new(),
-        });
+        request
+            .extensions_mut()
+            .insert(Principal::User { name: "bob".into() });
         assert_eq!(Caller::of(&request).user(), "bob");
     }
 
@@ -375,10 +374,7 @@ mod tests {
 
     fn caller(name: &str) -> Caller {
         Caller {
-            principal: Principal::User {
-                name: name.into(),
-                roles: Vec::new(),
-            },
+            principal: Principal::User { name: name.into() },
             peer: None,
         }
     }

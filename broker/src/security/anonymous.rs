@@ -3,7 +3,9 @@
 //!
 //! On a loopback listen address that is allowed (with a warning at start); on
 //! any other address the broker refuses to start, and a reload is refused,
-//! unless the config says `allow-anonymous = true`.
+//! unless the config says `allow-anonymous = true`. The rule holds for each
+//! listener: gRPC's `listen` and the HTTP endpoint's `http-listen` (whose console
+//! can retry, move and remove messages).
 
 use std::net::SocketAddr;
 
@@ -23,17 +25,25 @@ pub enum Access {
 /// A config without users for a listener others can reach.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "listening on {listen} without [[users]] would let anyone who can reach it read, purge and delete \
-     every queue: add [[users]] (`rebound user hash-password` makes their password-hash), listen on a \
+    "listening on {listen} (`{key}`) without [[users]] would let anyone who can reach it read, purge and \
+     delete every queue: add [[users]] (`rebound user hash-password` makes their password-hash), listen on a \
      loopback address, or set `allow-anonymous = true` to accept it"
 )]
 pub struct AnonymousRefused {
+    /// The config key of the listener: `listen` or `http-listen`.
+    pub key: &'static str,
     /// The listen address.
     pub listen: String,
 }
 
-/// Whether `config` may serve on `addresses` (what `listen` resolves to).
-pub fn access(config: &Config, listen: &str, addresses: &[SocketAddr]) -> Result<Access, AnonymousRefused> {
+/// Whether `config` may serve the listener `key` on `addresses` (what `listen`
+/// resolves to).
+pub fn access(
+    config: &Config,
+    key: &'static str,
+    listen: &str,
+    addresses: &[SocketAddr],
+) -> Result<Access, AnonymousRefused> {
     if !config.users.is_empty() {
         Ok(Access::Login)
     } else if !addresses.is_empty() && addresses.iter().all(|a| a.ip().is_loopback()) {
@@ -42,6 +52,7 @@ pub fn access(config: &Config, listen: &str, addresses: &[SocketAddr]) -> Result
         Ok(Access::AnonymousAllowed)
     } else {
         Err(AnonymousRefused {
+            key,
             listen: listen.to_owned(),
         })
     }
@@ -60,18 +71,24 @@ mod tests {
         let loopback: Vec<SocketAddr> = vec!["127.0.0.1:1".parse().unwrap(), "[::1]:1".parse().unwrap()];
         let wide: Vec<SocketAddr> = vec!["0.0.0.0:1".parse().unwrap()];
         let none = config("");
-        assert_eq!(access(&none, "l", &loopback), Ok(Access::AnonymousLoopback));
-        let refused = access(&none, "0.0.0.0:1", &wide).unwrap_err();
+        assert_eq!(
+            access(&none, "listen", "l", &loopback),
+            Ok(Access::AnonymousLoopback)
+        );
+        let refused = access(&none, "http-listen", "0.0.0.0:1", &wide).unwrap_err();
         assert!(
             refused
                 .to_string()
-                .starts_with("listening on 0.0.0.0:1 without [[users]]"),
+                .starts_with("listening on 0.0.0.0:1 (`http-listen`) without [[users]]"),
             "{refused}"
         );
-        assert!(access(&none, "x", &[]).is_err());
+        assert!(access(&none, "listen", "x", &[]).is_err());
         let allowed = config("allow-anonymous = true");
-        assert_eq!(access(&allowed, "w", &wide), Ok(Access::AnonymousAllowed));
+        assert_eq!(
+            access(&allowed, "listen", "w", &wide),
+            Ok(Access::AnonymousAllowed)
+        );
         let users = config("[[users]]\nname = \"a\"\n");
-        assert_eq!(access(&users, "w", &wide), Ok(Access::Login));
+        assert_eq!(access(&users, "listen", "w", &wide), Ok(Access::Login));
     }
 }

@@ -64,6 +64,21 @@ pub fn managed<T>(
     );
 }
 
+/// Carries out `work`, a management operation already authorized, and writes
+/// its [`managed`] line; `messages` reads how many messages it worked on from
+/// its result. Both edges (gRPC Admin, the console) act through here.
+pub async fn carried_out<T>(
+    caller: &Caller,
+    operation: &Operation<'_>,
+    messages: impl FnOnce(&T) -> Option<u64>,
+    work: impl Future<Output = Result<T, BrokerError>>,
+) -> Result<T, BrokerError> {
+    let result = work.await;
+    let count = result.as_ref().ok().and_then(messages);
+    managed(caller, operation, count, &result);
+    result
+}
+
 /// A caller's peer address, or `-` (as the login lines write it).
 struct Peer<'a>(&'a Caller);
 

@@ -14,8 +14,13 @@
 //! peer down (`throttle.rs`). Each refusal is logged as a warning on the audit
 //! target [`AUDIT_TARGET`], with the peer address.
 //!
-//! The users table is swapped whole on a config reload ([`Authenticator::install`]);
-//! roles are read from the table at each call, so a reload applies to the next one.
+//! [`Authenticator::admit`] is the one entry both edges call (the gRPC layer,
+//! `layer.rs`, and the HTTP endpoint's, `http/login.rs`): same users, cache,
+//! slowdown and audit lines, whichever way a client comes in.
+//!
+//! The users' password hashes are swapped whole on a config reload
+//! ([`Authenticator::install`]), applying to the next call. Roles are not kept
+//! here: [`super::policy`] is their one table, read at every check.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -43,7 +48,7 @@ pub const CREDENTIALS_REQUIRED: &str =
 
 /// What a call brought to log in with, taken from its HTTP request.
 #[derive(Debug, Default)]
-pub struct Caller {
+pub struct Credentials {
     /// The TCP peer.
     pub peer: Option<SocketAddr>,
     /// The `authorization` metadata, as sent.
@@ -61,13 +66,8 @@ pub enum Refused {
     Invalid,
 }
 
-#[derive(Debug)]
-struct User {
-    password_hash: Option<String>,
-    roles: Vec<String>,
-}
-
-type Users = HashMap<String, User>;
+/// Each user's password hash (none: certificate login only), by name.
+type Users = HashMap<String, Option<String>>;
 
 /// Authenticates calls against the users in force.
 #[derive(Debug)]
@@ -102,8 +102,31 @@ impl Authenticator {
         self.users.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Who `caller` is, or why it may not call.
-    pub async fn authenticate(&self, caller: Caller) -> Result<Principal, Refused> {
+    /// Authenticates `request` (its `authorization` header, else the client
+    /// `certificates` of its connection, from `peer`) and puts the [`Principal`]
+    /// in its extensions; or says why it may not call.
+    pub async fn admit<B>(
+        &self,
+        request: &mut http::Request<B>,
+        peer: Option<SocketAddr>,
+        certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
+    ) -> Result<(), Refused> {
+        let principal = if self.is_open() {
+            Principal::Anonymous
+        } else {
+            let credentials = Credentials {
+                peer,
+                authorization: request.headers().get(http::header::AUTHORIZATION).cloned(),
+                certificates,
+            };
+            self.authenticate(credentials).await?
+        };
+        request.extensions_mut().insert(principal);
+        Ok(())
+    }
+
+    /// Who brings `caller`'s credentials, or why it may not call.
+    pub async fn authenticate(&self, caller: Credentials) -> Result<Principal, Refused> {
         let users = self.current();
         if users.is_empty() {
             return Ok(Principal::Anonymous);
@@ -117,13 +140,7 @@ impl Authenticator {
             (None, None) => Err((None, Refused::NoCredentials)),
         };
         match outcome {
-            Ok(name) => {
-                let roles = users
-                    .get(&name)
-                    .map(|user| user.roles.clone())
-                    .unwrap_or_default();
-                Ok(Principal::User { name, roles })
-            }
+            Ok(name) => Ok(Principal::User { name }),
             Err((name, refused)) => {
                 let credentials = match (&caller.authorization, refused) {
                     (_, Refused::NoCredentials) => "none",
@@ -155,7 +172,7 @@ impl Authenticator {
         let Some((name, password)) = basic::parse(authorization.as_bytes()) else {
             return Err((None, Refused::Invalid));
         };
-        let hash = users.get(&name).and_then(|user| user.password_hash.as_deref());
+        let hash = users.get(&name).and_then(Option::as_deref);
         let key = hash.map(|hash| cache::key(authorization.as_bytes(), hash));
         if key.is_some_and(|key| {
             self.verified
@@ -204,13 +221,7 @@ fn table(users: &[UserConfig]) -> Arc<Users> {
     Arc::new(
         users
             .iter()
-            .map(|user| {
-                let entry = User {
-                    password_hash: user.password_hash.clone(),
-                    roles: user.roles.clone(),
-                };
-                (user.name.clone(), entry)
-            })
+            .map(|user| (user.name.clone(), user.password_hash.clone()))
             .collect(),
     )
 }
@@ -231,9 +242,9 @@ mod tests {
         }
     }
 
-    fn basic(user: &str, password: &str) -> Caller {
+    fn basic(user: &str, password: &str) -> Credentials {
         let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        Caller {
+        Credentials {
             peer: Some("127.0.0.1:5000".parse().unwrap()),
             authorization: Some(format!("Basic {encoded}").parse().unwrap()),
             certificates: None,
@@ -245,7 +256,7 @@ mod tests {
         let auth = Authenticator::new(&[]);
         assert!(auth.is_open());
         assert_eq!(
-            auth.authenticate(Caller::default()).await,
+            auth.authenticate(Credentials::default()).await,
             Ok(Principal::Anonymous)
         );
         assert_eq!(auth.authenticate(basic("x", "y")).await, Ok(Principal::Anonymous));
@@ -254,13 +265,10 @@ mod tests {
     #[tokio::test]
     async fn passwords_are_checked_and_refusals_alike() {
         let auth = Authenticator::new(&[user("alice", Some("pw"), &["ops"]), user("cert-only", None, &[])]);
-        let alice = Principal::User {
-            name: "alice".into(),
-            roles: vec!["ops".into()],
-        };
+        let alice = Principal::User { name: "alice".into() };
         assert_eq!(auth.authenticate(basic("alice", "pw")).await, Ok(alice));
         assert_eq!(
-            auth.authenticate(Caller::default()).await,
+            auth.authenticate(Credentials::default()).await,
             Err(Refused::NoCredentials)
         );
         for (name, password) in [
@@ -317,15 +325,15 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert!(auth.authenticate(basic("alice", "pw")).await.is_ok());
         assert_eq!(started.elapsed(), Duration::ZERO);
-        // New roles apply to the next call; a removed user is refused at once.
+        // A reload that keeps alice's hash keeps her logged in; a removed user is
+        // refused at once.
+        let hash = auth.current()["alice"].clone();
         auth.install(&[UserConfig {
-            roles: vec!["b".into()],
-            ..auth_user(&auth, "alice")
+            name: "alice".into(),
+            password_hash: hash,
+            roles: Vec::new(),
         }]);
-        let Ok(Principal::User { roles, .. }) = auth.authenticate(basic("alice", "pw")).await else {
-            panic!("alice stays");
-        };
-        assert_eq!(roles, ["b"]);
+        assert!(auth.authenticate(basic("alice", "pw")).await.is_ok());
         auth.install(&[user("carol", Some("x"), &[])]);
         assert!(!auth.is_open());
         assert_eq!(
@@ -334,14 +342,33 @@ mod tests {
         );
     }
 
-    /// The config of a user in force (its hash unchanged).
-    fn auth_user(auth: &Authenticator, name: &str) -> UserConfig {
-        let users = auth.current();
-        UserConfig {
-            name: name.into(),
-            password_hash: users[name].password_hash.clone(),
-            roles: users[name].roles.clone(),
-        }
+    #[tokio::test]
+    async fn admit_puts_the_principal_in_the_request() {
+        let request = |authorization: Option<&str>| {
+            let mut builder = http::Request::builder();
+            if let Some(value) = authorization {
+                builder = builder.header(http::header::AUTHORIZATION, value);
+            }
+            builder.body(()).unwrap()
+        };
+        let open = Authenticator::new(&[]);
+        let mut anonymous = request(None);
+        assert_eq!(open.admit(&mut anonymous, None, None).await, Ok(()));
+        assert_eq!(anonymous.extensions().get(), Some(&Principal::Anonymous));
+        let auth = Authenticator::new(&[user("alice", Some("pw"), &[])]);
+        let header = basic("alice", "pw").authorization.unwrap();
+        let mut alice = request(Some(header.to_str().unwrap()));
+        assert_eq!(auth.admit(&mut alice, None, None).await, Ok(()));
+        assert_eq!(
+            alice.extensions().get(),
+            Some(&Principal::User { name: "alice".into() })
+        );
+        let mut nobody = request(None);
+        assert_eq!(
+            auth.admit(&mut nobody, None, None).await,
+            Err(Refused::NoCredentials)
+        );
+        assert_eq!(nobody.extensions().get::<Principal>(), None);
     }
 
     #[tokio::test(start_paused = true)]

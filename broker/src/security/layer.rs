@@ -3,12 +3,14 @@
 //!
 //! It reads what the call brings (the `authorization` metadata, and the peer
 //! address and verified client certificate that tonic attaches to each request
-//! of a connection), asks the [`Authenticator`], and either puts the
-//! [`Principal`] in the request's extensions (services read it with
-//! `tonic::Request::extensions`) or answers `UNAUTHENTICATED` itself. The health
+//! of a connection) and hands them to [`Authenticator::admit`] — the check the
+//! HTTP endpoint makes too (`http/login.rs`) — which puts the
+//! [`Principal`](super::Principal) in the request's extensions (services read it
+//! with `tonic::Request::extensions`); a refusal is answered `UNAUTHENTICATED` here. The health
 //! service is exempt, so that probes need no password.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -16,8 +18,10 @@ use std::task::{Context, Poll};
 use tonic::body::Body;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-use super::authenticator::{Authenticator, Caller};
-use super::principal::Principal;
+use super::authenticator::Authenticator;
+
+/// A verified client certificate chain, leaf first.
+type Certificates = Arc<Vec<rustls::pki_types::CertificateDer<'static>>>;
 
 /// The path prefix of the gRPC health service, which needs no login.
 const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
@@ -75,28 +79,22 @@ where
         if request.uri().path().starts_with(HEALTH_PREFIX) {
             return Box::pin(inner.call(request));
         }
-        if self.authenticator.is_open() {
-            request.extensions_mut().insert(Principal::Anonymous);
-            return Box::pin(inner.call(request));
-        }
-        let caller = caller(&request);
+        let (peer, certificates) = connection(&request);
         let authenticator = self.authenticator.clone();
         Box::pin(async move {
-            match authenticator.authenticate(caller).await {
-                Ok(principal) => {
-                    request.extensions_mut().insert(principal);
-                    inner.call(request).await
-                }
+            match authenticator.admit(&mut request, peer, certificates).await {
+                Ok(()) => inner.call(request).await,
                 Err(refused) => Ok(tonic::Status::unauthenticated(refused.to_string()).into_http()),
             }
         })
     }
 }
 
-/// What `request` brings to log in with.
-fn caller<B>(request: &http::Request<B>) -> Caller {
+/// The peer of `request`'s connection, and the client certificates its TLS
+/// handshake verified.
+fn connection<B>(request: &http::Request<B>) -> (Option<SocketAddr>, Option<Certificates>) {
     let extensions = request.extensions();
-    let (peer, certificates) = match extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
+    match extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
         Some(tls) => (tls.get_ref().remote_addr(), tls.peer_certs()),
         None => (
             extensions
@@ -104,10 +102,5 @@ fn caller<B>(request: &http::Request<B>) -> Caller {
                 .and_then(TcpConnectInfo::remote_addr),
             None,
         ),
-    };
-    Caller {
-        peer,
-        authorization: request.headers().get(http::header::AUTHORIZATION).cloned(),
-        certificates,
     }
 }

@@ -1,15 +1,18 @@
 //! Security: who is calling, and what they may do.
 //!
 //! Every gRPC call and stream is authenticated before any service sees it
-//! ([`layer`]); the outcome, a [`Principal`], travels in the request's
-//! extensions, where the services (and the permission checks) read it. With no
+//! ([`layer`]), and so is every HTTP request but the health probes
+//! (`http::login`), both through [`Authenticator::admit`]; the outcome, a
+//! [`Principal`], travels in the request's extensions, where the services, the
+//! console and the permission checks read it. With no
 //! `[[users]]` in the config every caller is [`Principal::Anonymous`] and may do
 //! everything, which [`anonymous`] allows only on loopback unless the config
 //! says `allow-anonymous = true`.
 //!
 //! - [`principal`]: the [`Principal`] type.
-//! - [`layer`]: the tower layer that authenticates every call.
-//! - [`authenticator`]: the check itself against the `[[users]]` in force, swapped on reload.
+//! - [`layer`]: the tower layer that authenticates every gRPC call.
+//! - [`authenticator`]: the check itself against the `[[users]]` in force (their
+//!   password hashes), swapped on reload.
 //! - [`basic`]: HTTP basic credentials; [`certificate`]: the CN of a client certificate.
 //! - [`password`]: argon2id hashing and verification; [`cache`]: verified credentials.
 //! - [`throttle`]: slowing down repeated failures from one peer.

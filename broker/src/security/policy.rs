@@ -53,7 +53,7 @@ impl Policy {
         }
         match principal {
             Principal::Anonymous => false,
-            Principal::User { name, .. } => self
+            Principal::User { name } => self
                 .roles
                 .get(name)
                 .is_some_and(|roles| self.settings.allows(address, permission, roles)),
@@ -77,7 +77,7 @@ impl Policy {
 pub fn user_name(principal: &Principal) -> &str {
     match principal {
         Principal::Anonymous => "anonymous",
-        Principal::User { name, .. } => name,
+        Principal::User { name } => name,
     }
 }
 
@@ -135,11 +135,8 @@ mod tests {
         Config::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn user(name: &str, roles: &[&str]) -> Principal {
-        Principal::User {
-            name: name.into(),
-            roles: roles.iter().map(|&r| r.to_owned()).collect(),
-        }
+    fn user(name: &str) -> Principal {
+        Principal::User { name: name.into() }
     }
 
     #[test]
@@ -148,7 +145,7 @@ mod tests {
         assert!(!policy.is_on());
         for &permission in Permission::ALL {
             assert!(policy.allows(&Principal::Anonymous, permission, "orders"));
-            assert!(policy.allows(&user("ghost", &[]), permission, "orders"));
+            assert!(policy.allows(&user("ghost"), permission, "orders"));
         }
     }
 
@@ -156,22 +153,22 @@ mod tests {
     fn roles_come_from_the_policy_not_the_login() {
         let policy = Policy::new(&config(CONFIG));
         assert!(policy.is_on());
-        assert!(policy.allows(&user("alice", &[]), Permission::Send, "orders.eu"));
-        // The login said "producer", but the config in force gives bob "consumer".
-        assert!(!policy.allows(&user("bob", &["producer"]), Permission::Send, "orders.eu"));
-        assert!(policy.allows(&user("bob", &[]), Permission::Consume, "orders"));
+        assert!(policy.allows(&user("alice"), Permission::Send, "orders.eu"));
+        // The config in force gives bob "consumer", not "producer".
+        assert!(!policy.allows(&user("bob"), Permission::Send, "orders.eu"));
+        assert!(policy.allows(&user("bob"), Permission::Consume, "orders"));
         // Unknown users and anonymous callers hold nothing once security is on.
-        assert!(!policy.allows(&user("carol", &["producer"]), Permission::Send, "orders"));
+        assert!(!policy.allows(&user("carol"), Permission::Send, "orders"));
         assert!(!policy.allows(&Principal::Anonymous, Permission::Send, "orders"));
         // No entry matches `billing`: denied to everyone.
-        assert!(!policy.allows(&user("alice", &[]), Permission::Send, "billing"));
+        assert!(!policy.allows(&user("alice"), Permission::Send, "billing"));
     }
 
     #[test]
     fn a_denial_names_user_permission_and_address() {
         let policy = Policy::new(&config(CONFIG));
         let err = policy
-            .check(&user("bob", &[]), Permission::Send, "orders.eu")
+            .check(&user("bob"), Permission::Send, "orders.eu")
             .unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -190,19 +187,19 @@ mod tests {
         assert!(
             security
                 .policy()
-                .allows(&user("bob", &[]), Permission::Consume, "orders")
+                .allows(&user("bob"), Permission::Consume, "orders")
         );
         security.replace(&config(&CONFIG.replace("consume = [\"consumer\"]", "")));
         assert!(
             !security
                 .policy()
-                .allows(&user("bob", &[]), Permission::Consume, "orders")
+                .allows(&user("bob"), Permission::Consume, "orders")
         );
         changes.changed().await.unwrap();
         assert!(
             !changes
                 .borrow_and_update()
-                .allows(&user("bob", &[]), Permission::Consume, "orders")
+                .allows(&user("bob"), Permission::Consume, "orders")
         );
     }
 }

@@ -6,6 +6,7 @@
 pub enum Principal {
     /// No `[[users]]` are configured: security is off and every operation is allowed.
     Anonymous,
-    /// A logged-in user, with its roles as the config in force gives them.
-    User { name: String, roles: Vec<String> },
+    /// A logged-in user. Its roles are the policy's to say (`policy.rs`), at
+    /// every check, so that a reload applies at once.
+    User { name: String },
 }

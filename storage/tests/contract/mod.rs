@@ -318,12 +318,20 @@ pub async fn committed_data_is_recovered_in_order_after_reopen(h: &mut dyn Harne
         ])
         .await
         .unwrap();
+    // In a group: recovery says which.
+    let mut grouped = message(30, 9);
+    grouped.properties.insert(
+        "JMSXGroupID".into(),
+        PropertyValue {
+            value: Some(property_value::Value::String("g".into())),
+        },
+    );
     // Out of order on purpose: recovery must sort.
     store
         .commit(vec![
             Op::PutMessage {
                 queue: 7,
-                message: message(30, 9),
+                message: grouped.clone(),
             },
             put(7, 10),
             put(7, 20),
@@ -358,11 +366,15 @@ pub async fn committed_data_is_recovered_in_order_after_reopen(h: &mut dyn Harne
     assert_eq!((q.messages[2].priority, q.messages[2].expiration_ms), (9, 300));
     assert_eq!(q.messages[0].state, None);
     assert_eq!(q.messages[1].state.as_ref(), Some(&state));
+    assert_eq!(
+        (q.messages[0].group.as_deref(), q.messages[2].group.as_deref()),
+        (None, Some("g"))
+    );
     for entry in &q.messages {
         let stored = store.read_message(7, entry.id).unwrap().unwrap();
         assert_eq!(entry.size as usize, prost::Message::encoded_len(&stored));
     }
-    assert_eq!(store.read_message(7, 30).unwrap(), Some(message(30, 9)));
+    assert_eq!(store.read_message(7, 30).unwrap(), Some(grouped));
     assert_eq!(store.read_state(7, 20).unwrap(), Some(state));
     assert_eq!(store.read_message(7, 31).unwrap(), None);
 }

@@ -3,6 +3,7 @@
 //! through the real daemon; these pin down the engine's own contract.
 mod creation;
 mod declare;
+mod groups;
 mod intercepted;
 mod lifecycle;
 mod limits;

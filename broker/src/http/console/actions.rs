@@ -7,6 +7,12 @@
 //! the engine's (where each message would go, or why it would stay); a move's or
 //! removal's counts what it would take. The page shows the preview, then confirms
 //! with exactly the ids it showed.
+//!
+//! Each needs what the gRPC Admin operation does (`manage_queue`): `manage` on the
+//! queue's address, a move `send` on its target, and a retry skips each message
+//! whose original address the caller may not send to. A dry run needs the same,
+//! so the preview never shows what the caller could not do. Each action (not its
+//! dry run) is written to the audit log as gRPC's are.
 use std::collections::BTreeSet;
 
 use axum::Json;
@@ -17,8 +23,10 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::manage_queue;
-use crate::engine::Selection;
+use crate::engine::{RetryOutcome, Selection};
 use crate::http::HttpState;
+use crate::security::access::{self, Caller, Kind, Operation};
+use crate::security::audit;
 
 /// Messages one retry preview lists at most; the answer says when there are more.
 const MAX_PREVIEW: usize = 10_000;
@@ -60,32 +68,47 @@ impl Request {
     }
 }
 
+/// The request's selection, once `caller` may carry out `operation`.
 fn read(
-    name: &str,
     state: &HttpState,
-    body: Result<Json<Request>, JsonRejection>,
-) -> Result<(Request, Selection), ApiError> {
-    let Json(request) = body?;
-    let queue = manage_queue(state, name)?;
-    let selection = request.selection(queue.name.clone())?;
-    Ok((request, selection))
+    caller: &Caller,
+    operation: &Operation<'_>,
+    request: &Request,
+) -> Result<Selection, ApiError> {
+    let queue = manage_queue(state, caller, operation)?;
+    request.selection(queue.name.clone())
+}
+
+/// How many messages a move or removal worked on.
+fn count(n: &u64) -> Option<u64> {
+    Some(*n)
 }
 
 /// Sends dead letters back to the queue they failed on; a dry run says where each
 /// would go.
 pub(super) async fn retry(
     State(state): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
     body: Result<Json<Request>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let (request, selection) = read(&name, &state, body)?;
+    let Json(request) = body?;
+    let operation = Operation::on_queue(&state.broker, Kind::Retry, &name);
+    let selection = read(&state, &caller, &operation, &request)?;
     let limit = request.dry_run.then_some(MAX_PREVIEW);
-    let outcomes = state
+    let policy = state.security.policy();
+    let may_return_to = |address: &str| access::may_return_to(&policy, &caller, &selection.queue, address);
+    let work = state
         .broker
-        .retry_messages(&selection, request.dry_run, 0, limit, |_| Ok(()))
-        .await?;
-    let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count();
-    let moving = outcomes.len() - skipped;
+        .retry_messages(&selection, request.dry_run, 0, limit, may_return_to);
+    let outcomes = if request.dry_run {
+        work.await?
+    } else {
+        let moved = |outcomes: &Vec<RetryOutcome>| Some(RetryOutcome::moved(outcomes) as u64);
+        audit::carried_out(&caller, &operation, moved, work).await?
+    };
+    let moving = RetryOutcome::moved(&outcomes);
+    let skipped = outcomes.len() - moving;
     let outcomes: Vec<Value> = outcomes
         .into_iter()
         .map(|o| {
@@ -110,35 +133,40 @@ pub(super) async fn retry(
 /// Moves messages to another address.
 pub(super) async fn move_to(
     State(state): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
     body: Result<Json<Request>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let (request, selection) = read(&name, &state, body)?;
+    let Json(request) = body?;
     if request.to_address.trim().is_empty() {
         return Err(ApiError::BadRequest("a move needs \"to_address\"".into()));
     }
+    let operation = Operation::move_to(&state.broker, &name, &request.to_address);
+    let selection = read(&state, &caller, &operation, &request)?;
     if request.dry_run {
         let count = state.broker.count_messages(&selection)?;
         return Ok(Json(json!({"dry_run": true, "count": count})));
     }
-    let moved = state
-        .broker
-        .move_messages(&selection, &request.to_address)
-        .await?;
+    let work = state.broker.move_messages(&selection, &request.to_address);
+    let moved = audit::carried_out(&caller, &operation, count, work).await?;
     Ok(Json(json!({"dry_run": false, "moved": moved})))
 }
 
 /// Removes messages for good.
 pub(super) async fn remove(
     State(state): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
     body: Result<Json<Request>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let (request, selection) = read(&name, &state, body)?;
+    let Json(request) = body?;
+    let operation = Operation::on_queue(&state.broker, Kind::Remove, &name);
+    let selection = read(&state, &caller, &operation, &request)?;
     if request.dry_run {
         let count = state.broker.count_messages(&selection)?;
         return Ok(Json(json!({"dry_run": true, "count": count})));
     }
-    let removed = state.broker.remove_messages(&selection).await?;
+    let work = state.broker.remove_messages(&selection);
+    let removed = audit::carried_out(&caller, &operation, count, work).await?;
     Ok(Json(json!({"dry_run": false, "removed": removed})))
 }

@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use super::rates::Totals;
 use super::{browse_address, browse_queue, browse_queues, groups, json};
 use crate::explain;
 use crate::http::HttpState;
 use crate::queue::Queue;
+use crate::security::access::Caller;
 
 /// Messages one page of a queue shows at most.
 const MAX_PAGE: usize = 200;
@@ -50,11 +52,17 @@ struct Gauges {
     bytes: u64,
 }
 
-pub(super) async fn overview(State(state): State<HttpState>) -> ApiResult {
+/// The broker at a glance; the message figures are those of the queues the
+/// caller may browse (the rate history only for one who may browse them all).
+pub(super) async fn overview(State(state): State<HttpState>, caller: Caller) -> ApiResult {
     let broker = &state.broker;
-    let (latest, rates) = state.console.sampler.history();
     let stats = broker.store().stats();
-    let queues = browse_queues(&state);
+    let queues = browse_queues(&state, &caller);
+    let (latest, rates) = if queues.len() == broker.queue_count() {
+        state.console.sampler.history()
+    } else {
+        (Totals::of(broker, &queues), Vec::new())
+    };
     let mut gauges = Gauges {
         queues: queues.len(),
         ..Gauges::default()
@@ -84,9 +92,9 @@ pub(super) async fn overview(State(state): State<HttpState>) -> ApiResult {
 }
 
 /// Every queue with its live counts, rates, and the settings matches that apply.
-pub(super) async fn queues(State(state): State<HttpState>) -> ApiResult {
+pub(super) async fn queues(State(state): State<HttpState>, caller: Caller) -> ApiResult {
     let broker = &state.broker;
-    let queues = browse_queues(&state);
+    let queues = browse_queues(&state, &caller);
     let mut per_address: HashMap<&str, (Vec<String>, Option<String>)> = HashMap::new();
     for queue in &queues {
         per_address.entry(&queue.address).or_insert_with(|| {
@@ -112,8 +120,12 @@ pub(super) async fn queues(State(state): State<HttpState>) -> ApiResult {
 }
 
 /// One queue: its counts and its effective settings with their sources.
-pub(super) async fn queue(State(state): State<HttpState>, Path(name): Path<String>) -> ApiResult {
-    let queue = browse_queue(&state, &name)?;
+pub(super) async fn queue(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
+    let queue = browse_queue(&state, &caller, &name)?;
     let resolved = state.broker.resolve_settings(&queue.address);
     let mut out = with_rates(&state, &queue);
     out["settings"] = json!(json::settings(&resolved, |_| true));
@@ -143,11 +155,12 @@ pub(super) struct PageQuery {
 /// A page of a queue's messages in queue order (ready, delivering, scheduled).
 pub(super) async fn messages(
     State(state): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> ApiResult {
     let Query(page) = query?;
-    let queue = browse_queue(&state, &name)?;
+    let queue = browse_queue(&state, &caller, &name)?;
     let limit = page.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     if page.offset >= MAX_BROWSE_DEPTH {
         return Err(ApiError::BadRequest(format!(
@@ -175,16 +188,21 @@ pub(super) async fn messages(
 /// One message, with its failure history when it is a dead letter.
 pub(super) async fn message(
     State(state): State<HttpState>,
+    caller: Caller,
     Path((name, id)): Path<(String, u64)>,
 ) -> ApiResult {
-    let queue = browse_queue(&state, &name)?;
+    let queue = browse_queue(&state, &caller, &name)?;
     Ok(Json(json::message(&state.broker.message(&queue.name, id)?)))
 }
 
 /// A dead-letter queue's messages grouped by origin and reason (the first
 /// [`MAX_GROUPED`] of them).
-pub(super) async fn dead_letters(State(state): State<HttpState>, Path(name): Path<String>) -> ApiResult {
-    let queue = browse_queue(&state, &name)?;
+pub(super) async fn dead_letters(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
+    let queue = browse_queue(&state, &caller, &name)?;
     let browsed = state.broker.browse(&queue.name, "", MAX_GROUPED)?;
     let total = queue.snapshot().messages;
     Ok(Json(json!({
@@ -197,8 +215,12 @@ pub(super) async fn dead_letters(State(state): State<HttpState>, Path(name): Pat
 }
 
 /// An address's redelivery policy as a schedule, with the settings behind it.
-pub(super) async fn redelivery(State(state): State<HttpState>, Path(address): Path<String>) -> ApiResult {
-    browse_address(&state, &address)?;
+pub(super) async fn redelivery(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(address): Path<String>,
+) -> ApiResult {
+    browse_address(&state, &caller, &address)?;
     let resolved = state.broker.resolve_settings(&address);
     let plan = explain::plan(&resolved.settings, &address);
     let settings = json::settings(&resolved, |key| REDELIVERY_KEYS.contains(&key));

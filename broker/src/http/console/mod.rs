@@ -13,11 +13,13 @@
 //! is static files embedded in the binary (`assets`); it gets every broker value
 //! through the API and shows it as text.
 //!
-//! Access: every handler reaches a queue through `browse_queue` (to look) or
+//! Access: every route sits behind the endpoint's login (`http::login`), and
+//! every handler reaches a queue through `browse_queue` (to look) or
 //! `manage_queue` (to act), an address through `browse_address`, the list of
-//! queues through `browse_queues`: the one place where a per-address permission
-//! check (or filter) belongs; every route sits in the one
-//! `routes` router, so one layer covers them.
+//! queues through `browse_queues`: there the caller's permissions are checked
+//! with `security::access`, the same operations as the gRPC Admin service's
+//! (`browse` to look; `manage`, plus `send` where messages go, to act). A denial
+//! is audited and answers 403.
 mod actions;
 mod api;
 mod assets;
@@ -37,6 +39,7 @@ use self::rates::Sampler;
 use super::HttpState;
 use crate::engine::Broker;
 use crate::queue::Queue;
+use crate::security::access::{self, Caller, Kind, Operation};
 
 /// What the console keeps: the rate samples and the addresses the broker listens on.
 pub struct Console {
@@ -78,22 +81,35 @@ pub(super) fn routes() -> Router<HttpState> {
         .route("/api/queues/{queue}/remove", post(actions::remove))
 }
 
-/// A queue someone wants to look at (its messages, settings, dead letters).
-fn browse_queue(state: &HttpState, name: &str) -> Result<Arc<Queue>, ApiError> {
+/// A queue `caller` wants to look at (its messages, settings, dead letters).
+fn browse_queue(state: &HttpState, caller: &Caller, name: &str) -> Result<Arc<Queue>, ApiError> {
+    let operation = Operation::on_queue(&state.broker, Kind::Browse, name);
+    access::authorize(&state.security.policy(), caller, &operation)?;
     Ok(state.broker.queue(name)?)
 }
 
-/// The queues someone may look at (the overview's gauges, the queues table).
-fn browse_queues(state: &HttpState) -> Vec<Arc<Queue>> {
-    state.broker.queues_page("", usize::MAX, |_| true).items
+/// The queues `caller` may look at (the overview's gauges, the queues table).
+fn browse_queues(state: &HttpState, caller: &Caller) -> Vec<Arc<Queue>> {
+    let policy = state.security.policy();
+    let shown = |queue: &Queue| access::may_browse(&policy, caller, &queue.address);
+    state.broker.queues_page("", usize::MAX, shown).items
 }
 
-/// An address someone wants to look at (its settings, its redelivery plan).
-fn browse_address(_state: &HttpState, name: &str) -> Result<(), ApiError> {
-    Ok(crate::message::check_name("address", name)?)
+/// An address `caller` wants to look at (its settings, its redelivery plan).
+fn browse_address(state: &HttpState, caller: &Caller, name: &str) -> Result<(), ApiError> {
+    crate::message::check_name("address", name)?;
+    access::authorize(&state.security.policy(), caller, &Operation::browse_address(name))?;
+    Ok(())
 }
 
-/// A queue someone wants to change (retry, move, remove its messages).
-fn manage_queue(state: &HttpState, name: &str) -> Result<Arc<Queue>, ApiError> {
+/// `operation` on a queue's messages (retry, move, remove), if `caller` may
+/// carry it out: the queue it acts on.
+fn manage_queue(
+    state: &HttpState,
+    caller: &Caller,
+    operation: &Operation<'_>,
+) -> Result<Arc<Queue>, ApiError> {
+    access::authorize(&state.security.policy(), caller, operation)?;
+    let name = operation.queue.expect("a message operation names its queue");
     Ok(state.broker.queue(name)?)
 }

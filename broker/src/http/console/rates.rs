@@ -5,6 +5,10 @@
 //! Counters only grow, so a rate is the difference of two samples over their
 //! interval; the overview's chart is the ring as rates, the queues table shows
 //! each queue's in and out rate over the last interval.
+//!
+//! The ring sums every queue, so it is shown only to callers who may browse every
+//! queue; one who may browse some gets the totals of those ([`Totals::of`]) and
+//! no history (keeping a ring per queue would cost what `/metrics` avoids).
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::Broker;
+use crate::queue::{Counters, Queue};
 use crate::time::now_ms;
 
 /// How often the counters are sampled.
@@ -32,6 +37,38 @@ pub struct Totals {
     pub commits: u64,
     pub ops: u64,
     pub syncs: u64,
+}
+
+impl Totals {
+    /// The store's figures now, before any queue is added.
+    fn now(broker: &Broker) -> Totals {
+        let stats = broker.store().stats();
+        Totals {
+            at_ms: now_ms(),
+            commits: stats.commits,
+            ops: stats.ops,
+            syncs: stats.syncs,
+            ..Totals::default()
+        }
+    }
+
+    fn add(&mut self, c: &Counters) {
+        self.added += c.added;
+        self.acked += c.acked;
+        self.redelivered += c.redelivered;
+        self.dead_lettered += c.dead_lettered;
+        self.expired += c.expired;
+        self.dropped += c.dropped;
+    }
+
+    /// The counters of `queues` summed now, with the store's figures.
+    pub fn of(broker: &Broker, queues: &[Arc<Queue>]) -> Totals {
+        let mut totals = Totals::now(broker);
+        for queue in queues {
+            totals.add(&queue.snapshot().counters);
+        }
+        totals
+    }
 }
 
 /// Per second between two samples.
@@ -109,14 +146,7 @@ impl Sampler {
 
     /// Takes one sample now.
     pub fn sample(&self, broker: &Broker) {
-        let stats = broker.store().stats();
-        let mut totals = Totals {
-            at_ms: now_ms(),
-            commits: stats.commits,
-            ops: stats.ops,
-            syncs: stats.syncs,
-            ..Totals::default()
-        };
+        let mut totals = Totals::now(broker);
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let secs = ring.samples.back().map_or(1.0, |last| {
             (totals.at_ms.saturating_sub(last.at_ms) as f64 / 1000.0).max(0.001)
@@ -124,12 +154,7 @@ impl Sampler {
         let mut queues = HashMap::with_capacity(ring.queues.len());
         for queue in broker.queues_page("", usize::MAX, |_| true).items {
             let c = queue.snapshot().counters;
-            totals.added += c.added;
-            totals.acked += c.acked;
-            totals.redelivered += c.redelivered;
-            totals.dead_lettered += c.dead_lettered;
-            totals.expired += c.expired;
-            totals.dropped += c.dropped;
+            totals.add(&c);
             let rates = match ring.queues.get(&queue.name) {
                 Some(&(added, acked, _)) => QueueRates {
                     in_per_s: c.added.saturating_sub(added) as f64 / secs,
