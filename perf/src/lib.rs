@@ -261,6 +261,7 @@ async fn drive(
     let after = client.server_info().await?;
 
     let syncs = after.store_syncs.saturating_sub(before.store_syncs);
+    let broker_cpu_us = after.process_cpu_us.saturating_sub(before.process_cpu_us);
     let extra = match filled {
         _ if poison > 0 => Extra::Poison {
             poison_messages: poison,
@@ -299,6 +300,8 @@ async fn drive(
         rss_bytes: after.rss_bytes,
         peak_rss_bytes: after.peak_rss_bytes,
         client_cpu_s: report::process_cpu_s(),
+        broker_cpu_s: broker_cpu_us as f64 / 1e6,
+        broker_cpu_us_per_message: broker_cpu_us as f64 / spec.messages as f64,
         extra,
     })
 }

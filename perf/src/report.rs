@@ -47,6 +47,10 @@ pub struct Report {
     /// CPU time (user + system) this perf process used: if it nears
     /// `duration_s × cores`, the tool is the bottleneck.
     pub client_cpu_s: f64,
+    /// CPU time the broker process used during the run (`GetServerInfo` delta),
+    /// and that per message sent, in µs.
+    pub broker_cpu_s: f64,
+    pub broker_cpu_us_per_message: f64,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -162,6 +166,11 @@ impl Report {
             out,
             "duration       {:.2} s (perf itself used {:.2} s of CPU)",
             self.duration_s, self.client_cpu_s
+        )?;
+        writeln!(
+            out,
+            "broker CPU     {:.2} s, {:.1} µs per message",
+            self.broker_cpu_s, self.broker_cpu_us_per_message
         )
     }
 }

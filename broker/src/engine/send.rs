@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use prost::Message as _;
+use rebound_config::EffectiveSettings;
 use rebound_storage::{DeliveryState, MessageRecord, Op};
 
 use super::Broker;
@@ -70,9 +71,10 @@ impl Broker {
         let now = now_ms();
         let limits = self.limits();
         let mut records = Vec::with_capacity(batch.len());
+        let mut memo = SettingsMemo::default();
         for mut record in batch {
             let requests = message::check_new(&record, &limits)?;
-            let settings = self.settings_for(&record.address);
+            let settings = memo.get(self, &record.address);
             let size = message::counted_bytes(&record);
             let limit = settings.max_message_size;
             if size > limit {
@@ -130,6 +132,7 @@ impl Broker {
         }
         let mut unrouted = 0;
         let mut arrivals = Vec::new();
+        let mut settings = SettingsMemo::default();
         let commit = {
             let reg = self.read();
             for Prepared { record, due_ms, .. } in prepared {
@@ -138,7 +141,7 @@ impl Broker {
                     unrouted += 1;
                     continue;
                 }
-                if let Some(limit) = self.settings_for(&record.address).max_size_bytes {
+                if let Some(limit) = settings.get(self, &record.address).max_size_bytes {
                     let held: u64 = targets.iter().map(|q| q.bytes()).sum();
                     if held + record.encoded_len() as u64 > limit {
                         return Err(BrokerError::AddressFull {
@@ -213,19 +216,43 @@ impl Broker {
     }
 }
 
+/// The effective settings of the address a batch's messages go to, looked up
+/// once per run of messages to the same address rather than once per message.
+#[derive(Default)]
+struct SettingsMemo(Option<(String, Arc<EffectiveSettings>)>);
+
+impl SettingsMemo {
+    fn get(&mut self, broker: &Broker, address: &str) -> Arc<EffectiveSettings> {
+        match &self.0 {
+            Some((a, settings)) if a == address => settings.clone(),
+            _ => {
+                let settings = broker.settings_for(address);
+                self.0 = Some((address.to_owned(), settings.clone()));
+                settings
+            }
+        }
+    }
+}
+
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere. A message due later (`due_ms`,
-/// 0 = now) is stored with a delivery state saying when.
+/// 0 = now) is stored with a delivery state saying when. The last target takes the
+/// record itself, so a message to one queue is copied once (for the queue's
+/// cache), not twice.
 pub(super) fn place(
-    record: MessageRecord,
+    mut record: MessageRecord,
     due_ms: u64,
     targets: Vec<Arc<Queue>>,
     ops: &mut Vec<Op>,
     arrivals: &mut Vec<(Arc<Queue>, Entry, u64)>,
 ) {
     let size = record.encoded_len() as u64;
-    for queue in targets {
-        let mut record = record.clone();
+    let mut targets = targets.into_iter().peekable();
+    while let Some(queue) = targets.next() {
+        let mut record = match targets.peek() {
+            Some(_) => record.clone(),
+            None => std::mem::take(&mut record),
+        };
         record.routing_type = routing::to_store(queue.routing_type);
         let stored = record.durable && queue.durable;
         let entry = Entry {
@@ -261,8 +288,15 @@ pub(super) fn place(
     }
 }
 
+/// Hands new messages to their queues: one lock and one wake-up of the queue's
+/// dispatcher per run of arrivals for the same queue, not one per message.
 pub(super) fn deliver_arrivals(arrivals: Vec<(Arc<Queue>, Entry, u64)>, now: u64) {
-    for (queue, entry, due_ms) in arrivals {
-        queue.enqueue([(entry, due_ms)], now);
+    let mut arrivals = arrivals.into_iter().peekable();
+    while let Some((queue, entry, due_ms)) = arrivals.next() {
+        let mut entries = vec![(entry, due_ms)];
+        while let Some((_, entry, due_ms)) = arrivals.next_if(|(next, _, _)| Arc::ptr_eq(next, &queue)) {
+            entries.push((entry, due_ms));
+        }
+        queue.enqueue(entries, now);
     }
 }
