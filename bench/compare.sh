@@ -24,12 +24,23 @@
 #             nats-server 2.9 (Debian 12) has no `sync_interval`: with it only
 #             nats-default runs.
 #
+# Like for like: the peers publish one message per client call (AMQP and JetStream have
+# no batch publish), so rebound runs with one message per call too (`--batch 1`); its
+# batched runs (`--batch 16`, the workloads' default) are a separate row, labelled with
+# their batch size. Every row states messages per call and the in-flight window.
+#
 # Usage: bench/compare.sh [--quick] [--systems "rebound rabbitmq nats"]
 #                         [--workloads "durable fan poison backlog"] [--out DIR]
+#                         [--runs N] [--rebound-batches "1 16"]
 #   --systems any of rebound, rabbitmq, nats (= nats-sync-always and nats-default),
 #             nats-sync-always, nats-default
 #   --quick   a tenth of each workload's messages (a smoke test, not a result)
 #   --out     keep the JSON reports and logs in DIR (default: a temp dir, removed)
+#   --runs    repeat the whole series N times (default 1), systems alternating within
+#             each; the table gives min–max over the runs
+#   --rebound-batches  messages per Send call for rebound's rows (default "1 16")
+# The broker's own CPU time over each client run (from /proc/PID/stat) is added to
+# every report as `broker_process_cpu_s`; the table shows it per message.
 # Environment: REBOUND_BIN (skip building rebound), NATS_SERVER (the nats-server to
 # run; default: the one on PATH), CLIENT_TIMEOUT (s, default 600).
 set -euo pipefail
@@ -39,6 +50,8 @@ SYSTEMS="rebound rabbitmq nats"
 WORKLOADS="durable fan poison backlog"
 QUICK=0
 OUT=""
+RUNS_N=1
+REBOUND_BATCHES="1 16"
 CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-600}
 REBOUND_PORT=61716
 AMQP_PORT=5673
@@ -52,6 +65,8 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift ;;
     --workloads) WORKLOADS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
+    --runs) RUNS_N="$2"; shift ;;
+    --rebound-batches) REBOUND_BATCHES="$2"; shift ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -245,17 +260,24 @@ overrides() {  # workload -> --messages for --quick
   case "$1" in backlog) echo "--messages 50000" ;; poison) echo "--messages 1000" ;; *) echo "--messages 5000" ;; esac
 }
 
-run_one() {  # system workload
-  local sys=$1 w=$2 out="$RESULTS/$1.$2.json" err="$RESULTS/$1.$2.log" rc=0
+cpu_ticks() {  # pid -> utime + stime in clock ticks (USER_HZ = 100)
+  awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+run_one() {  # system workload run [rebound batch]
+  local sys=$1 w=$2 batch=${4:-1} tag="$1.$2.r$3" rc=0 t0 t1
+  [ "$sys" = rebound ] && tag="$sys-b$batch.$2.r$3"
+  local out="$RESULTS/$tag.json" err="$RESULTS/$tag.log"
   case "$sys" in
     nats-*) start_nats "$sys" || return 1 ;;
     *) "start_$sys" || return 1 ;;
   esac
-  log "$sys $w…"
+  log "run $3: $sys $w${4:+ (batch $batch)}…"
+  t0=$(cpu_ticks "$SERVER_PID")
   case "$sys" in
     rebound)
       run_bg timeout "$CLIENT_TIMEOUT" "$REBOUND_BIN" perf --server "http://127.0.0.1:$REBOUND_PORT" \
-        --workload "$w" $(overrides "$w") --json >"$out" 2>"$err" || rc=$? ;;
+        --workload "$w" --batch "$batch" $(overrides "$w") --json >"$out" 2>"$err" || rc=$? ;;
     rabbitmq)
       run_bg timeout "$CLIENT_TIMEOUT" "$PEERS_BIN" rabbitmq --url "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
         --workload "$w" $(overrides "$w") --server-pid "$SERVER_PID" --timeout-s "$CLIENT_TIMEOUT" \
@@ -267,6 +289,10 @@ run_one() {  # system workload
         --json >"$out" 2>"$err" || rc=$?
       if [ -s "$out" ]; then sed -i "s/\"system\":\"nats\"/\"system\":\"$sys\"/" "$out"; fi ;;
   esac
+  t1=$(cpu_ticks "$SERVER_PID")
+  if [ -s "$out" ]; then
+    sed -i "s/}\$/,\"broker_process_cpu_s\":$(( t1 - t0 )).0e-2}/" "$out"
+  fi
   stop_servers
   if [ "$rc" != 0 ] || [ ! -s "$out" ]; then
     log "$sys $w failed (exit $rc):"; tail -5 "$err" >&2; rm -f "$out"
@@ -274,9 +300,17 @@ run_one() {  # system workload
 }
 
 log "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-for w in $WORKLOADS; do
-  for sys in "${RUNS[@]}"; do
-    run_one "$sys" "$w" || log "$sys $w: broker failed to start"
+for r in $(seq 1 "$RUNS_N"); do
+  for w in $WORKLOADS; do
+    for sys in "${RUNS[@]}"; do
+      if [ "$sys" = rebound ]; then
+        for b in $REBOUND_BATCHES; do
+          run_one "$sys" "$w" "$r" "$b" || log "$sys $w: broker failed to start"
+        done
+      else
+        run_one "$sys" "$w" "$r" || log "$sys $w: broker failed to start"
+      fi
+    done
   done
 done
 log "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

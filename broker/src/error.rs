@@ -44,6 +44,13 @@ pub enum BrokerError {
     },
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A transaction sent a message whose duplicate id its address remembers.
+    #[error(
+        "duplicate id '{}' was already sent to address '{}': the transaction is rolled back, nothing of it was applied",
+        excerpt(.id),
+        excerpt(.address)
+    )]
+    DuplicateId { address: String, id: String },
     /// The caller's roles do not hold `permission` on `address` (security-settings).
     #[error(
         "permission denied: user '{}' lacks the `{permission}` permission on address '{}'",

@@ -11,6 +11,8 @@
 //! - [`timeline`]: message ids ordered by due time (delayed redeliveries, expiry).
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
+//! - [`scheduled`]: when a producer's message becomes deliverable (`_AMQ_SCHED_DELIVERY`).
+//! - [`duplicates`]: the per-address duplicate-id caches (`_AMQ_DUPL_ID`).
 //! - [`explain`]: the redelivery policy of an address as a readable schedule.
 //! - [`transactions`]: the open transactions and what each has gathered.
 //! - [`settings`]: the address-settings in force, cached per address.
@@ -34,6 +36,7 @@ pub mod connections;
 pub mod daemon;
 pub mod data_dir;
 pub mod dead_letter;
+pub mod duplicates;
 pub mod engine;
 pub mod error;
 pub mod explain;
@@ -47,6 +50,7 @@ pub mod queue;
 pub mod redelivery;
 pub mod reload;
 pub mod routing;
+pub mod scheduled;
 pub mod security;
 pub mod settings;
 pub mod time;

@@ -30,9 +30,11 @@
 //! `rebound_config::EXCERPT_BYTES` of any input (`rebound_config::excerpt`): gRPC
 //! carries them in a header, and an error bigger than the client's header limit
 //! reaches it as a protocol error instead of the status the broker meant.
+use bytes::Bytes;
 use rebound_config::{Limits, MAX_PROPERTIES_BYTES_LIMIT, clip, excerpt};
+use rebound_protocol::properties::{DUPL_ID, PRODUCER_SET, SCHED_DELIVERY};
 use rebound_storage::records::property_value::Value;
-use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord};
+use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord, PropertyValue};
 
 use crate::error::{BrokerError, Result};
 
@@ -47,9 +49,35 @@ pub fn check_name(kind: &str, name: &str) -> Result<()> {
     rebound_config::check_name(kind, name).map_err(BrokerError::InvalidArgument)
 }
 
+/// The longest duplicate id (`_AMQ_DUPL_ID`) taken: an address remembers up to
+/// `id-cache-size` of them in memory.
+pub const MAX_DUPLICATE_ID_BYTES: usize = 256;
+
+/// What a producer's message asks of the broker through the reserved properties a
+/// producer may set (`rebound_protocol::properties::PRODUCER_SET`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Requests {
+    /// `_AMQ_SCHED_DELIVERY`: deliver at this time, ms since the Unix epoch.
+    pub deliver_at_ms: Option<i64>,
+    /// `_AMQ_DUPL_ID`: its duplicate id.
+    pub duplicate_id: Option<Bytes>,
+}
+
+/// A producer's message as the engine accepted it: given its id and timestamp,
+/// with what it asked for.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub record: MessageRecord,
+    /// When it becomes deliverable, ms since the Unix epoch; `0` = at once.
+    pub due_ms: u64,
+    /// Its duplicate id, when its address detects duplicates (`id-cache-size` > 0).
+    pub duplicate_id: Option<Bytes>,
+}
+
 /// Checks a message a producer sent (its id and timestamp are the broker's to set)
-/// against the `[limits]` on its properties.
-pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<()> {
+/// against the `[limits]` on its properties; returns what its reserved properties
+/// ask for.
+pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<Requests> {
     check_name("address", &record.address)?;
     let count = record.properties.len() as u64;
     if count > limits.max_properties_per_message {
@@ -58,15 +86,27 @@ pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<()> {
             limits.max_properties_per_message
         )));
     }
-    for name in record.properties.keys() {
+    let mut requests = Requests::default();
+    for (name, value) in &record.properties {
         let problem = if name.is_empty() {
             Some("must not be empty")
         } else if name.len() > MAX_PROPERTY_NAME_BYTES {
             Some("must be at most 256 bytes")
-        } else if RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
-            && !rebound_protocol::properties::PRODUCER_SET.contains(&name.as_str())
-        {
-            Some("uses a prefix reserved for the broker (_AMQ_, _REBOUND_)")
+        } else if RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            // Only names with a reserved prefix are looked at twice.
+            match name.as_str() {
+                SCHED_DELIVERY => {
+                    requests.deliver_at_ms = Some(deliver_at(value)?);
+                    None
+                }
+                DUPL_ID => {
+                    requests.duplicate_id = Some(duplicate_id(value)?);
+                    None
+                }
+                // The others a producer may set (the group id) are kept as they are.
+                other if PRODUCER_SET.contains(&other) => None,
+                _ => Some("uses a prefix reserved for the broker (_AMQ_, _REBOUND_)"),
+            }
         } else {
             None
         };
@@ -91,7 +131,35 @@ pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<()> {
             limits.max_properties_bytes
         )));
     }
-    Ok(())
+    Ok(requests)
+}
+
+fn deliver_at(value: &PropertyValue) -> Result<i64> {
+    match value.value {
+        Some(Value::Int(at)) => Ok(at),
+        _ => Err(BrokerError::InvalidArgument(format!(
+            "{SCHED_DELIVERY} must be an integer: ms since the Unix epoch"
+        ))),
+    }
+}
+
+fn duplicate_id(value: &PropertyValue) -> Result<Bytes> {
+    let id = match &value.value {
+        Some(Value::String(s)) => Bytes::copy_from_slice(s.as_bytes()),
+        Some(Value::Bytes(b)) => b.clone(),
+        _ => {
+            return Err(BrokerError::InvalidArgument(format!(
+                "{DUPL_ID} must be a string or bytes"
+            )));
+        }
+    };
+    if id.is_empty() || id.len() > MAX_DUPLICATE_ID_BYTES {
+        return Err(BrokerError::InvalidArgument(format!(
+            "a duplicate id must be 1 to {MAX_DUPLICATE_ID_BYTES} bytes long, this one has {}",
+            id.len()
+        )));
+    }
+    Ok(id)
 }
 
 // The config refuses a `max-properties-bytes` above its ceiling at load; the config
@@ -207,6 +275,42 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("priority")
+        );
+    }
+
+    #[test]
+    fn the_reserved_names_a_producer_may_set_are_read_and_checked() {
+        let mut m = record("a");
+        let int = |i| PropertyValue {
+            value: Some(Value::Int(i)),
+        };
+        let text = |s: &str| PropertyValue {
+            value: Some(Value::String(s.into())),
+        };
+        m.properties.insert(SCHED_DELIVERY.into(), int(1234));
+        m.properties.insert(DUPL_ID.into(), text("order-7"));
+        let requests = check_new(&m, &Limits::default()).unwrap();
+        assert_eq!(
+            requests,
+            Requests {
+                deliver_at_ms: Some(1234),
+                duplicate_id: Some(Bytes::from_static(b"order-7")),
+            }
+        );
+        for (name, bad) in [
+            (SCHED_DELIVERY, text("tomorrow")),
+            (DUPL_ID, int(7)),
+            (DUPL_ID, text("")),
+            (DUPL_ID, text(&"x".repeat(MAX_DUPLICATE_ID_BYTES + 1))),
+        ] {
+            let mut m = record("a");
+            m.properties.insert(name.into(), bad);
+            let err = check_new(&m, &Limits::default()).unwrap_err();
+            assert!(matches!(err, BrokerError::InvalidArgument(_)), "{err}");
+        }
+        assert_eq!(
+            check_new(&record("a"), &Limits::default()).unwrap(),
+            Requests::default()
         );
     }
 

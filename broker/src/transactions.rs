@@ -5,11 +5,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rebound_config::Limits;
-use rebound_storage::MessageRecord;
-
 use crate::error::{BrokerError, Result};
+use crate::message::Prepared;
 use crate::queue::{Entry, Queue};
+use rebound_config::Limits;
 
 /// Identifies a `Transact` stream.
 pub type SessionId = u64;
@@ -22,7 +21,7 @@ const FINISHED_KEPT: usize = 4096;
 pub struct Transaction {
     session: SessionId,
     /// Sends, validated and given their ids, invisible until the commit.
-    pub sends: Vec<MessageRecord>,
+    pub sends: Vec<Prepared>,
     /// Acked deliveries, out of their queues but still in storage.
     pub acks: Vec<(Arc<Queue>, Entry)>,
     /// What `max-transaction-bytes` counts of the sends.
@@ -163,10 +162,13 @@ impl Transactions {
         &self,
         id: u64,
         session: SessionId,
-        records: Vec<MessageRecord>,
+        records: Vec<Prepared>,
         limits: &Limits,
     ) -> Result<()> {
-        let bytes = records.iter().map(crate::message::counted_bytes).sum();
+        let bytes = records
+            .iter()
+            .map(|p| crate::message::counted_bytes(&p.record))
+            .sum();
         self.with(id, Some(session), |tx| {
             tx.room(id, records.len(), bytes, limits)?;
             tx.bytes += bytes;
@@ -269,9 +271,13 @@ mod tests {
             max_transaction_bytes: 100,
             ..Limits::default()
         };
-        let record = |body: usize| MessageRecord {
-            body: vec![b'x'; body].into(),
-            ..Default::default()
+        let record = |body: usize| Prepared {
+            record: rebound_storage::MessageRecord {
+                body: vec![b'x'; body].into(),
+                ..Default::default()
+            },
+            due_ms: 0,
+            duplicate_id: None,
         };
         let id = txs.begin(1, &limits).unwrap();
         txs.add_sends(id, 1, vec![record(40), record(40)], &limits)

@@ -157,6 +157,15 @@ pub fn delivery_line(delivery: &Delivery) -> String {
     )
 }
 
+/// A time in ms since the Unix epoch as RFC 3339 UTC (ms as is if out of range).
+fn rfc3339(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| format!("{ms} ms"))
+}
+
 /// `rebound queue browse`'s table: one row per message, with the dead-letter
 /// reason (if it is a dead letter) in a column of its own.
 pub fn browsed_table(messages: &[BrowsedMessage]) -> String {
@@ -165,7 +174,7 @@ pub fn browsed_table(messages: &[BrowsedMessage]) -> String {
         .map(|browsed| {
             let message = &browsed.message;
             let state = match browsed.state {
-                MessageState::Scheduled => format!("scheduled until {} ms", browsed.scheduled_at_ms),
+                MessageState::Scheduled => format!("scheduled until {}", rfc3339(browsed.scheduled_at_ms)),
                 other => state_name(other).to_owned(),
             };
             let reason = message

@@ -45,6 +45,25 @@ pub struct SendArgs {
     /// at a time, in send order.
     #[arg(long, value_name = "ID")]
     group: Option<String>,
+    /// Scheduled delivery: not before this many ms from when the broker receives it.
+    #[arg(long, value_name = "MS", conflicts_with = "deliver_at")]
+    delay_ms: Option<u64>,
+    /// Scheduled delivery: not before this time, RFC 3339 (2030-01-31T08:00:00Z,
+    /// or with an offset: 2030-01-31T09:00:00+01:00).
+    #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339_ms)]
+    deliver_at: Option<u64>,
+    /// Duplicate detection: if the address remembers this id, the broker
+    /// acknowledges the message without storing it again (so of `--count` copies
+    /// only the first is stored).
+    #[arg(long, value_name = "ID")]
+    duplicate_id: Option<String>,
+}
+
+/// An RFC 3339 time as ms since the Unix epoch (0 for a time before it: due now).
+fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
+    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("not an RFC 3339 time such as 2030-01-31T08:00:00Z: {e}"))?;
+    Ok(u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
 }
 
 /// Runs `rebound send`.
@@ -68,6 +87,15 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
     if let Some(group) = args.group {
         message = message.group(group);
     }
+    if let Some(at) = args.deliver_at {
+        message = message.deliver_at_ms(at);
+    }
+    if let Some(delay) = args.delay_ms {
+        message = message.delay_ms(delay);
+    }
+    if let Some(id) = args.duplicate_id {
+        message = message.duplicate_id(id);
+    }
 
     let publisher = args.server.connect().await?.publisher();
     let sends = (0..args.count).map(|_| publisher.send(message.clone()));
@@ -77,9 +105,12 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
         result?;
         sent += 1;
     }
-    let unrouted = publisher.unrouted();
+    let (unrouted, duplicates) = (publisher.unrouted(), publisher.duplicates());
     let plural = if sent == 1 { "" } else { "s" };
     outln!("sent {sent} message{plural} to {}", args.address)?;
+    if duplicates > 0 {
+        outln!("{duplicates} of them were duplicates: acknowledged, not stored again")?;
+    }
     if unrouted > 0 {
         eprintln!(
             "warning: {unrouted} of them were dropped: address '{}' has no queue",
@@ -87,4 +118,21 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deliver_at_is_rfc3339_with_any_offset() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), Ok(1500));
+        assert_eq!(
+            parse_rfc3339_ms("2030-01-31T09:00:00+01:00"),
+            Ok(1_896_076_800_000)
+        );
+        assert_eq!(parse_rfc3339_ms("1969-12-31T00:00:00Z"), Ok(0));
+        let err = parse_rfc3339_ms("tomorrow").unwrap_err();
+        assert!(err.contains("RFC 3339"), "{err}");
+    }
 }

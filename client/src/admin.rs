@@ -18,7 +18,7 @@ pub struct BrowsedMessage {
     pub message: Message,
     /// Deliveries so far; 0 if never delivered.
     pub delivery_count: u32,
-    /// Ready, being delivered, or waiting for a delayed redelivery.
+    /// Ready, being delivered, or waiting (a delayed redelivery, or a message sent for later).
     pub state: MessageState,
     /// For [`MessageState::Scheduled`]: when it becomes deliverable, ms since the Unix epoch.
     pub scheduled_at_ms: u64,

@@ -178,8 +178,20 @@ impl Client {
         only_id(self.send_batch(vec![message]).await?)
     }
 
+    /// Sends one message and says what became of it: its id, and whether the broker
+    /// found it a duplicate ([`OutgoingMessage::duplicate_id`]) and did not store it.
+    pub async fn send_outcome(&self, message: OutgoingMessage) -> Result<Sent> {
+        let response = self.send_batch(vec![message]).await?;
+        let duplicate = response.duplicates.first().copied().unwrap_or(false);
+        Ok(Sent {
+            id: only_id(response)?,
+            duplicate,
+        })
+    }
+
     /// Sends messages as one batch: the broker accepts or refuses them together and
-    /// writes the durable ones in one storage commit.
+    /// writes the durable ones in one storage commit. The response's `duplicates`
+    /// flags, in request order, the messages found duplicates (empty when none was).
     pub async fn send_batch(&self, messages: Vec<OutgoingMessage>) -> Result<SendResponse> {
         let request = proto::SendRequest {
             messages: messages.into_iter().map(Into::into).collect(),
@@ -231,6 +243,15 @@ pub(crate) fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String
         Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
         _ => cause.to_string(),
     }
+}
+
+/// What became of one message sent ([`Client::send_outcome`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// The id the broker gave it (for a duplicate: an id that names nothing stored).
+    pub id: u64,
+    /// The address remembered its duplicate id: acknowledged, not stored again.
+    pub duplicate: bool,
 }
 
 /// The id of a one-message send.

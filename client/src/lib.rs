@@ -52,7 +52,7 @@ mod publisher;
 mod transaction;
 
 pub use admin::{BrowsedMessage, Selection};
-pub use client::{Client, ConnectOptions, DEFAULT_URL, TlsOptions};
+pub use client::{Client, ConnectOptions, DEFAULT_URL, Sent, TlsOptions};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery};
 pub use credentials::Credentials;
 pub use error::{Error, Result};

@@ -66,6 +66,32 @@ impl OutgoingMessage {
         self
     }
 
+    /// Scheduled delivery: not delivered before this time, milliseconds since the Unix
+    /// epoch (the broker stores it as `_AMQ_SCHED_DELIVERY`). Wins over
+    /// [`delay_ms`](Self::delay_ms); a time not in the future delivers at once, more
+    /// than 3650 days ahead is refused.
+    pub fn deliver_at_ms(mut self, deliver_at_ms: u64) -> Self {
+        self.0.deliver_at_ms = Some(deliver_at_ms);
+        self
+    }
+
+    /// Scheduled delivery: not delivered before this many milliseconds from when the
+    /// broker receives it.
+    pub fn delay_ms(mut self, delay_ms: u64) -> Self {
+        self.0.delay_ms = Some(delay_ms);
+        self
+    }
+
+    /// Duplicate detection (`_AMQ_DUPL_ID`, 1 to 256 bytes): if the address
+    /// remembers this id, the send is acknowledged but the message is not stored
+    /// again ([`Sent::duplicate`](crate::Sent::duplicate) says so); inside a
+    /// transaction the commit fails with `ALREADY_EXISTS`. Use one id per logical
+    /// message and resend with the same id after an error.
+    pub fn duplicate_id(mut self, id: impl Into<String>) -> Self {
+        self.0.duplicate_id = Some(id.into());
+        self
+    }
+
     /// The target address.
     pub fn address(&self) -> &str {
         &self.0.address
@@ -180,6 +206,21 @@ mod tests {
         assert_eq!(
             (wire.durable, wire.priority, wire.expiration_ms),
             (Some(false), Some(9), Some(42))
+        );
+        assert_eq!(
+            (wire.deliver_at_ms, wire.delay_ms, wire.duplicate_id),
+            (None, None, None)
+        );
+
+        let wire = proto::OutgoingMessage::from(
+            OutgoingMessage::new("a", "b")
+                .deliver_at_ms(7)
+                .delay_ms(8)
+                .duplicate_id("order-1"),
+        );
+        assert_eq!(
+            (wire.deliver_at_ms, wire.delay_ms, wire.duplicate_id.as_deref()),
+            (Some(7), Some(8), Some("order-1"))
         );
     }
 }

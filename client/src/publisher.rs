@@ -86,6 +86,7 @@ pub struct Publisher {
 struct Counts {
     frames: AtomicU64,
     unrouted: AtomicU64,
+    duplicates: AtomicU64,
 }
 
 /// A message waiting for its answer.
@@ -156,6 +157,13 @@ impl Publisher {
     /// it does not say whose they were.
     pub fn unrouted(&self) -> u64 {
         self.counts.unrouted.load(Ordering::Relaxed)
+    }
+
+    /// Messages sent so far that were duplicates ([`OutgoingMessage::duplicate_id`]):
+    /// acknowledged, not stored again. Counted per frame, like [`unrouted`](Self::unrouted);
+    /// [`Client::send_outcome`](crate::Client::send_outcome) says it of one message.
+    pub fn duplicates(&self) -> u64 {
+        self.counts.duplicates.load(Ordering::Relaxed)
     }
 }
 
@@ -362,6 +370,8 @@ impl Driver {
             Some(Answer::Sent(sent)) if sent.message_ids.len() == frame.items.len() => {
                 let unrouted = u64::from(sent.unrouted);
                 self.counts.unrouted.fetch_add(unrouted, Ordering::Relaxed);
+                let duplicates = sent.duplicates.iter().filter(|&&d| d).count() as u64;
+                self.counts.duplicates.fetch_add(duplicates, Ordering::Relaxed);
                 for (item, id) in frame.items.into_iter().zip(sent.message_ids) {
                     item.answer(Ok(id));
                 }

@@ -322,6 +322,7 @@ mod tests {
             outage-pause-multiplier = 3.0
             max-outage-pause = 5000
             outage-counts-attempts = true
+            id-cache-size = 7
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -365,8 +366,13 @@ mod tests {
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
         assert_eq!(
-            (s.max_message_size, s.max_redrive, s.max_retry_after_ms),
-            (512, 0, 60_000)
+            (
+                s.max_message_size,
+                s.max_redrive,
+                s.max_retry_after_ms,
+                s.id_cache_size
+            ),
+            (512, 0, 60_000, 7)
         );
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),

@@ -55,8 +55,11 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
 /// What is wrong with a name, if anything: [`check_name`]'s rule, for
 /// messages that show the name their own way.
 pub(crate) fn name_problem(name: &str) -> Option<String> {
+    // No ASCII character is a format character: the lookup is for the others
+    // (it showed in the profile of a send, which checks its address).
     let format = || {
         name.char_indices()
+            .filter(|(_, c)| !c.is_ascii())
             .find(|(_, c)| c.general_category() == GeneralCategory::Format)
     };
     if name.is_empty() {
@@ -104,6 +107,12 @@ mod tests {
             "address name must not be empty"
         );
         assert_eq!(check_name("address", PLACEHOLDER), Ok(()));
+    }
+
+    #[test]
+    fn no_ascii_character_is_a_format_character() {
+        // What lets `name_problem` skip the lookup for ASCII.
+        assert!((0u8..128).all(|b| char::from(b).general_category() != GeneralCategory::Format));
     }
 
     #[test]

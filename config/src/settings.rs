@@ -143,6 +143,11 @@ macro_rules! for_each_setting {
             /// dead-letter good messages.
             outage_counts_attempts: bool = "outage-counts-attempts",
                 bool => check::any, default = false;
+            /// How many duplicate ids (`_AMQ_DUPL_ID`) the address remembers,
+            /// oldest forgotten first; `0` turns duplicate detection off.
+            /// Default 20,000, as in Artemis.
+            id_cache_size: u32 = "id-cache-size",
+                i64 => check::count, default = 20_000;
         }
     };
 }
@@ -484,7 +489,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 29);
+        assert_eq!(keys.len(), 30);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),

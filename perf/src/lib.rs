@@ -268,11 +268,11 @@ async fn drive(
     let after = client.server_info().await?;
 
     let syncs = after.store_syncs.saturating_sub(before.store_syncs);
+    let broker_cpu_us = after.process_cpu_us.saturating_sub(before.process_cpu_us);
     let extra = match filled {
         _ if spec.outage_ms.is_some() => Extra::Outage {
             outage_deliveries: run.outage_deliveries.load(Ordering::Relaxed),
             dead_lettered: dead().await?,
-            broker_cpu_s: after.cpu_ms.saturating_sub(before.cpu_ms) as f64 / 1000.0,
             good_done_s,
         },
         _ if poison > 0 => Extra::Poison {
@@ -312,6 +312,8 @@ async fn drive(
         rss_bytes: after.rss_bytes,
         peak_rss_bytes: after.peak_rss_bytes,
         client_cpu_s: report::process_cpu_s(),
+        broker_cpu_s: broker_cpu_us as f64 / 1e6,
+        broker_cpu_us_per_message: broker_cpu_us as f64 / spec.messages as f64,
         extra,
     })
 }

@@ -47,6 +47,10 @@ pub struct Report {
     /// CPU time (user + system) this perf process used: if it nears
     /// `duration_s × cores`, the tool is the bottleneck.
     pub client_cpu_s: f64,
+    /// CPU time the broker process used during the run (`GetServerInfo` delta),
+    /// and that per message sent, in µs.
+    pub broker_cpu_s: f64,
+    pub broker_cpu_us_per_message: f64,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -90,8 +94,6 @@ pub enum Extra {
         outage_deliveries: u64,
         /// Messages the outage dead-lettered.
         dead_lettered: u64,
-        /// CPU the broker used during the run (from GetServerInfo).
-        broker_cpu_s: f64,
         /// First send → last message acked.
         good_done_s: f64,
     },
@@ -161,12 +163,11 @@ impl Report {
             Extra::Outage {
                 outage_deliveries,
                 dead_lettered,
-                broker_cpu_s,
                 good_done_s,
             } => writeln!(
                 out,
                 "outage         {outage_deliveries} deliveries during the outage, {dead_lettered} \
-                 dead-lettered; broker CPU {broker_cpu_s:.2} s; all done after {good_done_s:.2} s"
+                 dead-lettered; all done after {good_done_s:.2} s"
             )?,
             Extra::Backlog {
                 drain_rate,
@@ -182,6 +183,11 @@ impl Report {
             out,
             "duration       {:.2} s (perf itself used {:.2} s of CPU)",
             self.duration_s, self.client_cpu_s
+        )?;
+        writeln!(
+            out,
+            "broker CPU     {:.2} s, {:.1} µs per message",
+            self.broker_cpu_s, self.broker_cpu_us_per_message
         )
     }
 }

@@ -2,7 +2,8 @@
 //! place for the server, the CLI and the client.
 //!
 //! Application properties may not start with [`AMQ_PREFIX`] or [`REBOUND_PREFIX`]:
-//! the broker refuses such a send. The `_AMQ_*` names are Apache ActiveMQ Artemis's
+//! the broker refuses such a send, except for the names in [`PRODUCER_SET`],
+//! which a producer sets to ask something of the broker (as in Artemis). The `_AMQ_*` names are Apache ActiveMQ Artemis's
 //! (so Artemis tooling and selectors written for it keep working); the
 //! `_REBOUND_*` names are rebound's own additions.
 //!
@@ -26,11 +27,19 @@ pub const RESERVED_PREFIXES: [&str; 2] = [AMQ_PREFIX, REBOUND_PREFIX];
 pub const GROUP_ID: &str = "_AMQ_GROUP_ID";
 /// The JMS name of the group, used when [`GROUP_ID`] is absent (string).
 pub const JMSX_GROUP_ID: &str = "JMSXGroupID";
-/// Reserved names a producer may set: Artemis's producer-side properties.
-pub const PRODUCER_SET: [&str; 1] = [GROUP_ID];
 /// On a dead letter of a group: how many messages of its group were waiting
 /// behind it when it left (integer). Its `_AMQ_GROUP_ID` says which group.
 pub const GROUP_HELD: &str = "_REBOUND_GROUP_HELD";
+/// When to deliver the message, ms since the Unix epoch (integer): Artemis's
+/// scheduled delivery. A send's `deliver_at_ms` or `delay_ms` field, when set,
+/// replaces it (with the absolute time it asks for).
+pub const SCHED_DELIVERY: &str = "_AMQ_SCHED_DELIVERY";
+/// The message's duplicate id (string or bytes, 1 to 256 bytes): a send whose
+/// id the address remembers is acknowledged but not stored again. A send's
+/// `duplicate_id` field, when set, replaces it.
+pub const DUPL_ID: &str = "_AMQ_DUPL_ID";
+/// The reserved names a producer may set; the message keeps them.
+pub const PRODUCER_SET: [&str; 3] = [GROUP_ID, SCHED_DELIVERY, DUPL_ID];
 
 /// The address the message had when it died (string).
 pub const ORIG_ADDRESS: &str = "_AMQ_ORIG_ADDRESS";
@@ -72,6 +81,8 @@ mod tests {
             REDRIVE_COUNT,
             GROUP_ID,
             GROUP_HELD,
+            SCHED_DELIVERY,
+            DUPL_ID,
         ] {
             assert!(RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)), "{name}");
         }

@@ -13,6 +13,13 @@
 //! | `0x10` | address name, UTF-8             | [`AddressRecord`]              |
 //! | `0x11` | queue `u32`                     | [`QueueRecord`]                |
 //! | `0x20` | (nothing)                       | journal checkpoint, `u64` BE   |
+//! | `0x30` | address length `u32` ‖ address, UTF-8 ‖ seq `u64` | [`DuplicateIdRecord`] |
+//!
+//! A `0x30` key is one entry of an address's duplicate-id cache; `seq` orders
+//! the entries of one address oldest first, so the cache's FIFO is a prefix
+//! scan. The length prefix makes "every entry of address `a`" an exact prefix
+//! whatever bytes names contain (so byte order sorts these keys by address
+//! length first: only the order within one address means anything).
 //!
 //! This module is pure: no engine, no I/O, so it is unit- and property-tested
 //! on its own.
@@ -21,6 +28,7 @@
 //! [`DeliveryState`]: crate::records::DeliveryState
 //! [`AddressRecord`]: crate::records::AddressRecord
 //! [`QueueRecord`]: crate::records::QueueRecord
+//! [`DuplicateIdRecord`]: crate::records::DuplicateIdRecord
 
 use crate::{MessageId, QueueId};
 
@@ -35,6 +43,8 @@ pub const QUEUE: u8 = 0x11;
 /// The one key of the journal checkpoint: the seq of the last journal record
 /// known to be durable in the engine (see `journal.rs`).
 pub const JOURNAL_CHECKPOINT: u8 = 0x20;
+/// Kind prefix of a [`DuplicateIdRecord`](crate::records::DuplicateIdRecord) key.
+pub const DUPLICATE_ID: u8 = 0x30;
 
 /// A decoded key: which record a stored key names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,6 +69,13 @@ pub enum Key {
     Queue(QueueId),
     /// The journal checkpoint.
     JournalCheckpoint,
+    /// One entry of an address's duplicate-id cache.
+    DuplicateId {
+        /// The address whose cache it is.
+        address: String,
+        /// Its place in that cache, oldest first.
+        seq: u64,
+    },
 }
 
 /// Why a byte string is not a valid key.
@@ -89,6 +106,7 @@ impl Key {
             Key::Address(name) => address(name),
             Key::Queue(queue) => self::queue(*queue).to_vec(),
             Key::JournalCheckpoint => vec![JOURNAL_CHECKPOINT],
+            Key::DuplicateId { address, seq } => duplicate_id(address, *seq),
         }
     }
 
@@ -120,6 +138,19 @@ impl Key {
             }
             JOURNAL_CHECKPOINT if rest.is_empty() => Ok(Key::JournalCheckpoint),
             JOURNAL_CHECKPOINT => Err(bad_length()),
+            DUPLICATE_ID => {
+                let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(bad_length)?;
+                let len = u32::from_be_bytes(*len) as usize;
+                if rest.len() != len.saturating_add(8) {
+                    return Err(bad_length());
+                }
+                let (name, seq) = rest.split_at(len);
+                let address = std::str::from_utf8(name).map_err(|_| KeyError::NotUtf8)?;
+                Ok(Key::DuplicateId {
+                    address: address.to_owned(),
+                    seq: u64::from_be_bytes(seq.try_into().expect("8 bytes")),
+                })
+            }
             other => Err(KeyError::UnknownKind(Some(other))),
         }
     }
@@ -158,6 +189,24 @@ pub fn queue_states(queue: QueueId) -> [u8; 5] {
     queue_prefix(STATE, queue)
 }
 
+/// The key of an entry of an address's duplicate-id cache:
+/// `0x30 | len u32 | address | seq`.
+pub fn duplicate_id(address: &str, seq: u64) -> Vec<u8> {
+    let mut key = address_duplicate_ids(address);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The prefix shared by the duplicate-id cache entries of `address`.
+pub fn address_duplicate_ids(address: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + 4 + address.len() + 8);
+    key.push(DUPLICATE_ID);
+    // Names are far below 4 GiB (the store bounds every key by its record limit).
+    key.extend_from_slice(&(address.len() as u32).to_be_bytes());
+    key.extend_from_slice(address.as_bytes());
+    key
+}
+
 /// Lower-case hex of a key, for error messages and logs.
 pub fn hex(key: &[u8]) -> String {
     key.iter().map(|b| format!("{b:02x}")).collect()
@@ -193,6 +242,10 @@ mod tests {
         ]
     }
 
+    fn any_duplicate_id() -> impl Strategy<Value = Key> {
+        (".*", any::<u64>()).prop_map(|(address, seq)| Key::DuplicateId { address, seq })
+    }
+
     proptest! {
         #[test]
         fn round_trips(key in any_key()) {
@@ -215,6 +268,21 @@ mod tests {
         }
 
         #[test]
+        fn duplicate_id_keys_round_trip(key in any_duplicate_id()) {
+            prop_assert_eq!(Key::decode(&key.encode()), Ok(key));
+        }
+
+        /// The entries of one address are exactly those under its prefix, and
+        /// they scan oldest first.
+        #[test]
+        fn duplicate_ids_of_an_address_are_its_prefix_in_seq_order(
+            a in ".*", b in ".*", s in any::<u64>(), t in any::<u64>()
+        ) {
+            prop_assert_eq!(duplicate_id(&b, s).starts_with(&address_duplicate_ids(&a)), a == b);
+            prop_assert_eq!(duplicate_id(&a, s).cmp(&duplicate_id(&a, t)), s.cmp(&t));
+        }
+
+        #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..20)) {
             let _ = Key::decode(&bytes);
         }
@@ -227,6 +295,7 @@ mod tests {
         assert_eq!(hex(&queue(7)), "1100000007");
         assert_eq!(address("a.b"), b"\x10a.b");
         assert_eq!(Key::JournalCheckpoint.encode(), [0x20]);
+        assert_eq!(hex(&duplicate_id("ab", 3)), "300000000261620000000000000003");
     }
 
     #[test]
@@ -241,5 +310,15 @@ mod tests {
             })
         );
         assert_eq!(Key::decode(&[ADDRESS, 0xff]), Err(KeyError::NotUtf8));
+        let mut long = duplicate_id("ab", 3);
+        long.push(0);
+        assert_eq!(
+            Key::decode(&long),
+            Err(KeyError::BadLength {
+                kind: DUPLICATE_ID,
+                len: 16
+            })
+        );
+        assert!(Key::decode(&[DUPLICATE_ID, 0xff, 0xff, 0xff, 0xff]).is_err());
     }
 }

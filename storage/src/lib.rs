@@ -30,6 +30,7 @@
 //! 0x10 | address name (UTF-8)     -> AddressRecord
 //! 0x11 | queue u32                -> QueueRecord
 //! 0x20                            -> journal checkpoint (u64 BE)
+//! 0x30 | len u32 | address | seq u64  -> DuplicateIdRecord
 //! ```
 //!
 //! # Source files
@@ -250,7 +251,8 @@ use tokio::sync::oneshot;
 pub use error::StorageError;
 pub use memory::MemoryStore;
 pub use records::{
-    AddressRecord, DeliveryState, FailureRecord, MessageRecord, PropertyValue, QueueRecord, RoutingType,
+    AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
+    QueueRecord, RoutingType,
 };
 pub use sled_store::{SledOptions, SledStore};
 
@@ -335,7 +337,7 @@ pub trait Store: Send + Sync + 'static {
 pub enum Op {
     /// Creates or replaces an address.
     PutAddress(AddressRecord),
-    /// Deletes an address.
+    /// Deletes an address and its duplicate-id cache.
     DeleteAddress(String),
     /// Creates or replaces a queue.
     PutQueue(QueueRecord),
@@ -364,6 +366,23 @@ pub enum Op {
         queue: QueueId,
         /// The message.
         id: MessageId,
+    },
+    /// Adds (or replaces) entry `seq` of an address's duplicate-id cache.
+    PutDuplicateId {
+        /// The address whose cache it is.
+        address: String,
+        /// The entry's place in that cache, oldest first.
+        seq: u64,
+        /// The id.
+        id: bytes::Bytes,
+    },
+    /// Removes entry `seq` of an address's duplicate-id cache (the FIFO
+    /// dropped it).
+    RemoveDuplicateId {
+        /// The address whose cache it is.
+        address: String,
+        /// The entry's place in that cache.
+        seq: u64,
     },
 }
 
@@ -410,6 +429,21 @@ pub struct Recovered {
     pub addresses: Vec<AddressRecord>,
     /// All queues, ordered by id.
     pub queues: Vec<RecoveredQueue>,
+    /// Every duplicate-id cache entry, those of one address together and
+    /// ascending by seq (addresses in no particular order). Also those of
+    /// addresses that have no address record.
+    pub duplicate_ids: Vec<RecoveredDuplicateId>,
+}
+
+/// One entry of an address's duplicate-id cache, as [`Store::recover`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredDuplicateId {
+    /// The address whose cache it is.
+    pub address: String,
+    /// Its place in that cache, oldest first.
+    pub seq: u64,
+    /// The id.
+    pub id: bytes::Bytes,
 }
 
 /// One queue and the index of its messages.

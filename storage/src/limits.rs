@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::error::StorageError;
 use crate::large::MAX_MARKER_BYTES;
-use crate::records::MessageRecord;
+use crate::records::{DuplicateIdRecord, MessageRecord};
 use crate::{LARGE_BODY_THRESHOLD, MAX_INLINE_RECORD_BYTES, MAX_RECORD_BYTES, Op, keys};
 
 /// Where a message that passed [`check_message`] keeps its body.
@@ -33,7 +33,15 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
             check_message(&keys::message(*queue, message.message_id), message).map(drop)
         }
         Op::PutState { queue, id, state } => check_record(&keys::state(*queue, *id), state).map(drop),
-        Op::DeleteAddress(_) | Op::DeleteQueue(_) | Op::RemoveMessage { .. } => Ok(()),
+        Op::PutDuplicateId { address, seq, id } => check_record(
+            &keys::duplicate_id(address, *seq),
+            &DuplicateIdRecord { id: id.clone() },
+        )
+        .map(drop),
+        Op::DeleteAddress(_)
+        | Op::DeleteQueue(_)
+        | Op::RemoveMessage { .. }
+        | Op::RemoveDuplicateId { .. } => Ok(()),
     }
 }
 

@@ -21,10 +21,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bytes::Bytes;
+
 use crate::error::StorageError;
 use crate::limits;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
-use crate::{Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredQueue, Store, StoreStats};
+use crate::{
+    Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, Store,
+    StoreStats,
+};
 
 /// The [`Store`] in memory. Cheap to create; [`MemoryStore::reopen`] models
 /// a restart over the same data.
@@ -50,6 +55,7 @@ struct Data {
     queues: BTreeMap<QueueId, QueueRecord>,
     messages: BTreeMap<(QueueId, MessageId), MessageRecord>,
     states: BTreeMap<(QueueId, MessageId), DeliveryState>,
+    duplicate_ids: BTreeMap<(String, u64), Bytes>,
 }
 
 impl MemoryStore {
@@ -91,6 +97,7 @@ impl Data {
                 self.addresses.insert(record.name.clone(), record);
             }
             Op::DeleteAddress(name) => {
+                self.duplicate_ids.retain(|(address, _), _| *address != name);
                 self.addresses.remove(&name);
             }
             Op::PutQueue(record) => {
@@ -110,6 +117,12 @@ impl Data {
             Op::RemoveMessage { queue, id } => {
                 self.messages.remove(&(queue, id));
                 self.states.remove(&(queue, id));
+            }
+            Op::PutDuplicateId { address, seq, id } => {
+                self.duplicate_ids.insert((address, seq), id);
+            }
+            Op::RemoveDuplicateId { address, seq } => {
+                self.duplicate_ids.remove(&(address, seq));
             }
         }
     }
@@ -171,6 +184,15 @@ impl Store for MemoryStore {
         Ok(Recovered {
             addresses: data.addresses.values().cloned().collect(),
             queues: data.queues.values().map(|q| data.recover_queue(q)).collect(),
+            duplicate_ids: data
+                .duplicate_ids
+                .iter()
+                .map(|((address, seq), id)| RecoveredDuplicateId {
+                    address: address.clone(),
+                    seq: *seq,
+                    id: id.clone(),
+                })
+                .collect(),
         })
     }
 

@@ -214,6 +214,15 @@ pub struct FailureRecord {
     pub reason: String,
 }
 
+/// One entry of an address's duplicate-id cache: an id a producer sent with a
+/// message (`_AMQ_DUPL_ID`), written in the same commit as that message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DuplicateIdRecord {
+    /// The id, as the producer sent it (a string's UTF-8 bytes).
+    #[prost(bytes = "bytes", tag = "1")]
+    pub id: Bytes,
+}
+
 /// How an address routes messages to its queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
 #[repr(i32)]

@@ -62,10 +62,12 @@ use crate::journal::{self, Journal};
 use crate::keys::{self, Key};
 use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
 use crate::memtable::Memtable;
-use crate::records::{self, AddressRecord, DeliveryState, MessageIndex, MessageRecord, QueueRecord};
+use crate::records::{
+    self, AddressRecord, DeliveryState, DuplicateIdRecord, MessageIndex, MessageRecord, QueueRecord,
+};
 use crate::{
     Commit, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered,
-    RecoveredQueue, Store, StoreStats,
+    RecoveredDuplicateId, RecoveredQueue, Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -311,6 +313,31 @@ impl SledStore {
     }
 }
 
+impl SledStore {
+    /// Every duplicate-id cache entry: key order is one address after the
+    /// other, each ascending by seq.
+    fn recover_duplicate_ids(&self) -> Result<Vec<RecoveredDuplicateId>, StorageError> {
+        self.db
+            .scan_prefix([keys::DUPLICATE_ID])
+            .map(|entry| {
+                let (key, value) = entry?;
+                let Ok(Key::DuplicateId { address, seq }) = Key::decode(&key) else {
+                    return Err(StorageError::Corrupt {
+                        key: keys::hex(&key),
+                        reason: "not a duplicate-id key".into(),
+                    });
+                };
+                let record: DuplicateIdRecord = records::decode(&key, &value)?;
+                Ok(RecoveredDuplicateId {
+                    address,
+                    seq,
+                    id: record.id,
+                })
+            })
+            .collect()
+    }
+}
+
 impl Store for SledStore {
     fn commit(&self, ops: Vec<Op>) -> Commit {
         self.committer.submit(ops)
@@ -381,7 +408,12 @@ impl Store for SledStore {
             .into_iter()
             .map(|record| self.recover_queue(record))
             .collect::<Result<_, _>>()?;
-        Ok(Recovered { addresses, queues })
+        let duplicate_ids = self.recover_duplicate_ids()?;
+        Ok(Recovered {
+            addresses,
+            queues,
+            duplicate_ids,
+        })
     }
 
     fn stats(&self) -> StoreStats {

@@ -19,7 +19,7 @@ use prost::Message;
 
 use crate::error::StorageError;
 use crate::limits::{self, Placement};
-use crate::records::MessageRecord;
+use crate::records::{DuplicateIdRecord, MessageRecord};
 use crate::{Op, keys};
 
 /// A value to store: the encoded record, and for a message whose body goes
@@ -36,7 +36,7 @@ pub(crate) struct Value {
 enum Write {
     Put(Vec<u8>, Value),
     Delete(Vec<u8>),
-    DeletePrefix([u8; 5]),
+    DeletePrefix(Vec<u8>),
 }
 
 /// One commit's ops, encoded and validated, in order.
@@ -59,14 +59,21 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
     for op in ops {
         match op {
             Op::PutAddress(record) => staged.put(keys::address(&record.name), &record)?,
-            Op::DeleteAddress(name) => staged.delete(keys::address(&name)),
+            Op::DeleteAddress(name) => {
+                staged
+                    .writes
+                    .push(Write::DeletePrefix(keys::address_duplicate_ids(&name)));
+                staged.delete(keys::address(&name));
+            }
             Op::PutQueue(record) => staged.put(keys::queue(record.id).to_vec(), &record)?,
             Op::DeleteQueue(queue) => {
                 staged.delete(keys::queue(queue).to_vec());
                 staged
                     .writes
-                    .push(Write::DeletePrefix(keys::queue_messages(queue)));
-                staged.writes.push(Write::DeletePrefix(keys::queue_states(queue)));
+                    .push(Write::DeletePrefix(keys::queue_messages(queue).to_vec()));
+                staged
+                    .writes
+                    .push(Write::DeletePrefix(keys::queue_states(queue).to_vec()));
             }
             Op::PutMessage { queue, message } => {
                 staged.put_message(keys::message(queue, message.message_id).to_vec(), message)?
@@ -76,6 +83,10 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged.delete(keys::message(queue, id).to_vec());
                 staged.delete(keys::state(queue, id).to_vec());
             }
+            Op::PutDuplicateId { address, seq, id } => {
+                staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
+            }
+            Op::RemoveDuplicateId { address, seq } => staged.delete(keys::duplicate_id(&address, seq)),
         }
     }
     Ok(staged)
@@ -152,7 +163,7 @@ impl WriteSet {
                     }
                     for (_, value) in self
                         .0
-                        .range_mut(prefix.to_vec()..)
+                        .range_mut(prefix.clone()..)
                         .take_while(|(k, _)| k.starts_with(&prefix))
                     {
                         *value = None;

@@ -256,6 +256,8 @@ impl Broker {
             (self.submit(ops), closed)
         };
         closed.iter().for_each(|q| q.close());
+        // The store deletes the address's duplicate ids with it.
+        self.duplicates.forget_address(name);
         self.commit(commit).await
     }
 

@@ -166,7 +166,7 @@ impl Broker {
             if targets.is_empty() {
                 return Ok(false);
             }
-            place(record, targets, &mut ops, &mut arrivals);
+            place(record, 0, targets, &mut ops, &mut arrivals);
             self.submit(ops)
         };
         self.commit(commit).await?;

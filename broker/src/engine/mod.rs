@@ -61,6 +61,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
+use crate::duplicates::DuplicateIds;
 use crate::error::{BrokerError, Result};
 use crate::metrics::Metrics;
 use crate::postoffice::Registry;
@@ -87,6 +88,8 @@ pub struct Broker {
     /// Every task the engine runs; [`Broker::close`] waits for them.
     tasks: TaskTracker,
     transactions: Transactions,
+    /// The duplicate-id caches of the addresses.
+    duplicates: DuplicateIds,
     started: Instant,
     /// Whether the last store commit failed (readiness).
     store_failing: AtomicBool,
@@ -98,7 +101,9 @@ impl Broker {
     /// the config exist, and starts every queue's dispatcher.
     pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
         let started = Instant::now();
-        let recovered = recovery::rebuild(store.recover()?);
+        let mut recovered = store.recover()?;
+        let duplicate_ids = std::mem::take(&mut recovered.duplicate_ids);
+        let recovered = recovery::rebuild(recovered);
         let broker = Arc::new(Broker {
             store,
             registry: RwLock::new(recovered.registry),
@@ -108,10 +113,15 @@ impl Broker {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             transactions: Transactions::default(),
+            duplicates: DuplicateIds::default(),
             started,
             store_failing: AtomicBool::new(false),
             metrics: Metrics::default(),
         });
+        let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
+            broker.settings_for(address).id_cache_size
+        });
+        broker.commit(broker.submit(trimmed)).await?;
         for queue in broker.read().queues.values() {
             broker.spawn_dispatcher(queue.clone());
         }

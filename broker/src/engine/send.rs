@@ -1,16 +1,25 @@
 //! Sending: a producer's batch validated, given ids, routed to its queues and
 //! stored in one commit, then made visible to consumers.
+//!
+//! A message may ask to be delivered later (`crate::scheduled`): it is stored with a
+//! delivery state saying when, in the same commit, and enters its queues' timelines.
+//! A message may carry a duplicate id (`crate::duplicates`): its address's cache is
+//! consulted and updated in the same commit. Messages that ask for neither pay for
+//! neither.
 use std::sync::Arc;
 
 use prost::Message as _;
-use rebound_storage::{MessageRecord, Op};
+use rebound_config::EffectiveSettings;
+use rebound_storage::{DeliveryState, MessageRecord, Op};
 
 use super::Broker;
 use super::addresses::Create;
+use crate::duplicates::{Claim, Claimed, Reservation};
 use crate::error::{BrokerError, Result};
-use crate::message;
+use crate::message::{self, Prepared};
 use crate::queue::{Entry, Queue};
 use crate::routing;
+use crate::scheduled;
 use crate::time::now_ms;
 
 /// What a send did.
@@ -20,21 +29,37 @@ pub struct Sent {
     pub ids: Vec<u64>,
     /// How many messages found no queue (dropped, as in Artemis).
     pub unrouted: u32,
+    /// Per message, in the order sent, whether it was a duplicate (acknowledged,
+    /// not stored); empty when none was.
+    pub duplicates: Vec<bool>,
+}
+
+/// What a send does with a message whose duplicate id its address remembers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnDuplicate {
+    /// Acknowledge it without storing it (a plain send).
+    Skip,
+    /// Refuse the whole commit (a transaction's).
+    Refuse,
 }
 
 impl Broker {
     /// Accepts a batch of new messages: validated, routed, written in one commit, and
     /// visible to consumers once durable.
     pub async fn send(self: &Arc<Self>, batch: Vec<MessageRecord>) -> Result<Sent> {
-        let records = self.prepare(batch)?;
-        let ids = records.iter().map(|r| r.message_id).collect();
-        let unrouted = self.route_sends(records, Vec::new()).await?;
-        Ok(Sent { ids, unrouted })
+        let prepared = self.prepare(batch)?;
+        let ids = prepared.iter().map(|p| p.record.message_id).collect();
+        let (unrouted, duplicates) = self.route_sends(prepared, Vec::new(), OnDuplicate::Skip).await?;
+        Ok(Sent {
+            ids,
+            unrouted,
+            duplicates,
+        })
     }
 
     /// Validates messages a producer sent and gives them their ids, timestamps and
-    /// expirations (`expiry-delay`).
-    pub fn prepare(&self, batch: Vec<MessageRecord>) -> Result<Vec<MessageRecord>> {
+    /// expirations (`expiry-delay`), and the due times they ask for.
+    pub fn prepare(&self, batch: Vec<MessageRecord>) -> Result<Vec<Prepared>> {
         if batch.is_empty() {
             return Err(BrokerError::InvalidArgument(
                 "a send needs at least one message".into(),
@@ -46,9 +71,10 @@ impl Broker {
         let now = now_ms();
         let limits = self.limits();
         let mut records = Vec::with_capacity(batch.len());
+        let mut memo = SettingsMemo::default();
         for mut record in batch {
-            message::check_new(&record, &limits)?;
-            let settings = self.settings_for(&record.address);
+            let requests = message::check_new(&record, &limits)?;
+            let settings = memo.get(self, &record.address);
             let size = message::counted_bytes(&record);
             let limit = settings.max_message_size;
             if size > limit {
@@ -63,37 +89,59 @@ impl Broker {
             {
                 record.expiration_ms = now.saturating_add(delay);
             }
+            let due_ms = match requests.deliver_at_ms {
+                Some(at) => scheduled::due_ms(at, now)?,
+                None => 0,
+            };
+            let duplicate_id = requests.duplicate_id.filter(|_| settings.id_cache_size > 0);
             record.timestamp_ms = now;
             record.message_id = self.store.generate_id()?;
-            records.push(record);
+            records.push(Prepared {
+                record,
+                due_ms,
+                duplicate_id,
+            });
         }
         Ok(records)
     }
 
     /// Routes prepared messages and commits them together with `ops` (a
-    /// transaction's acks), then makes them visible. Returns how many found no queue.
+    /// transaction's acks), then makes them visible. Returns how many found no queue
+    /// and which were duplicates (see [`Sent::duplicates`]).
     pub(super) async fn route_sends(
         self: &Arc<Self>,
-        records: Vec<MessageRecord>,
+        mut prepared: Vec<Prepared>,
         mut ops: Vec<Op>,
-    ) -> Result<u32> {
-        let mut addresses: Vec<&str> = records.iter().map(|r| r.address.as_str()).collect();
+        on_duplicate: OnDuplicate,
+    ) -> Result<(u32, Vec<bool>)> {
+        let mut addresses: Vec<&str> = prepared.iter().map(|p| p.record.address.as_str()).collect();
         addresses.sort_unstable();
         addresses.dedup();
         for address in addresses {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
+        let mut duplicates = Vec::new();
+        let mut reservation = None;
+        if prepared.iter().any(|p| p.duplicate_id.is_some()) {
+            let (flags, claim_ops, claimed) = self.claim_duplicate_ids(&prepared, on_duplicate).await?;
+            ops.extend(claim_ops);
+            reservation = Some(claimed);
+            let mut flag = flags.iter();
+            prepared.retain(|_| !flag.next().copied().unwrap_or(false));
+            duplicates = flags;
+        }
         let mut unrouted = 0;
         let mut arrivals = Vec::new();
+        let mut settings = SettingsMemo::default();
         let commit = {
             let reg = self.read();
-            for record in records {
+            for Prepared { record, due_ms, .. } in prepared {
                 let targets = reg.route(&record);
                 if targets.is_empty() {
                     unrouted += 1;
                     continue;
                 }
-                if let Some(limit) = self.settings_for(&record.address).max_size_bytes {
+                if let Some(limit) = settings.get(self, &record.address).max_size_bytes {
                     let held: u64 = targets.iter().map(|q| q.bytes()).sum();
                     if held + record.encoded_len() as u64 > limit {
                         return Err(BrokerError::AddressFull {
@@ -103,27 +151,108 @@ impl Broker {
                         });
                     }
                 }
-                place(record, targets, &mut ops, &mut arrivals);
+                place(record, due_ms, targets, &mut ops, &mut arrivals);
             }
             self.submit(ops)
         };
         self.commit(commit).await?;
+        if let Some(reservation) = reservation {
+            reservation.durable();
+        }
         deliver_arrivals(arrivals, now_ms());
-        Ok(unrouted)
+        Ok((unrouted, duplicates))
+    }
+}
+
+impl Broker {
+    /// Claims the duplicate ids of a send (`crate::duplicates`): per message whether
+    /// it is a duplicate, the ops that store the new ids, and their reservation.
+    /// Waits while one of the ids is in a commit still in flight. With
+    /// [`OnDuplicate::Refuse`] a duplicate is an error.
+    async fn claim_duplicate_ids(
+        &self,
+        prepared: &[Prepared],
+        on_duplicate: OnDuplicate,
+    ) -> Result<(Vec<bool>, Vec<Op>, Reservation<'_>)> {
+        let claims: Vec<Claim> = prepared
+            .iter()
+            .filter_map(|p| {
+                Some(Claim {
+                    address: &p.record.address,
+                    id: p.duplicate_id.as_ref()?,
+                    durable: p.record.durable,
+                    cache_size: self.settings_for(&p.record.address).id_cache_size,
+                })
+            })
+            .collect();
+        loop {
+            let (duplicate, ops, reservation) = match self.duplicates.claim(&claims) {
+                Claimed::Wait(mut done) => {
+                    // Ends (as an error) once the commit holding the id is settled.
+                    let _ = done.changed().await;
+                    continue;
+                }
+                Claimed::Done {
+                    duplicate,
+                    ops,
+                    reservation,
+                } => (duplicate, ops, reservation),
+            };
+            if on_duplicate == OnDuplicate::Refuse
+                && let Some(i) = duplicate.iter().position(|&d| d)
+            {
+                return Err(BrokerError::DuplicateId {
+                    address: claims[i].address.to_owned(),
+                    id: String::from_utf8_lossy(claims[i].id).into_owned(),
+                });
+            }
+            let mut flag = duplicate.into_iter();
+            let flags = prepared
+                .iter()
+                .map(|p| p.duplicate_id.is_some() && flag.next().unwrap_or(false))
+                .collect();
+            return Ok((flags, ops, reservation));
+        }
+    }
+}
+
+/// The effective settings of the address a batch's messages go to, looked up
+/// once per run of messages to the same address rather than once per message.
+#[derive(Default)]
+struct SettingsMemo(Option<(String, Arc<EffectiveSettings>)>);
+
+impl SettingsMemo {
+    fn get(&mut self, broker: &Broker, address: &str) -> Arc<EffectiveSettings> {
+        match &self.0 {
+            Some((a, settings)) if a == address => settings.clone(),
+            _ => {
+                let settings = broker.settings_for(address);
+                self.0 = Some((address.to_owned(), settings.clone()));
+                settings
+            }
+        }
     }
 }
 
 /// Routes a record to `targets`: one stored record per durable queue (when the
-/// message is durable), in-memory copies elsewhere.
+/// message is durable), in-memory copies elsewhere. A message due later (`due_ms`,
+/// 0 = now) is stored with a delivery state saying when. The last target takes the
+/// record itself, so a message to one queue is copied once (for the queue's
+/// cache), not twice.
 pub(super) fn place(
-    record: MessageRecord,
+    mut record: MessageRecord,
+    due_ms: u64,
     targets: Vec<Arc<Queue>>,
     ops: &mut Vec<Op>,
-    arrivals: &mut Vec<(Arc<Queue>, Entry)>,
+    arrivals: &mut Vec<(Arc<Queue>, Entry, u64)>,
 ) {
     let size = record.encoded_len() as u64;
-    for queue in targets {
-        let mut record = record.clone();
+    let mut targets = targets.into_iter().peekable();
+    while let Some(queue) = targets.next() {
+        let mut record = match targets.peek() {
+            Some(_) => record.clone(),
+            None => std::mem::take(&mut record),
+        };
         record.routing_type = routing::to_store(queue.routing_type);
         let stored = record.durable && queue.durable;
         let entry = Entry {
@@ -139,17 +268,35 @@ pub(super) fn place(
             record: Some(Arc::new(record.clone())),
         };
         if stored {
+            let id = record.message_id;
             ops.push(Op::PutMessage {
                 queue: queue.id,
                 message: record,
             });
+            if due_ms > 0 {
+                ops.push(Op::PutState {
+                    queue: queue.id,
+                    id,
+                    state: DeliveryState {
+                        scheduled_at_ms: due_ms,
+                        ..Default::default()
+                    },
+                });
+            }
         }
-        arrivals.push((queue, entry));
+        arrivals.push((queue, entry, due_ms));
     }
 }
 
-pub(super) fn deliver_arrivals(arrivals: Vec<(Arc<Queue>, Entry)>, now: u64) {
-    for (queue, entry) in arrivals {
-        queue.enqueue([(entry, 0)], now);
+/// Hands new messages to their queues: one lock and one wake-up of the queue's
+/// dispatcher per run of arrivals for the same queue, not one per message.
+pub(super) fn deliver_arrivals(arrivals: Vec<(Arc<Queue>, Entry, u64)>, now: u64) {
+    let mut arrivals = arrivals.into_iter().peekable();
+    while let Some((queue, entry, due_ms)) = arrivals.next() {
+        let mut entries = vec![(entry, due_ms)];
+        while let Some((_, entry, due_ms)) = arrivals.next_if(|(next, _, _)| Arc::ptr_eq(next, &queue)) {
+            entries.push((entry, due_ms));
+        }
+        queue.enqueue(entries, now);
     }
 }

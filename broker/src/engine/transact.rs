@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use super::Broker;
 use super::ops::removal_ops;
+use super::send::OnDuplicate;
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::transactions::{Outcome, SessionId};
@@ -39,14 +40,16 @@ impl Broker {
         batch: Vec<MessageRecord>,
     ) -> Result<Vec<u64>> {
         let records = self.prepare(batch)?;
-        let ids = records.iter().map(|r| r.message_id).collect();
+        let ids = records.iter().map(|p| p.record.message_id).collect();
         self.transactions
             .add_sends(id, session, records, &self.limits())?;
         Ok(ids)
     }
 
     /// Commits: the sends become visible and the acked messages are removed, durably
-    /// and together. If storage fails, the transaction is rolled back.
+    /// and together. If storage fails, or a send's duplicate id was already seen on
+    /// its address ([`BrokerError::DuplicateId`], as in Artemis), the transaction is
+    /// rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions.finish(id, session, "committed")?;
         let outcome = Outcome {
@@ -54,7 +57,7 @@ impl Broker {
             acks: tx.acks.len() as u32,
         };
         let removals = tx.acks.iter().flat_map(|(q, e)| removal_ops(q, [e])).collect();
-        match self.route_sends(tx.sends, removals).await {
+        match self.route_sends(tx.sends, removals, OnDuplicate::Refuse).await {
             Ok(_) => {
                 for (queue, entry) in &tx.acks {
                     self.acked(queue, 1);

@@ -2,7 +2,10 @@
 //! types, selections, settle outcomes, deliveries and queue counters. The only file
 //! that knows both the gRPC contract and the engine's types, so each can change
 //! without the other.
+use std::collections::BTreeMap;
+
 use rebound_config::RoutingType;
+use rebound_protocol::properties;
 use rebound_protocol::v1 as pb;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
@@ -12,10 +15,14 @@ use crate::error::{BrokerError, Result};
 use crate::message::DEFAULT_PRIORITY;
 use crate::outage::Status;
 use crate::queue::{BrowseState, Dispatched, Queue};
+use crate::scheduled;
+use crate::time::now_ms;
 
-/// A producer's message as the engine takes it (checked by the engine).
+/// A producer's message as the engine takes it (checked by the engine). The fields
+/// that ask for scheduled delivery or duplicate detection become the Artemis
+/// properties the engine reads (`crate::scheduled`, `crate::duplicates`).
 pub fn message_from_wire(msg: pb::OutgoingMessage) -> MessageRecord {
-    let properties = msg
+    let mut properties: BTreeMap<String, PropertyValue> = msg
         .properties
         .into_iter()
         .map(|(k, v)| {
@@ -27,6 +34,13 @@ pub fn message_from_wire(msg: pb::OutgoingMessage) -> MessageRecord {
             )
         })
         .collect();
+    if msg.deliver_at_ms.is_some() || msg.delay_ms.is_some() {
+        let at = scheduled::requested(msg.deliver_at_ms, msg.delay_ms, now_ms());
+        properties.insert(properties::SCHED_DELIVERY.into(), property(at.map(Value::Int)));
+    }
+    if let Some(id) = msg.duplicate_id {
+        properties.insert(properties::DUPL_ID.into(), property(Some(Value::String(id))));
+    }
     MessageRecord {
         message_id: 0,
         address: msg.address,
@@ -38,6 +52,10 @@ pub fn message_from_wire(msg: pb::OutgoingMessage) -> MessageRecord {
         expiration_ms: msg.expiration_ms.unwrap_or(0),
         routing_type: 0,
     }
+}
+
+fn property(value: Option<Value>) -> PropertyValue {
+    PropertyValue { value }
 }
 
 pub fn messages_from_wire(batch: Vec<pb::OutgoingMessage>) -> Vec<MessageRecord> {

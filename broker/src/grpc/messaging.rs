@@ -158,6 +158,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         Ok(Response::new(pb::SendResponse {
             message_ids: sent.ids,
             unrouted: sent.unrouted,
+            duplicates: sent.duplicates,
         }))
     }
 
@@ -321,6 +322,8 @@ async fn transact_one(
             Rs::Sent(pb::SendResponse {
                 message_ids,
                 unrouted: 0,
+                // A transaction's duplicates fail its commit.
+                duplicates: Vec::new(),
             })
         }
         Some(Rq::Commit(c)) => {

@@ -110,6 +110,7 @@ fn answer(sequence: u64, sent: Result<Sent, BrokerError>) -> pb::PublishResponse
         Ok(sent) => publish_response::Result::Sent(pb::SendResponse {
             message_ids: sent.ids,
             unrouted: sent.unrouted,
+            duplicates: sent.duplicates,
         }),
         Err(err) => {
             let (code, message) = code_and_message(err);

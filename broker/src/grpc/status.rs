@@ -11,7 +11,9 @@ impl From<BrokerError> for Status {
             | BrokerError::AddressNotFound(_)
             | BrokerError::MessageNotFound { .. }
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
-            BrokerError::QueueExists { .. } | BrokerError::AddressExists { .. } => Code::AlreadyExists,
+            BrokerError::QueueExists { .. }
+            | BrokerError::AddressExists { .. }
+            | BrokerError::DuplicateId { .. } => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } | BrokerError::LimitReached { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,

@@ -17,8 +17,6 @@ mod broker;
 mod process;
 mod queues;
 
-pub(crate) use process::cpu_seconds;
-
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;

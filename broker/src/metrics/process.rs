@@ -42,7 +42,7 @@ impl Collector for Process {
 }
 
 /// utime + stime of `/proc/self/stat`, in seconds.
-pub(crate) fn cpu_seconds() -> Option<f64> {
+fn cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces; the fields after it cannot.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');

@@ -1,28 +1,65 @@
-//! `table FILE...`: one Markdown table (system × workload) from `rebound perf --json` /
+//! `table FILE...`: one Markdown table (workload × system) from `rebound perf --json` /
 //! `peers --json` reports, one JSON object per file. Used by bench/compare.sh.
+//!
+//! Reports of the same workload, system and batch size (repeated runs) make one row,
+//! each figure as min–max over them. A row says how many messages each client call
+//! carried and how many were in flight, and what the system's acknowledgement means,
+//! so that no row is read as like-for-like with another that it is not.
 use serde_json::Value;
 
 fn num(v: &Value, k: &str) -> Option<f64> {
     v.get(k).and_then(Value::as_f64)
 }
 
-fn rate(x: Option<f64>) -> String {
-    x.map_or("–".into(), |r| format!("{:.0}", r))
+fn nested(v: &Value, outer: &str, k: &str) -> Option<f64> {
+    v.get(outer).and_then(|o| o.get(k)).and_then(Value::as_f64)
 }
 
-fn secs(x: Option<f64>) -> String {
-    x.map_or("–".into(), |s| format!("{s:.2}"))
+/// min–max (or the one value) of what the runs have, formatted by `f`.
+fn range(xs: &[Option<f64>], f: impl Fn(f64) -> String) -> String {
+    let xs: Vec<f64> = xs.iter().flatten().copied().collect();
+    let Some(lo) = xs.iter().copied().reduce(f64::min) else {
+        return "–".into();
+    };
+    let hi = xs.iter().copied().fold(lo, f64::max);
+    let (a, b) = (f(lo), f(hi));
+    if a == b {
+        a
+    } else {
+        format!("{a}–{b}")
+    }
 }
 
-fn mib(x: Option<f64>) -> String {
-    x.map_or("–".into(), |b| format!("{:.0}", b / (1024.0 * 1024.0)))
+fn rate(x: f64) -> String {
+    let r = x.round() as u64;
+    // Thousands separators: these are read by people.
+    let s = r.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// When a system acknowledges a send, as compare.sh runs it.
+fn ack_means(system: &str) -> &'static str {
+    match system {
+        "rebound" => "fdatasync'd (group commit)",
+        "rabbitmq" => "fdatasync'd (Raft WAL, batched)",
+        "nats-sync-always" => "fsync'd (one per write)",
+        "nats-default" | "nats" => "page cache, not fsync'd",
+        _ => "?",
+    }
 }
 
 fn main() {
-    let mut rows: Vec<Value> = vec![];
+    let mut reports: Vec<Value> = vec![];
     for path in std::env::args().skip(1) {
         match std::fs::read_to_string(&path).map(|s| serde_json::from_str::<Value>(s.trim())) {
-            Ok(Ok(v)) => rows.push(v),
+            Ok(Ok(v)) => reports.push(v),
             Ok(Err(e)) => eprintln!("table: {path}: not JSON: {e}"),
             Err(e) => eprintln!("table: {path}: {e}"),
         }
@@ -35,43 +72,59 @@ fn main() {
         (
             order.iter().position(|x| *x == w).unwrap_or(99),
             sys_order.iter().position(|x| *x == s).unwrap_or(99),
+            num(v, "batch").unwrap_or(1.0) as u64,
+            w.to_string(),
+            s.to_string(),
         )
     };
-    rows.sort_by_key(key);
+    reports.sort_by_key(key);
+    let mut groups: Vec<Vec<&Value>> = vec![];
+    for v in &reports {
+        match groups.last_mut() {
+            Some(g) if key(g[0]) == key(v) => g.push(v),
+            _ => groups.push(vec![v]),
+        }
+    }
     println!(
-        "| workload | system | send msg/s | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p50 ms | good done s | poison on DLQ s | drain msg/s | RSS growth MiB (B/msg) | peak RSS MiB |"
+        "| workload | system | msgs per call / in flight | a send is acked when | runs | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p99 ms | broker CPU µs/msg | good done s | poison on DLQ s | drain msg/s | RSS growth B/msg | peak RSS MiB |"
     );
-    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    for v in &rows {
-        let lat = |k: &str| {
-            v["latency_ms"]
-                .get(k)
-                .and_then(Value::as_f64)
-                .map_or("–".into(), |x| format!("{x:.2}"))
+    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for g in &groups {
+        let v = g[0];
+        let all = |f: &dyn Fn(&Value) -> Option<f64>| g.iter().map(|v| f(v)).collect::<Vec<_>>();
+        let ms = |x: f64| format!("{x:.2}");
+        let system = v["system"].as_str().unwrap_or("?");
+        let batch = num(v, "batch").unwrap_or(1.0);
+        // A batched rebound row is not like-for-like with the peers' single publishes.
+        let label = match system {
+            "rebound" if batch > 1.0 => "rebound, batched",
+            _ => system,
         };
-        let send_p50 = v["send_latency_ms"]
-            .get("p50")
-            .and_then(Value::as_f64)
-            .map_or("–".into(), |x| format!("{x:.2}"));
-        let growth = match (num(v, "rss_growth_bytes"), num(v, "bytes_per_message")) {
-            (Some(g), Some(per)) => format!("{} ({per:.0})", mib(Some(g))),
-            _ => "–".into(),
-        };
+        // The broker's CPU over the whole client run, as compare.sh measured it.
+        let cpu = all(&|v| Some(num(v, "broker_process_cpu_s")? * 1e6 / num(v, "messages")?));
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             v["workload"].as_str().unwrap_or("?"),
-            v["system"].as_str().unwrap_or("?"),
-            rate(num(v, "send_rate")),
-            rate(num(v, "e2e_rate")),
-            lat("p50"),
-            lat("p99"),
-            lat("p999"),
-            send_p50,
-            secs(num(v, "good_done_s")),
-            secs(num(v, "poison_dlq_s")),
-            rate(num(v, "drain_rate")),
-            growth,
-            mib(num(v, "peak_rss_bytes")),
+            label,
+            batch,
+            num(v, "in_flight").unwrap_or(0.0),
+            // rebound's client API: a Publish stream or unary Send calls.
+            v["api"].as_str().map_or(String::new(), |api| format!(" ({api})")),
+            ack_means(system),
+            g.len(),
+            range(&all(&|v| num(v, "e2e_rate")), rate),
+            range(&all(&|v| nested(v, "latency_ms", "p50")), ms),
+            range(&all(&|v| nested(v, "latency_ms", "p99")), ms),
+            range(&all(&|v| nested(v, "latency_ms", "p999")), ms),
+            range(&all(&|v| nested(v, "send_latency_ms", "p99")), ms),
+            range(&cpu, |x| format!("{x:.1}")),
+            range(&all(&|v| num(v, "good_done_s")), ms),
+            range(&all(&|v| num(v, "poison_dlq_s")), ms),
+            range(&all(&|v| num(v, "drain_rate")), rate),
+            range(&all(&|v| num(v, "bytes_per_message")), |x| format!("{x:.0}")),
+            range(&all(&|v| num(v, "peak_rss_bytes")), |b| {
+                format!("{:.0}", b / (1024.0 * 1024.0))
+            }),
         );
     }
 }

@@ -3,6 +3,7 @@
 //! through the real daemon; these pin down the engine's own contract.
 mod creation;
 mod declare;
+mod duplicates;
 mod groups;
 mod intercepted;
 mod lifecycle;
@@ -12,6 +13,7 @@ mod outage;
 mod random_input;
 mod redelivery;
 mod refusals;
+mod scheduled;
 mod shutdown;
 mod transactions;
 

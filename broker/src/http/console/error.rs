@@ -47,6 +47,7 @@ impl ApiError {
             | BrokerError::TransactionNotFound(_) => StatusCode::NOT_FOUND,
             BrokerError::QueueExists { .. }
             | BrokerError::AddressExists { .. }
+            | BrokerError::DuplicateId { .. }
             | BrokerError::FailedPrecondition(_) => StatusCode::CONFLICT,
             BrokerError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
             BrokerError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -381,7 +381,9 @@ class QueuePage {
 function stateBadge(m) {
   const badge = el("span", { class: "badge " + m.state, text: m.state });
   if (m.state !== "scheduled") return badge;
-  return el("span", {}, badge, el("span", { class: "muted nowrap", text: " back " + fmt.ago(m.scheduled_until_ms) }));
+  // A message never delivered is a scheduled send (due), else a redelivery (back).
+  const when = (m.delivery_count ? " back " : " due ") + fmt.ago(m.scheduled_until_ms);
+  return el("span", {}, badge, el("span", { class: "muted nowrap", text: when }));
 }
 
 function propertySummary(props) {

@@ -1,0 +1,107 @@
+//! Scheduled delivery: a message asking for a later time waits in its queue's
+//! timeline, stored as scheduled, without holding up the messages behind it.
+use std::time::Duration;
+
+use rebound_protocol::properties::SCHED_DELIVERY;
+use rebound_storage::PropertyValue;
+use rebound_storage::records::property_value::Value;
+
+use super::*;
+use crate::error::BrokerError;
+use crate::queue::BrowseState;
+use crate::time::now_ms;
+
+/// A durable message to `address` asking for delivery at `at` ms since the epoch.
+fn scheduled(address: &str, body: &str, at: i64) -> MessageRecord {
+    let mut m = message(address, body);
+    m.properties.insert(
+        SCHED_DELIVERY.into(),
+        PropertyValue {
+            value: Some(Value::Int(at)),
+        },
+    );
+    m
+}
+
+#[tokio::test]
+async fn a_scheduled_message_waits_for_its_time_and_lets_the_next_one_pass() {
+    let (broker, _store) = broker("").await;
+    let due = now_ms() + 700;
+    broker
+        .send(vec![scheduled("q", "later", due as i64), message("q", "now")])
+        .await
+        .unwrap();
+    let snap = broker.queue("q").unwrap().snapshot();
+    assert_eq!((snap.messages, snap.scheduled), (2, 1));
+    let mut sub = broker.subscribe("q", 10, "").await.unwrap();
+    let first = receive(&mut sub, 1).await;
+    assert_eq!(body(&first[0]), "now");
+    assert!(now_ms() < due, "the test machine is too slow for this bound");
+    let later = receive(&mut sub, 1).await;
+    assert_eq!(body(&later[0]), "later");
+    assert!(now_ms() >= due, "delivered before its time");
+}
+
+#[tokio::test]
+async fn a_time_in_the_past_delivers_at_once_and_the_far_future_is_refused() {
+    let (broker, _store) = broker("").await;
+    broker.send(vec![scheduled("q", "past", 1)]).await.unwrap();
+    assert_eq!(broker.queue("q").unwrap().snapshot().scheduled, 0);
+    let far = (now_ms() + crate::scheduled::MAX_AHEAD_MS + 60_000) as i64;
+    let err = broker.send(vec![scheduled("q", "far", far)]).await.unwrap_err();
+    assert!(matches!(err, BrokerError::InvalidArgument(_)), "{err}");
+    assert_eq!(broker.queue("q").unwrap().snapshot().messages, 1);
+}
+
+#[tokio::test]
+async fn a_scheduled_message_is_stored_as_scheduled_and_still_waits_after_a_restart() {
+    let store = Arc::new(MemoryStore::new());
+    let broker = open("", store.clone()).await;
+    let due = now_ms() + 60_000;
+    let ids = broker
+        .send(vec![scheduled("q", "later", due as i64)])
+        .await
+        .unwrap()
+        .ids;
+    let queue = broker.queue("q").unwrap();
+    let state = store
+        .read_state(queue.id, ids[0])
+        .unwrap()
+        .expect("stored with its send");
+    assert_eq!(state.scheduled_at_ms, due);
+    broker.close().await.unwrap();
+
+    let broker = open("", Arc::new(store.reopen())).await;
+    let browsed = broker.browse("q", "", 10).unwrap();
+    assert_eq!(browsed.len(), 1);
+    assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
+    let mut sub = broker.subscribe("q", 10, "").await.unwrap();
+    assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+}
+
+#[tokio::test]
+async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
+    let (broker, store) = broker("").await;
+    let due = (now_ms() + 60_000) as i64;
+    let ids = broker
+        .send(vec![scheduled("q", "a", due), scheduled("q", "b", due)])
+        .await
+        .unwrap()
+        .ids;
+    let removed = broker
+        .remove_messages(&crate::engine::Selection {
+            queue: "q".into(),
+            filter: String::new(),
+            message_ids: [ids[0]].into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(broker.purge("q").await.unwrap(), 1);
+    let queue = broker.queue("q").unwrap();
+    assert_eq!(queue.snapshot().messages, 0);
+    for id in ids {
+        assert_eq!(store.read_state(queue.id, id).unwrap(), None);
+        assert_eq!(store.read_message(queue.id, id).unwrap(), None);
+    }
+}

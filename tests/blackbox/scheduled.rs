@@ -1,0 +1,118 @@
+//! Scheduled delivery through the real binary: a message sent for later is not
+//! delivered before its time and is after it, also across a kill -9; it can be
+//! removed or purged before it is due; it never holds up the message behind it.
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rebound_client::{MessageState, OutgoingMessage, Selection};
+
+use crate::messaging::{body, receive};
+use crate::redelivery::next;
+use crate::support::{Broker, cli};
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_message_survives_a_kill9_and_comes_at_its_time_not_before() {
+    let mut broker = Broker::start().await;
+    let client = broker.client().await;
+    let due = now_ms() + 4000;
+    client
+        .send(OutgoingMessage::new("jobs", "later").deliver_at_ms(due))
+        .await
+        .unwrap();
+    client.send(OutgoingMessage::new("jobs", "now")).await.unwrap();
+    let info = client.queue("jobs").await.unwrap();
+    assert_eq!((info.messages, info.scheduled), (2, 1));
+    let mut c = client.consume("jobs", 10).await.unwrap();
+    // The message behind the scheduled one is not held up.
+    let now = next(&mut c).await;
+    assert_eq!(body(&now), "now");
+    c.ack(&[now.id]).await.unwrap();
+    c.flush().await.unwrap();
+
+    broker.kill9();
+    broker.restart().await;
+    let client = broker.client().await;
+    let browsed = client.browse("jobs", 10).await.unwrap();
+    assert_eq!(browsed.len(), 1);
+    assert_eq!(browsed[0].state, MessageState::Scheduled);
+    assert_eq!(browsed[0].scheduled_at_ms, due, "its time was stored with it");
+    let shown = cli(&broker, ["queue", "browse", "--queue", "jobs"]).await;
+    assert!(
+        shown.success().stdout.contains("scheduled until 20"),
+        "the time as RFC 3339: {}",
+        shown.stdout
+    );
+
+    let mut c = client.consume("jobs", 10).await.unwrap();
+    let d = c
+        .next_timeout(Duration::from_millis(due + 15_000 - now_ms()))
+        .await
+        .unwrap()
+        .expect("delivered after its time");
+    let at = now_ms();
+    assert_eq!(body(&d), "later");
+    assert!(at >= due, "delivered {} ms before its time", due - at);
+    assert_eq!(d.delivery_count, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scheduled_messages_can_be_removed_or_purged_before_they_are_due() {
+    let broker = Broker::start().await;
+    for args in [["--delay-ms", "60000"], ["--deliver-at", "2035-01-01T00:00:00Z"]] {
+        let mut send = vec!["send", "--address", "later", "--body", "x"];
+        send.extend(args);
+        cli(&broker, send).await.success();
+    }
+    // More than 3650 days ahead is refused, naming the problem.
+    let far = cli(
+        &broker,
+        [
+            "send",
+            "--address",
+            "later",
+            "--deliver-at",
+            "9999-01-01T00:00:00Z",
+        ],
+    )
+    .await;
+    assert!(
+        far.failure(1).stderr.contains("(INVALID_ARGUMENT)"),
+        "{}",
+        far.stderr
+    );
+    let client = broker.client().await;
+    let browsed = client.browse("later", 10).await.unwrap();
+    assert_eq!(browsed.len(), 2);
+    assert!(
+        browsed.iter().all(|b| b.state == MessageState::Scheduled),
+        "{browsed:?}"
+    );
+    let removed = client
+        .remove_messages(&Selection::new("later").message_id(browsed[0].message.message_id))
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(client.purge("later").await.unwrap(), 1);
+    assert_eq!(client.queue("later").await.unwrap().messages, 0);
+    // A time in the past delivers at once.
+    cli(
+        &broker,
+        [
+            "send",
+            "--address",
+            "later",
+            "--body",
+            "past",
+            "--deliver-at",
+            "2001-01-01T00:00:00Z",
+        ],
+    )
+    .await
+    .success();
+    let mut c = client.consume("later", 10).await.unwrap();
+    let got = receive(&mut c, 2, Duration::from_secs(2)).await;
+    assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["past"]);
+}
