@@ -31,7 +31,7 @@
 #
 # Usage: bench/compare.sh [--quick] [--systems "rebound rabbitmq nats"]
 #                         [--workloads "durable fan poison backlog"] [--out DIR]
-#                         [--runs N] [--rebound-batches "1 16"]
+#                         [--runs N] [--rebound-batches "1 16"] [--messages N]
 #   --systems any of rebound, rabbitmq, nats (= nats-sync-always and nats-default),
 #             nats-sync-always, nats-default
 #   --quick   a tenth of each workload's messages (a smoke test, not a result)
@@ -39,6 +39,9 @@
 #   --runs    repeat the whole series N times (default 1), systems alternating within
 #             each; the table gives min–max over the runs
 #   --rebound-batches  messages per Send call for rebound's rows (default "1 16")
+#   --messages  messages of every workload run (e.g. `--workloads backlog --messages 5000000`)
+# Each broker's data dir is sampled five times a second while the client runs; its peak size
+# (`du`) is added to every report as `peak_disk_bytes` and shown per message.
 # The broker's own CPU time over each client run (from /proc/PID/stat) is added to
 # every report as `broker_process_cpu_s`; the table shows it per message.
 # Environment: REBOUND_BIN (skip building rebound), NATS_SERVER (the nats-server to
@@ -52,6 +55,7 @@ QUICK=0
 OUT=""
 RUNS_N=1
 REBOUND_BATCHES="1 16"
+MESSAGES=""
 CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-600}
 REBOUND_PORT=61716
 AMQP_PORT=5673
@@ -67,6 +71,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --runs) RUNS_N="$2"; shift ;;
     --rebound-batches) REBOUND_BATCHES="$2"; shift ;;
+    --messages) MESSAGES="$2"; shift ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -255,9 +260,21 @@ start_nats() {  # mode: nats-sync-always | nats-default
   wait_port "$NATS_PORT" 30 || { log "nats-server did not start"; tail "$RESULTS/$1.server.log" >&2; return 1; }
 }
 
-overrides() {  # workload -> --messages for --quick
+overrides() {  # workload -> --messages for --messages or --quick
+  if [ -n "$MESSAGES" ]; then echo "--messages $MESSAGES"; return 0; fi
   [ "$QUICK" = 1 ] || return 0
   case "$1" in backlog) echo "--messages 50000" ;; poison) echo "--messages 1000" ;; *) echo "--messages 5000" ;; esac
+}
+
+# sample_disk DIR FILE: writes the peak size of DIR in bytes to FILE, sampled five
+# times a second until killed.
+sample_disk() {
+  local peak=0 now
+  while :; do
+    now=$(du -sb "$1" 2>/dev/null | cut -f1); now=${now:-0}
+    [ "$now" -gt "$peak" ] && peak=$now && echo "$peak" >"$2"
+    sleep 0.2
+  done
 }
 
 cpu_ticks() {  # pid -> utime + stime in clock ticks (USER_HZ = 100)
@@ -273,6 +290,9 @@ run_one() {  # system workload run [rebound batch]
     *) "start_$sys" || return 1 ;;
   esac
   log "run $3: $sys $w${4:+ (batch $batch)}…"
+  local data_dir="$WORK/data-${sys%%-*}" disk_file="$RESULTS/$tag.disk"
+  sample_disk "$data_dir" "$disk_file" &
+  local sampler=$!
   t0=$(cpu_ticks "$SERVER_PID")
   case "$sys" in
     rebound)
@@ -290,8 +310,9 @@ run_one() {  # system workload run [rebound batch]
       if [ -s "$out" ]; then sed -i "s/\"system\":\"nats\"/\"system\":\"$sys\"/" "$out"; fi ;;
   esac
   t1=$(cpu_ticks "$SERVER_PID")
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
   if [ -s "$out" ]; then
-    sed -i "s/}\$/,\"broker_process_cpu_s\":$(( t1 - t0 )).0e-2}/" "$out"
+    sed -i "s/}\$/,\"broker_process_cpu_s\":$(( t1 - t0 )).0e-2,\"peak_disk_bytes\":$(cat "$disk_file" 2>/dev/null || echo 0)}/" "$out"
   fi
   stop_servers
   if [ "$rc" != 0 ] || [ ! -s "$out" ]; then

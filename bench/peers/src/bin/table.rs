@@ -86,9 +86,9 @@ fn main() {
         }
     }
     println!(
-        "| workload | system | msgs per call / in flight | a send is acked when | runs | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p99 ms | broker CPU µs/msg | good done s | poison on DLQ s | drain msg/s | RSS growth B/msg | peak RSS MiB |"
+        "| workload | system | msgs per call / in flight | a send is acked when | runs | send msg/s | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p99 ms | broker CPU µs/msg | good done s | poison on DLQ s | drain msg/s | RSS growth B/msg | peak RSS MiB | peak disk B/msg |"
     );
-    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for g in &groups {
         let v = g[0];
         let all = |f: &dyn Fn(&Value) -> Option<f64>| g.iter().map(|v| f(v)).collect::<Vec<_>>();
@@ -103,7 +103,7 @@ fn main() {
         // The broker's CPU over the whole client run, as compare.sh measured it.
         let cpu = all(&|v| Some(num(v, "broker_process_cpu_s")? * 1e6 / num(v, "messages")?));
         println!(
-            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             v["workload"].as_str().unwrap_or("?"),
             label,
             batch,
@@ -112,6 +112,7 @@ fn main() {
             v["api"].as_str().map_or(String::new(), |api| format!(" ({api})")),
             ack_means(system),
             g.len(),
+            range(&all(&|v| num(v, "send_rate")), rate),
             range(&all(&|v| num(v, "e2e_rate")), rate),
             range(&all(&|v| nested(v, "latency_ms", "p50")), ms),
             range(&all(&|v| nested(v, "latency_ms", "p99")), ms),
@@ -124,6 +125,10 @@ fn main() {
             range(&all(&|v| num(v, "bytes_per_message")), |x| format!("{x:.0}")),
             range(&all(&|v| num(v, "peak_rss_bytes")), |b| {
                 format!("{:.0}", b / (1024.0 * 1024.0))
+            }),
+            // compare.sh's peak `du` of the data dir over the run, per message sent.
+            range(&all(&|v| Some(num(v, "peak_disk_bytes")? / num(v, "messages")?)), |x| {
+                format!("{x:.0}")
             }),
         );
     }
