@@ -125,14 +125,7 @@ stop_broker
 
 # 2. TLS and a user. A throwaway CA, and a server certificate for 127.0.0.1.
 tls=$work/tls
-mkdir "$tls"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
-  -subj /CN=tour-ca -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 \
-  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/san.ext"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
-  -days 1 -extfile "$tls/san.ext" -out "$tls/server.pem" 2>/dev/null
+bash .ci/throwaway-tls.sh "$tls"
 password=tour-$RANDOM$RANDOM
 hash=$(printf '%s' "$password" | rebound user hash-password)
 # The embedded default config (its address-settings, and a `#` security-settings

@@ -23,14 +23,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 tls=$scratch/tls
-mkdir "$tls"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
-  -subj /CN=bench-ca -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 \
-  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.ext"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
-  -days 1 -extfile "$tls/san.ext" -out "$tls/server.pem" 2>/dev/null
+bash .ci/throwaway-tls.sh "$tls"
 
 password=bench-$RANDOM$RANDOM
 users=$(cat <<TOML
