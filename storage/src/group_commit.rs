@@ -362,7 +362,7 @@ struct Bodies {
 
 impl Bodies {
     /// For every message key of `set`: notes the body file its stored value
-    /// points to, if any; writes the body of its new value, if large, under a
+    /// points to, if any (when `large` may hold one); writes the body of its new value, if large, under a
     /// new generation (hard-linking bodies identical to one already written
     /// for the same message id in this group) and appends the marker. Then
     /// fsyncs the directory once.
@@ -373,11 +373,14 @@ impl Bodies {
         large: &LargeDir,
     ) -> Result<(), StorageError> {
         let mut by_id: HashMap<MessageId, (usize, Bytes)> = HashMap::new();
+        // Without body files no stored record points to one: most groups skip
+        // a lookup per message.
+        let stored_bodies = large.holds_bodies();
         for (key, value) in set.iter_mut() {
             let Ok(Key::Message { queue, id }) = Key::decode(key) else {
                 continue;
             };
-            let old = marker(key)?;
+            let old = if stored_bodies { marker(key)? } else { None };
             if let Some(old) = &old {
                 self.obsolete.push(large.path(queue, id, old.generation));
             }
