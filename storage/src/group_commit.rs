@@ -296,14 +296,11 @@ impl<E: Engine> Thread<E> {
     /// memtable, large bodies first, obsolete body files last. A fatal error
     /// is recorded in `failure`.
     fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
-        let mut set = WriteSet::default();
         let mut existing = |prefix: &[u8]| {
             self.memtable
                 .keys_with_prefix(prefix, || self.engine.keys_with_prefix(prefix))
         };
-        for staged in group {
-            set.add(staged, &mut existing)?;
-        }
+        let mut set = WriteSet::fold(group, &mut existing)?;
         let mut bodies = Bodies::default();
         let marker = |key: &[u8]| match self.memtable.get(key) {
             Some(value) => Ok(value.and_then(|v| stored_marker(key, v.as_ref()))),
