@@ -359,10 +359,11 @@ struct Bodies {
 
 impl Bodies {
     /// For every message key of `set`: notes the body file its stored value
-    /// points to, if any (when `large` may hold one); writes the body of its new value, if large, under a
-    /// new generation (hard-linking bodies identical to one already written
-    /// for the same message id in this group) and appends the marker. Then
-    /// fsyncs the directory once.
+    /// points to, if any (looked up only while `large` may hold one); writes
+    /// the body of its new value, if large, under a new generation
+    /// (hard-linking bodies identical to one already written for the same
+    /// message id in this group) and appends the marker. Then fsyncs the
+    /// directory once.
     fn place(
         &mut self,
         set: &mut WriteSet,
