@@ -207,26 +207,25 @@ fn apply<E: Engine>(
     table: &Table<E::Value>,
     next: Option<&Table<E::Value>>,
 ) -> Result<(), StorageError> {
-    let current = || {
+    // The puts (or the deletes) `next` does not write again; each pass looks
+    // up in `next` only the keys it applies.
+    let current = |puts: bool| {
         table
             .iter()
+            .filter(move |(_, v)| v.is_some() == puts)
             .filter(move |(key, _)| next.is_none_or(|next| !next.contains_key(*key)))
     };
     let mut deletes = Vec::new();
-    for (key, _) in current().filter(|(_, v)| v.is_none()) {
+    for (key, _) in current(false) {
         if highs.may_hold(engine, key)? {
             deletes.push((key.clone(), None));
         }
     }
     engine.apply(deletes.into_iter())?;
-    for (key, _) in current().filter(|(_, v)| v.is_some()) {
+    for (key, _) in current(true) {
         highs.raise(engine, key)?;
     }
-    engine.apply(
-        current()
-            .filter(|(_, v)| v.is_some())
-            .map(|(k, v)| (k.clone(), v.clone())),
-    )
+    engine.apply(current(true).map(|(k, v)| (k.clone(), v.clone())))
 }
 
 /// Per queue, a message id that no message or state key in the engine

@@ -296,14 +296,11 @@ impl<E: Engine> Thread<E> {
     /// memtable, large bodies first, obsolete body files last. A fatal error
     /// is recorded in `failure`.
     fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
-        let mut set = WriteSet::default();
         let mut existing = |prefix: &[u8]| {
             self.memtable
                 .keys_with_prefix(prefix, || self.engine.keys_with_prefix(prefix))
         };
-        for staged in group {
-            set.add(staged, &mut existing)?;
-        }
+        let mut set = WriteSet::fold(group, &mut existing)?;
         let mut bodies = Bodies::default();
         let marker = |key: &[u8]| match self.memtable.get(key) {
             Some(value) => Ok(value.and_then(|v| stored_marker(key, v.as_ref()))),
@@ -362,10 +359,11 @@ struct Bodies {
 
 impl Bodies {
     /// For every message key of `set`: notes the body file its stored value
-    /// points to, if any; writes the body of its new value, if large, under a
-    /// new generation (hard-linking bodies identical to one already written
-    /// for the same message id in this group) and appends the marker. Then
-    /// fsyncs the directory once.
+    /// points to, if any (looked up only while `large` may hold one); writes
+    /// the body of its new value, if large, under a new generation
+    /// (hard-linking bodies identical to one already written for the same
+    /// message id in this group) and appends the marker. Then fsyncs the
+    /// directory once.
     fn place(
         &mut self,
         set: &mut WriteSet,
@@ -373,11 +371,14 @@ impl Bodies {
         large: &LargeDir,
     ) -> Result<(), StorageError> {
         let mut by_id: HashMap<MessageId, (usize, Bytes)> = HashMap::new();
+        // Without body files no stored record points to one: most groups skip
+        // a lookup per message.
+        let stored_bodies = large.holds_bodies();
         for (key, value) in set.iter_mut() {
             let Ok(Key::Message { queue, id }) = Key::decode(key) else {
                 continue;
             };
-            let old = marker(key)?;
+            let old = if stored_bodies { marker(key)? } else { None };
             if let Some(old) = &old {
                 self.obsolete.push(large.path(queue, id, old.generation));
             }

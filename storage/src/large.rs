@@ -43,7 +43,7 @@ use std::fs::{self, File};
 use std::io::{self, Write as _};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -158,6 +158,11 @@ pub(crate) struct LargeDir {
     dir: File,
     /// Bytes of body files on disk (hard links counted once).
     bytes: AtomicU64,
+    /// Body file names on disk, at least: counted before a name is made and
+    /// uncounted once it is unlinked, so never too low. While it is zero no
+    /// record can point to a body file, and the committer skips looking for
+    /// one ([`LargeDir::holds_bodies`]).
+    names: AtomicUsize,
 }
 
 impl LargeDir {
@@ -172,6 +177,7 @@ impl LargeDir {
             path,
             dir,
             bytes: AtomicU64::new(0),
+            names: AtomicUsize::new(0),
         })
     }
 
@@ -217,6 +223,7 @@ impl LargeDir {
             }
         }
         self.bytes.store(sweep.bytes, Ordering::Relaxed);
+        self.names.store(sweep.kept, Ordering::Relaxed);
         Ok(sweep)
     }
 
@@ -224,6 +231,7 @@ impl LargeDir {
     /// `sync_data`s it. The directory entry is made durable by
     /// [`LargeDir::sync`].
     pub(crate) fn write(&self, path: &Path, body: &[u8]) -> io::Result<()> {
+        self.names.fetch_add(1, Ordering::Relaxed);
         let mut file = File::create(path)?;
         file.write_all(body)?;
         file.sync_data()?;
@@ -234,10 +242,13 @@ impl LargeDir {
     /// Makes `to` a second name of the (already synced) file `from`.
     pub(crate) fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
         match fs::remove_file(to) {
-            Ok(()) => {}
+            Ok(()) => {
+                self.names.fetch_sub(1, Ordering::Relaxed);
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        self.names.fetch_add(1, Ordering::Relaxed);
         fs::hard_link(from, to)
     }
 
@@ -252,6 +263,7 @@ impl LargeDir {
         let last_link = fs::metadata(path).ok().filter(|m| m.nlink() <= 1);
         match fs::remove_file(path) {
             Ok(()) => {
+                self.names.fetch_sub(1, Ordering::Relaxed);
                 if let Some(meta) = last_link {
                     // Saturating: the counter is advisory.
                     let _ = self
@@ -266,6 +278,12 @@ impl LargeDir {
                 tracing::warn!(file = ?path, error = %e, "could not delete a large-message body; the next open will");
             }
         }
+    }
+
+    /// Whether a body file may exist: if not, no record points to one that
+    /// does, and the committer need not look up the records it replaces.
+    pub(crate) fn holds_bodies(&self) -> bool {
+        self.names.load(Ordering::Relaxed) > 0
     }
 
     /// Bytes of body files on disk, as far as this process knows.

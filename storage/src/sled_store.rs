@@ -55,6 +55,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use crate::engine::Engine;
 use crate::error::StorageError;
 use crate::group_commit::Committer;
@@ -132,7 +134,7 @@ pub struct SledStore {
     committer: Committer,
     db: sled::Db,
     /// Journaled writes sled does not have yet: read before sled.
-    memtable: Arc<Memtable<sled::IVec>>,
+    memtable: Arc<Memtable<Bytes>>,
     large: Arc<LargeDir>,
     dir: PathBuf,
 }
@@ -187,7 +189,7 @@ impl SledStore {
         };
         let checkpoint = engine.checkpointed()?;
         let replayed = journal::replay(dir, checkpoint, |writes| {
-            engine.apply(writes.into_iter().map(|(k, v)| (k, v.map(sled::IVec::from))))
+            engine.apply(writes.into_iter().map(|(k, v)| (k, v.map(Bytes::from))))
         })?;
         if replayed.records > 0 {
             tracing::info!(records = replayed.records, "replayed the journal");
@@ -245,10 +247,10 @@ impl SledStore {
     }
 
     /// The current value of `key`: the memtable's, else sled's.
-    fn value(&self, key: &[u8]) -> Result<Option<sled::IVec>, StorageError> {
+    fn value(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         match self.memtable.get(key) {
             Some(value) => Ok(value),
-            None => Ok(self.db.get(key)?),
+            None => Ok(self.db.get(key)?.map(Bytes::from_owner)),
         }
     }
 
@@ -480,8 +482,11 @@ impl SledEngine {
     }
 }
 
+/// Values stay `Bytes` (the journal's encoding, not copied) until the
+/// checkpointer applies them: most are deleted before, and the committer
+/// copies no value into sled's type.
 impl Engine for SledEngine {
-    type Value = sled::IVec;
+    type Value = Bytes;
 
     fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError> {
         self.db
@@ -515,10 +520,10 @@ impl Engine for SledEngine {
     /// buffer and hands it to sled's thread pool every time, which cost more
     /// than the writes. Atomicity comes from the journal: what a crash cuts
     /// short is replayed, and readers see the memtable until sled has it all.
-    fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<sled::IVec>)>) -> Result<(), StorageError> {
+    fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<Bytes>)>) -> Result<(), StorageError> {
         for (i, (key, value)) in writes.enumerate() {
             match value {
-                Some(value) => self.db.insert(key, value)?,
+                Some(value) => self.db.insert(key, &value[..])?,
                 None => self.db.remove(key)?,
             };
             if i % FLUSH_EVERY_WRITES == FLUSH_EVERY_WRITES - 1 {

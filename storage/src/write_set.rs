@@ -12,8 +12,6 @@
 //! been applied one after another. Nothing here knows the
 //! engine; prefix deletes ask it for the existing keys through a closure.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use prost::Message;
 
@@ -137,47 +135,51 @@ impl Staged {
 }
 
 /// The net effect of a group of commits on the keyspace: `Some(value)` to
-/// store, `None` to delete.
-#[derive(Default)]
-pub(crate) struct WriteSet(BTreeMap<Vec<u8>, Option<Value>>);
+/// store, `None` to delete, one entry per key, in key order.
+///
+/// Built as a list and sorted once rather than as a map: a group's keys
+/// arrive mostly in order (ids rise), so one stable sort costs less than a
+/// tree insert per write, and a later write of a key replaces the earlier.
+pub(crate) struct WriteSet(Vec<(Vec<u8>, Option<Value>)>);
 
 impl WriteSet {
-    /// Adds one commit's writes after everything added so far.
-    /// `existing` lists the keys under a prefix that are already stored.
-    pub(crate) fn add(
-        &mut self,
-        staged: Staged,
+    /// Folds a group's commits, in order. `existing` lists the keys under a
+    /// prefix that are already stored.
+    pub(crate) fn fold(
+        group: impl IntoIterator<Item = Staged>,
         existing: &mut impl FnMut(&[u8]) -> Result<Vec<Vec<u8>>, StorageError>,
-    ) -> Result<(), StorageError> {
-        for write in staged.writes {
-            match write {
-                Write::Put(key, value) => {
-                    self.0.insert(key, Some(value));
-                }
-                Write::Delete(key) => {
-                    self.0.insert(key, None);
-                }
-                Write::DeletePrefix(prefix) => {
-                    for key in existing(&prefix)? {
-                        self.0.insert(key, None);
-                    }
-                    for (_, value) in self
-                        .0
-                        .range_mut(prefix.clone()..)
-                        .take_while(|(k, _)| k.starts_with(&prefix))
-                    {
-                        *value = None;
+    ) -> Result<WriteSet, StorageError> {
+        let mut writes = Vec::new();
+        for staged in group {
+            for write in staged.writes {
+                match write {
+                    Write::Put(key, value) => writes.push((key, Some(value))),
+                    Write::Delete(key) => writes.push((key, None)),
+                    Write::DeletePrefix(prefix) => {
+                        for (_, value) in writes.iter_mut().filter(|(k, _)| k.starts_with(&prefix)) {
+                            *value = None;
+                        }
+                        writes.extend(existing(&prefix)?.into_iter().map(|key| (key, None)));
                     }
                 }
             }
         }
-        Ok(())
+        // Stable: of the writes of one key, the last ends up last.
+        writes.sort_by(|a: &(Vec<u8>, _), b| a.0.cmp(&b.0));
+        writes.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut earlier.1);
+            }
+            same
+        });
+        Ok(WriteSet(writes))
     }
 
     /// Every touched key with its final value, in key order, for the
     /// committer to place large bodies.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&Vec<u8>, &mut Option<Value>)> {
-        self.0.iter_mut()
+        self.0.iter_mut().map(|(k, v)| (&*k, v))
     }
 
     /// The writes, in key order, borrowed (for the journal).
@@ -195,6 +197,10 @@ impl WriteSet {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
     use super::*;
     use crate::records::{MessageRecord, QueueRecord};
     use crate::{LARGE_BODY_THRESHOLD, MAX_RECORD_BYTES};
@@ -210,12 +216,10 @@ mod tests {
     }
 
     fn fold(commits: Vec<Vec<Op>>, stored: &[Vec<u8>]) -> Vec<(Vec<u8>, bool)> {
-        let mut set = WriteSet::default();
         let mut existing =
             |prefix: &[u8]| Ok(stored.iter().filter(|k| k.starts_with(prefix)).cloned().collect());
-        for ops in commits {
-            set.add(stage(ops).unwrap(), &mut existing).unwrap();
-        }
+        let group = commits.into_iter().map(|ops| stage(ops).unwrap());
+        let set = WriteSet::fold(group, &mut existing).unwrap();
         set.into_writes().map(|(k, v)| (k, v.is_some())).collect()
     }
 
@@ -264,6 +268,72 @@ mod tests {
                 (keys::queue(1).to_vec(), false),
             ]
         );
+    }
+
+    #[derive(Debug, Clone)]
+    enum W {
+        Put(u8, u8),
+        Delete(u8),
+        DeletePrefix(u8),
+    }
+
+    /// Keys `[p, k]`: a prefix delete of `[p]` covers 4 of them.
+    fn key(k: u8) -> Vec<u8> {
+        vec![k / 4, k % 4]
+    }
+
+    proptest! {
+        /// The folded set is what applying the commits one write at a time
+        /// leaves behind.
+        #[test]
+        fn fold_is_applying_in_order(
+            commits in proptest::collection::vec(
+                proptest::collection::vec(
+                    prop_oneof![
+                        (0u8..16, any::<u8>()).prop_map(|(k, v)| W::Put(k, v)),
+                        (0u8..16).prop_map(W::Delete),
+                        (0u8..4).prop_map(W::DeletePrefix),
+                    ],
+                    0..8,
+                ),
+                0..8,
+            ),
+            stored in proptest::collection::btree_set(0u8..16, 0..8),
+        ) {
+            let stored: Vec<Vec<u8>> = stored.into_iter().map(key).collect();
+            let mut model = BTreeMap::new();
+            let mut group = Vec::new();
+            for commit in &commits {
+                let mut writes = Vec::new();
+                for w in commit {
+                    match *w {
+                        W::Put(k, v) => {
+                            model.insert(key(k), Some(v));
+                            writes.push(Write::Put(key(k), Value { inline: vec![v], large: None }));
+                        }
+                        W::Delete(k) => {
+                            model.insert(key(k), None);
+                            writes.push(Write::Delete(key(k)));
+                        }
+                        W::DeletePrefix(p) => {
+                            for k in stored.iter().chain(model.keys()).filter(|k| k[0] == p).cloned().collect::<Vec<_>>() {
+                                model.insert(k, None);
+                            }
+                            writes.push(Write::DeletePrefix(vec![p]));
+                        }
+                    }
+                }
+                group.push(Staged { writes, ops: commit.len(), bytes: 0 });
+            }
+            let mut existing =
+                |prefix: &[u8]| Ok(stored.iter().filter(|k| k.starts_with(prefix)).cloned().collect());
+            let folded: Vec<_> = WriteSet::fold(group, &mut existing)
+                .unwrap()
+                .into_writes()
+                .map(|(k, v)| (k, v.map(|v| v[0])))
+                .collect();
+            prop_assert_eq!(folded, model.into_iter().collect::<Vec<_>>());
+        }
     }
 
     fn staged_value(body_len: usize) -> Value {

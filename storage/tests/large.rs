@@ -160,6 +160,42 @@ async fn rewriting_a_large_message_uses_a_new_file_and_drops_the_old() {
     assert_eq!(store.read_message(1, 1).unwrap(), Some(small));
 }
 
+/// The committer looks up the body file of a record it replaces only while
+/// `large/` may hold one: a reopened store counts the files it kept, and one
+/// whose files are all gone notices the next.
+#[tokio::test]
+async fn bodies_are_dropped_after_a_reopen_and_after_the_directory_was_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    store
+        .commit(vec![queue(1), put(1, &message(1, 100 << 10))])
+        .await
+        .unwrap();
+    drop(store);
+
+    let store = SledStore::open(dir.path()).unwrap();
+    let second = MessageRecord {
+        body: Bytes::from(vec![9; 150 << 10]),
+        ..message(1, 0)
+    };
+    store.commit(vec![put(1, &second)]).await.unwrap();
+    assert_eq!(files(dir.path()), names(&["q1-m1.g1.body"]));
+    assert_eq!(store.read_message(1, 1).unwrap(), Some(second));
+    store
+        .commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
+        .await
+        .unwrap();
+    assert!(files(dir.path()).is_empty());
+
+    store.commit(vec![put(1, &message(2, 100 << 10))]).await.unwrap();
+    assert_eq!(files(dir.path()), names(&["q1-m2.body"]));
+    store
+        .commit(vec![Op::RemoveMessage { queue: 1, id: 2 }])
+        .await
+        .unwrap();
+    assert!(files(dir.path()).is_empty());
+}
+
 #[tokio::test]
 async fn fan_out_hard_links_one_body_and_delete_queue_removes_its_names() {
     let dir = tempfile::tempdir().unwrap();
