@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rebound_config::RoutingType;
 use rebound_storage::{AddressRecord, MessageRecord};
 
+use crate::address_size::{AddressSize, BrokerSize, Meter};
 use crate::message::Selectable;
 use crate::queue::Queue;
 
@@ -23,6 +24,8 @@ pub struct Address {
     pub multicast: bool,
     pub auto_created: bool,
     pub queues: Vec<Arc<Queue>>,
+    /// The bytes its queues hold, and what its `address-full-policy` did.
+    pub size: Arc<AddressSize>,
     next_anycast: AtomicUsize,
 }
 
@@ -34,6 +37,7 @@ impl Address {
             multicast: routing == RoutingType::Multicast,
             auto_created,
             queues: Vec::new(),
+            size: Arc::default(),
             next_anycast: AtomicUsize::new(0),
         }
     }
@@ -45,6 +49,7 @@ impl Address {
             multicast: record.multicast,
             auto_created: record.auto_created,
             queues: Vec::new(),
+            size: Arc::default(),
             next_anycast: AtomicUsize::new(0),
         }
     }
@@ -114,23 +119,32 @@ impl Address {
 pub struct Registry {
     pub addresses: HashMap<String, Address>,
     pub queues: HashMap<String, Arc<Queue>>,
+    /// The bytes all bound queues hold.
+    pub size: Arc<BrokerSize>,
 }
 
 impl Registry {
-    /// Binds a queue to its (existing) address.
+    /// Binds a queue to its (existing) address; what it holds counts towards the
+    /// address's size and the broker's.
     pub fn bind(&mut self, queue: Arc<Queue>) {
         if let Some(address) = self.addresses.get_mut(&queue.address) {
+            queue.measure(Some(Meter {
+                address: address.size.clone(),
+                broker: self.size.clone(),
+            }));
             address.queues.push(queue.clone());
         }
         self.queues.insert(queue.name.clone(), queue);
     }
 
-    /// Removes a queue from the registry and from its address.
+    /// Removes a queue from the registry and from its address, and what it holds
+    /// from their sizes.
     pub fn unbind(&mut self, name: &str) -> Option<Arc<Queue>> {
         let queue = self.queues.remove(name)?;
         if let Some(address) = self.addresses.get_mut(&queue.address) {
             address.queues.retain(|q| q.name != name);
         }
+        queue.measure(None);
         Some(queue)
     }
 

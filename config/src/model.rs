@@ -707,7 +707,10 @@ mod tests {
         );
         assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
         assert_eq!(parse("").global_max_size, GlobalMaxSize::Auto);
-        assert_eq!(parse("global-max-size = -1").global_max_size, GlobalMaxSize::Unlimited);
+        assert_eq!(
+            parse("global-max-size = -1").global_max_size,
+            GlobalMaxSize::Unlimited
+        );
         assert_eq!(
             err("global-max-size = 0").to_string(),
             "test.toml:1:19: global-max-size: must be -1 (unlimited) or > 0 (got 0)"

@@ -120,6 +120,7 @@ impl Broker {
         for address in addresses {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
+        self.admit(&mut prepared).await?;
         let mut duplicates = Vec::new();
         let mut reservation = None;
         if prepared.iter().any(|p| p.duplicate_id.is_some()) {
@@ -132,7 +133,6 @@ impl Broker {
         }
         let mut unrouted = 0;
         let mut arrivals = Vec::new();
-        let mut settings = SettingsMemo::default();
         let commit = {
             let reg = self.read();
             for Prepared { record, due_ms, .. } in prepared {
@@ -140,16 +140,6 @@ impl Broker {
                 if targets.is_empty() {
                     unrouted += 1;
                     continue;
-                }
-                if let Some(limit) = settings.get(self, &record.address).max_size_bytes {
-                    let held: u64 = targets.iter().map(|q| q.bytes()).sum();
-                    if held + record.encoded_len() as u64 > limit {
-                        return Err(BrokerError::AddressFull {
-                            address: record.address,
-                            held,
-                            limit,
-                        });
-                    }
                 }
                 place(record, due_ms, targets, &mut ops, &mut arrivals);
             }

@@ -8,11 +8,13 @@
 //! - collectors that read at scrape time what the broker keeps anyway: every
 //!   queue's gauges and counters (`queues`, from the queue's own counters,
 //!   updated under its lock where the events happen; summed, the consume
-//!   streams), the store's statistics, open transactions and uptime
+//!   streams), every address's size, blocked sends and drops (`addresses`,
+//!   from its running totals), the store's statistics, open transactions and uptime
 //!   (`broker`), and the process (`process`).
 //!
 //! Every name starts with `rebound_`, except the `process_*` family, which keeps
 //! the names every Prometheus client library and dashboard uses.
+mod addresses;
 mod broker;
 mod process;
 mod queues;
@@ -120,7 +122,16 @@ impl Metrics {
             "Config reloads, applied (ok) or rejected (failed)",
             m.reloads.clone(),
         );
-        rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
+        let shown = Arc::new(shown);
+        let addresses_shown = shown.clone();
+        rebound.register_collector(Box::new(addresses::Addresses(
+            broker.clone(),
+            Box::new(move |address: &str| addresses_shown(address)),
+        )));
+        rebound.register_collector(Box::new(queues::Queues(
+            broker.clone(),
+            Box::new(move |address: &str| shown(address)),
+        )));
         rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
         registry.register_collector(Box::new(process::Process));
         registry

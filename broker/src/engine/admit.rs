@@ -1,0 +1,160 @@
+//! Admission: every message a client sends (Send, Publish, a transaction's
+//! commit) measured against its address's `max-size-bytes` and the broker's
+//! `global-max-size` before it is routed, and the address's
+//! `address-full-policy` carried out: `crate::address_full` decides, this waits
+//! (BLOCK), refuses (FAIL), discards (DROP) or pages (PAGE).
+//!
+//! Messages the broker moves itself (`forward.rs`: dead letters, expired
+//! messages, schedule moves, an operator's move or retry) never come here: a
+//! full dead-letter address must not lose a dead letter, and the message
+//! leaves another address of the same broker in the same commit.
+//!
+//! The limits are soft by what is in flight: a send reads the running totals
+//! (`crate::address_size`) before its commit, and its messages count once they
+//! are in their queues, so sends committing at the same time may together pass
+//! a limit by what they carry. Within one batch the earlier messages count.
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use rebound_config::EffectiveSettings;
+use tracing::warn;
+
+use super::Broker;
+use crate::address_full::{Admit, Sizes, decide};
+use crate::address_size::{AddressSize, Blocked};
+use crate::error::{BrokerError, Result};
+use crate::message::Prepared;
+use crate::time::now_ms;
+
+/// An address of the batch: its settings, its size, and what the batch's
+/// earlier messages add to it.
+struct Target {
+    address: String,
+    settings: Arc<EffectiveSettings>,
+    size: Arc<AddressSize>,
+    pending: u64,
+}
+
+impl Broker {
+    /// Applies the address-full policies to a batch: returns with the messages
+    /// to store (those DROP discarded are taken out), after waiting for room
+    /// under BLOCK, or fails under FAIL and when BLOCK waited `max-block-time`.
+    pub(super) async fn admit(&self, prepared: &mut Vec<Prepared>) -> Result<()> {
+        let mut targets: Vec<Target> = Vec::new();
+        let mut pending = 0;
+        let mut keep = Vec::with_capacity(prepared.len());
+        for message in prepared.iter_mut() {
+            let incoming = message.record.encoded_len() as u64;
+            let t = match targets.iter().position(|t| t.address == message.record.address) {
+                Some(t) => t,
+                None => {
+                    targets.push(self.target(&message.record.address));
+                    targets.len() - 1
+                }
+            };
+            let stored = self.admit_one(&mut targets[t], pending, incoming).await?;
+            if stored {
+                targets[t].pending += incoming;
+                pending += incoming;
+            }
+            keep.push(stored);
+        }
+        if keep.contains(&false) {
+            let mut keep = keep.into_iter();
+            prepared.retain(|_| keep.next().unwrap_or(true));
+        }
+        Ok(())
+    }
+
+    fn target(&self, address: &str) -> Target {
+        let size = self.read().addresses.get(address).map(|a| a.size.clone());
+        Target {
+            address: address.to_owned(),
+            settings: self.settings_for(address),
+            // An address deleted meanwhile: its messages will find no queue.
+            size: size.unwrap_or_default(),
+            pending: 0,
+        }
+    }
+
+    /// Whether a message of `incoming` bytes to `target` is stored, the batch
+    /// before it adding `pending` bytes to the broker.
+    async fn admit_one(&self, target: &mut Target, pending: u64, incoming: u64) -> Result<bool> {
+        let mut blocked: Option<(Blocked, Instant)> = None;
+        loop {
+            // Registered before the sizes are read, so that room made in between
+            // is not missed.
+            let mut room = pin!(self.sizes.room.notified());
+            if blocked.is_some() {
+                room.as_mut().enable();
+            }
+            let sizes = Sizes {
+                address: target.size.bytes() + target.pending,
+                address_limit: target.settings.max_size_bytes,
+                broker: self.sizes.bytes() + pending,
+                broker_limit: self.settings.global_max_size(),
+            };
+            let full = match decide(target.settings.address_full_policy, sizes, incoming) {
+                Admit::Accept => {
+                    target.size.accepted();
+                    return Ok(true);
+                }
+                Admit::Page(_) => {
+                    self.page_hook();
+                    return Ok(true);
+                }
+                Admit::Drop(full) => {
+                    if target.size.drop_one() {
+                        warn!(
+                            address = %target.address,
+                            "address is full ({full}): address-full-policy DROP discards what is sent to it"
+                        );
+                    }
+                    return Ok(false);
+                }
+                Admit::Fail(full) => full,
+                Admit::Block(full) => {
+                    let Some((_, since)) = &blocked else {
+                        let (guard, first) = target.size.block(&self.sizes, now_ms());
+                        if first {
+                            warn!(
+                                address = %target.address,
+                                "address is full ({full}): sends block until consumers make room (address-full-policy BLOCK)"
+                            );
+                        }
+                        blocked = Some((guard, Instant::now()));
+                        continue;
+                    };
+                    let deadline = *since + Duration::from_millis(target.settings.max_block_time_ms);
+                    if Instant::now() < deadline {
+                        tokio::select! {
+                            _ = room => {}
+                            _ = tokio::time::sleep_until(deadline.into()) => {}
+                            _ = self.shutdown.cancelled() => return Err(BrokerError::ShuttingDown),
+                        }
+                        // A reload may have changed the policy or the limit.
+                        target.settings = self.settings_for(&target.address);
+                        continue;
+                    }
+                    return Err(BrokerError::AddressFull {
+                        address: target.address.clone(),
+                        full,
+                        waited_ms: Some(since.elapsed().as_millis() as u64),
+                    });
+                }
+            };
+            return Err(BrokerError::AddressFull {
+                address: target.address.clone(),
+                full,
+                waited_ms: None,
+            });
+        }
+    }
+
+    /// PAGING HOOK: a message accepted past a limit under PAGE, which should go
+    /// to disk rather than memory. Until paging is wired in here, PAGE stores it
+    /// as any other message.
+    fn page_hook(&self) {}
+}
