@@ -54,7 +54,14 @@ impl Broker {
                     targets.len() - 1
                 }
             };
-            let stored = self.admit_one(&mut targets[t], pending, incoming).await?;
+            let stored = match self.admit_one(&mut targets[t], pending, incoming).await? {
+                Admit::Drop(_) => false,
+                Admit::Page(_) => {
+                    self.page_hook(message);
+                    true
+                }
+                _ => true,
+            };
             if stored {
                 targets[t].pending += incoming;
                 pending += incoming;
@@ -79,9 +86,10 @@ impl Broker {
         }
     }
 
-    /// Whether a message of `incoming` bytes to `target` is stored, the batch
-    /// before it adding `pending` bytes to the broker.
-    async fn admit_one(&self, target: &mut Target, pending: u64, incoming: u64) -> Result<bool> {
+    /// What becomes of a message of `incoming` bytes to `target`, the batch
+    /// before it adding `pending` bytes to the broker: Accept, Page or Drop
+    /// (Block is waited out, Fail is an error).
+    async fn admit_one(&self, target: &mut Target, pending: u64, incoming: u64) -> Result<Admit> {
         let mut blocked: Option<(Blocked, Instant)> = None;
         loop {
             // Registered before the sizes are read, so that room made in between
@@ -96,15 +104,13 @@ impl Broker {
                 broker: self.sizes.bytes() + pending,
                 broker_limit: self.settings.global_max_size(),
             };
-            let full = match decide(target.settings.address_full_policy, sizes, incoming) {
+            let admit = decide(target.settings.address_full_policy, sizes, incoming);
+            let full = match admit {
                 Admit::Accept => {
                     target.size.accepted();
-                    return Ok(true);
+                    return Ok(admit);
                 }
-                Admit::Page(_) => {
-                    self.page_hook();
-                    return Ok(true);
-                }
+                Admit::Page(_) => return Ok(admit),
                 Admit::Drop(full) => {
                     if target.size.drop_one() {
                         warn!(
@@ -112,7 +118,7 @@ impl Broker {
                             "address is full ({full}): address-full-policy DROP discards what is sent to it"
                         );
                     }
-                    return Ok(false);
+                    return Ok(admit);
                 }
                 Admit::Fail(full) => full,
                 Admit::Block(full) => {
@@ -153,8 +159,9 @@ impl Broker {
         }
     }
 
-    /// PAGING HOOK: a message accepted past a limit under PAGE, which should go
-    /// to disk rather than memory. Until paging is wired in here, PAGE stores it
-    /// as any other message.
-    fn page_hook(&self) {}
+    /// PAGING HOOK (its one call site is in [`Broker::admit`]): a message
+    /// accepted past a limit under PAGE, which should be stored on disk and not
+    /// kept in memory. Until paging is wired in here, PAGE stores it as any
+    /// other message.
+    fn page_hook(&self, _message: &mut Prepared) {}
 }

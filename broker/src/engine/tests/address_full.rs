@@ -167,3 +167,23 @@ async fn a_dead_letter_lands_in_a_full_dead_letter_address() {
     assert_eq!(broker.queue("DLQ").unwrap().snapshot().messages, 2);
     assert!(broker.address("DLQ").unwrap().size.bytes() > 1500);
 }
+
+#[tokio::test]
+async fn sizes_are_the_queues_bytes_through_a_purge_and_a_restart() {
+    let (broker, store) = broker("").await;
+    send(&broker, "a", &[BODY, BODY]).await;
+    send(&broker, "b", &[BODY]).await;
+    let bytes = |broker: &Arc<Broker>, name: &str| broker.queue(name).unwrap().bytes();
+    let size = |broker: &Arc<Broker>, name: &str| broker.address(name).unwrap().size.bytes();
+    assert_eq!(size(&broker, "a"), bytes(&broker, "a"));
+    assert_eq!(broker.broker_size().0, bytes(&broker, "a") + bytes(&broker, "b"));
+    broker.close().await.unwrap();
+    let broker = open("", Arc::new(store.reopen())).await;
+    assert!(size(&broker, "a") > 2000, "recovered messages count");
+    assert_eq!(broker.broker_size().0, bytes(&broker, "a") + bytes(&broker, "b"));
+    broker.purge("a").await.unwrap();
+    assert_eq!(
+        (size(&broker, "a"), broker.broker_size().0),
+        (0, bytes(&broker, "b"))
+    );
+}
