@@ -247,3 +247,24 @@ async fn config_resolve_shows_the_policy_keys() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_raises_the_limit_frees_a_blocked_send() {
+    let broker = Broker::start_with_config(&config("BLOCK", "max-block-time = 30000")).await;
+    let client = broker.client().await;
+    send(&client, "q").await.unwrap();
+    let blocked = tokio::spawn({
+        let client = client.clone();
+        async move { send(&client, "q").await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!blocked.is_finished());
+    broker.rewrite_config(&config("BLOCK", "max-block-time = 30000").replace("1500", "5000"));
+    broker.hup();
+    tokio::time::timeout(Duration::from_secs(10), blocked)
+        .await
+        .expect("the reload freed the send")
+        .unwrap()
+        .unwrap();
+    assert_eq!(address_stat(&broker, "q").await["max_size_bytes"], 5000);
+}
