@@ -39,13 +39,14 @@ struct Target {
 
 impl Broker {
     /// Applies the address-full policies to a batch: returns with the messages
-    /// to store (those DROP discarded are taken out), after waiting for room
-    /// under BLOCK, or fails under FAIL and when BLOCK waited `max-block-time`.
-    pub(super) async fn admit(&self, prepared: &mut Vec<Prepared>) -> Result<()> {
+    /// to store, after waiting for room under BLOCK, or fails under FAIL and when
+    /// BLOCK waited `max-block-time`. Those DROP discarded are taken out; the
+    /// answer says which they were, in the order sent (empty if none was).
+    pub(super) async fn admit(&self, prepared: &mut Vec<Prepared>) -> Result<Vec<bool>> {
         let mut targets: Vec<Target> = Vec::new();
         let mut pending = 0;
-        let mut keep = Vec::with_capacity(prepared.len());
-        for message in prepared.iter_mut() {
+        let mut dropped = Vec::new();
+        for (i, message) in prepared.iter_mut().enumerate() {
             let incoming = message.record.encoded_len() as u64;
             let t = match targets.iter().position(|t| t.address == message.record.address) {
                 Some(t) => t,
@@ -66,13 +67,20 @@ impl Broker {
                 targets[t].pending += incoming;
                 pending += incoming;
             }
-            keep.push(stored);
+            // Allocated at the first drop only.
+            if !stored && dropped.is_empty() {
+                dropped.resize(i, false);
+            }
+            if !stored || !dropped.is_empty() {
+                dropped.push(!stored);
+            }
         }
-        if keep.contains(&false) {
-            let mut keep = keep.into_iter();
-            prepared.retain(|_| keep.next().unwrap_or(true));
+        if dropped.is_empty() {
+            return Ok(dropped);
         }
-        Ok(())
+        let mut drop = dropped.iter();
+        prepared.retain(|_| !drop.next().copied().unwrap_or(false));
+        Ok(dropped)
     }
 
     fn target(&self, address: &str) -> Target {

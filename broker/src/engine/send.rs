@@ -120,7 +120,7 @@ impl Broker {
         for address in addresses {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
-        self.admit(&mut prepared).await?;
+        let dropped = self.admit(&mut prepared).await?;
         let mut duplicates = Vec::new();
         let mut reservation = None;
         if prepared.iter().any(|p| p.duplicate_id.is_some()) {
@@ -129,7 +129,16 @@ impl Broker {
             reservation = Some(claimed);
             let mut flag = flags.iter();
             prepared.retain(|_| !flag.next().copied().unwrap_or(false));
-            duplicates = flags;
+            // Flags in the order sent: a dropped message was no duplicate.
+            let mut flag = flags.into_iter();
+            duplicates = if dropped.is_empty() {
+                flag.collect()
+            } else {
+                dropped
+                    .iter()
+                    .map(|&d| !d && flag.next().unwrap_or(false))
+                    .collect()
+            };
         }
         let mut unrouted = 0;
         let mut arrivals = Vec::new();

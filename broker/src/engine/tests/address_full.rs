@@ -126,6 +126,30 @@ async fn drop_acknowledges_discards_and_counts() {
 }
 
 #[tokio::test]
+async fn a_dropped_message_keeps_the_duplicate_flags_in_the_order_sent() {
+    use rebound_protocol::properties::DUPL_ID;
+    use rebound_storage::PropertyValue;
+    use rebound_storage::records::property_value::Value;
+
+    let broker = broker_with_empty_q("DROP").await;
+    let mut again = message("other", "once");
+    again.properties.insert(
+        DUPL_ID.into(),
+        PropertyValue {
+            value: Some(Value::String("id-1".into())),
+        },
+    );
+    broker.send(vec![again.clone()]).await.unwrap();
+    send(&broker, "q", &[BODY]).await;
+    let sent = broker
+        .send(vec![message("q", BODY), again, message("other", "new")])
+        .await
+        .unwrap();
+    assert_eq!(sent.duplicates, [false, true, false]);
+    assert_eq!(broker.queue("other").unwrap().snapshot().messages, 2);
+}
+
+#[tokio::test]
 async fn page_accepts_past_the_limit() {
     let broker = broker_with_empty_q("PAGE").await;
     send(&broker, "q", &[BODY, BODY, BODY]).await;
