@@ -90,6 +90,18 @@ impl Address {
         !std::mem::replace(flag, true)
     }
 
+    /// How many copies a message sent here makes, filters aside: one per
+    /// multicast queue and one for the anycast queues. At least 1.
+    pub fn copies(&self) -> u64 {
+        let multicast = self
+            .queues
+            .iter()
+            .filter(|q| q.routing_type == RoutingType::Multicast)
+            .count();
+        let anycast = self.queues.iter().any(|q| q.routing_type == RoutingType::Anycast);
+        (multicast as u64 + u64::from(anycast)).max(1)
+    }
+
     /// The queues a message sent to this address goes to.
     pub fn route(&self, record: &MessageRecord) -> Vec<Arc<Queue>> {
         let accepts = |q: &&Arc<Queue>| q.filter.as_ref().is_none_or(|f| f.matches(&Selectable(record)));
@@ -200,6 +212,7 @@ mod tests {
         ] {
             reg.bind(queue(name, routing, None));
         }
+        assert_eq!(reg.addresses["a"].copies(), 3);
         assert_eq!(names(&reg.route(&record())), vec!["s1", "s2", "w1"]);
         assert_eq!(names(&reg.route(&record())), vec!["s1", "s2", "w2"]);
         reg.unbind("s1");

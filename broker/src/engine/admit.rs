@@ -12,7 +12,9 @@
 //! The limits are soft by what is in flight: a send reads the running totals
 //! (`crate::address_size`) before its commit, and its messages count once they
 //! are in their queues, so sends committing at the same time may together pass
-//! a limit by what they carry. Within one batch the earlier messages count.
+//! a limit by what they carry. Within one batch the earlier messages count. A
+//! message counts as many times as it will be stored in the address's queues
+//! (filters aside), as the address's size does.
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,12 +30,13 @@ use crate::error::{BrokerError, Result};
 use crate::message::Prepared;
 use crate::time::now_ms;
 
-/// An address of the batch: its settings, its size, and what the batch's
-/// earlier messages add to it.
+/// An address of the batch: its settings, its size, the copies a message
+/// makes there, and what the batch's earlier messages add to it.
 struct Target {
     address: String,
     settings: Arc<EffectiveSettings>,
     size: Arc<AddressSize>,
+    copies: u64,
     pending: u64,
 }
 
@@ -47,7 +50,6 @@ impl Broker {
         let mut pending = 0;
         let mut dropped = Vec::new();
         for (i, message) in prepared.iter_mut().enumerate() {
-            let incoming = message.record.encoded_len() as u64;
             let t = match targets.iter().position(|t| t.address == message.record.address) {
                 Some(t) => t,
                 None => {
@@ -55,6 +57,7 @@ impl Broker {
                     targets.len() - 1
                 }
             };
+            let incoming = message.record.encoded_len() as u64 * targets[t].copies;
             let stored = match self.admit_one(&mut targets[t], pending, incoming).await? {
                 Admit::Drop(_) => false,
                 Admit::Page(_) => {
@@ -84,12 +87,18 @@ impl Broker {
     }
 
     fn target(&self, address: &str) -> Target {
-        let size = self.read().addresses.get(address).map(|a| a.size.clone());
+        let found = self
+            .read()
+            .addresses
+            .get(address)
+            .map(|a| (a.size.clone(), a.copies()));
+        // An address deleted meanwhile: its messages will find no queue.
+        let (size, copies) = found.unwrap_or_default();
         Target {
             address: address.to_owned(),
             settings: self.settings_for(address),
-            // An address deleted meanwhile: its messages will find no queue.
-            size: size.unwrap_or_default(),
+            size,
+            copies,
             pending: 0,
         }
     }

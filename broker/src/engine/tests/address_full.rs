@@ -211,3 +211,28 @@ async fn sizes_are_the_queues_bytes_through_a_purge_and_a_restart() {
         (0, bytes(&broker, "b"))
     );
 }
+
+#[tokio::test]
+async fn a_multicast_message_counts_once_per_queue_it_is_stored_in() {
+    let (broker, _) = broker(
+        "[[address-settings]]\nmatch = \"events\"\nmax-size-bytes = 2500\naddress-full-policy = \"FAIL\"\n\
+         [[addresses]]\nname = \"events\"\nrouting-type = \"multicast\"\n  [[addresses.queues]]\n  name = \"one\"\n  [[addresses.queues]]\n  name = \"two\"\n",
+    )
+    .await;
+    // One message makes two copies (about 2100 bytes); a second would be 4200.
+    send(&broker, "events", &[BODY]).await;
+    assert_full(
+        broker.send(vec![message("events", BODY)]).await,
+        "max-size-bytes is 2500",
+    );
+    // A batch is measured the same way: the two messages are 4200 bytes.
+    broker.purge("one").await.unwrap();
+    broker.purge("two").await.unwrap();
+    assert_full(
+        broker
+            .send(vec![message("events", BODY), message("events", BODY)])
+            .await,
+        "",
+    );
+    assert_eq!(broker.address("events").unwrap().size.bytes(), 0);
+}
