@@ -52,7 +52,15 @@ async fn block_holds_producers_until_a_consumer_drains() {
         "full: the sends wait"
     );
 
-    let stat = address_stat(&broker, "q").await;
+    // Both reach the broker (bounded: a loaded machine may be slow to send them).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stat = loop {
+        let stat = address_stat(&broker, "q").await;
+        if stat["blocked_sends"] == 2 || std::time::Instant::now() > deadline {
+            break stat;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(stat["address_full_policy"], "BLOCK");
     assert_eq!(
         (stat["max_size_bytes"].as_u64(), stat["blocked_sends"].as_u64()),
