@@ -122,16 +122,8 @@ impl Metrics {
             "Config reloads, applied (ok) or rejected (failed)",
             m.reloads.clone(),
         );
-        let shown = Arc::new(shown);
-        let addresses_shown = shown.clone();
-        rebound.register_collector(Box::new(addresses::Addresses(
-            broker.clone(),
-            Box::new(move |address: &str| addresses_shown(address)),
-        )));
-        rebound.register_collector(Box::new(queues::Queues(
-            broker.clone(),
-            Box::new(move |address: &str| shown(address)),
-        )));
+        rebound.register_collector(Box::new(addresses::Addresses(broker.clone(), shown.clone())));
+        rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
         rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
         registry.register_collector(Box::new(process::Process));
         registry
@@ -162,7 +154,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let registry = Metrics::registry(&broker, Box::new(|_| true));
+        let registry = Metrics::registry(&broker, Arc::new(|_| true));
         let mut times = Vec::new();
         let mut bytes = 0;
         for _ in 0..21 {
