@@ -208,6 +208,7 @@ async fn global_max_size_applies_the_policy_across_addresses() {
     let mut consumer = client.consumer("a").open().await.unwrap();
     let delivery = consumer.next().await.unwrap().expect("a delivery");
     consumer.ack(&[delivery.id]).await.unwrap();
+    consumer.flush().await.unwrap();
     send(&client, "c").await.unwrap();
 }
 
