@@ -8,6 +8,8 @@ use std::fmt;
 
 use rebound_storage::StorageError;
 
+use crate::address_full::Full;
+
 use rebound_config::{Permission, excerpt};
 
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +35,14 @@ pub enum BrokerError {
         "message of {size} bytes (body and properties) is larger than max-message-size {limit} bytes of address '{address}'"
     )]
     MessageTooLarge { address: String, size: u64, limit: u64 },
-    #[error("address '{address}' is full: it holds {held} bytes and max-size-bytes is {limit}")]
-    AddressFull { address: String, held: u64, limit: u64 },
+    /// A send met a limit under FAIL, or waited `max-block-time` for room under
+    /// BLOCK (`waited_ms`).
+    #[error("address '{}' is full: {full}{}", excerpt(.address), Waited(*.waited_ms))]
+    AddressFull {
+        address: String,
+        full: Full,
+        waited_ms: Option<u64>,
+    },
     /// A quota of the `[limits]` table is full: `what` says how, `limit` names the key.
     #[error("{what}: {limit} is {value}")]
     LimitReached {
@@ -66,6 +74,18 @@ pub enum BrokerError {
     ShuttingDown,
     #[error("storage failure: {0}")]
     Storage(#[from] StorageError),
+}
+
+/// How long a blocked send waited, said after the limit it met.
+struct Waited(Option<u64>);
+
+impl fmt::Display for Waited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(ms) => write!(f, "; the send waited {ms} ms (max-block-time) for room"),
+            None => Ok(()),
+        }
+    }
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;

@@ -12,6 +12,9 @@
 //! - [`redelivery`]: the redelivery policy (delay formula, attempts, schedules).
 //! - [`dead_letter`]: what a dead letter carries (`_AMQ_ORIG_*`, reason, failures).
 //! - [`scheduled`]: when a producer's message becomes deliverable (`_AMQ_SCHED_DELIVERY`).
+//! - [`address_full`]: what a send to a full address does (`address-full-policy`);
+//!   [`address_size`]: the bytes held per address and broker-wide, as running
+//!   totals; [`memory`]: the memory the default `global-max-size` is half of.
 //! - [`duplicates`]: the per-address duplicate-id caches (`_AMQ_DUPL_ID`).
 //! - [`explain`]: the redelivery policy of an address as a readable schedule.
 //! - [`transactions`]: the open transactions and what each has gathered.
@@ -32,6 +35,8 @@
 //!
 //! The storage format lives in `rebound-storage`, the settings model and matching in
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
+pub mod address_full;
+pub mod address_size;
 pub mod connections;
 pub mod daemon;
 pub mod data_dir;
@@ -42,6 +47,7 @@ pub mod error;
 pub mod explain;
 pub mod grpc;
 pub mod http;
+pub mod memory;
 pub mod message;
 pub mod metrics;
 pub mod outage;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rebound_config::RoutingType;
 use rebound_storage::{AddressRecord, MessageRecord};
 
+use crate::address_size::{AddressSize, BrokerSize, Meter};
 use crate::message::Selectable;
 use crate::queue::Queue;
 
@@ -23,6 +24,8 @@ pub struct Address {
     pub multicast: bool,
     pub auto_created: bool,
     pub queues: Vec<Arc<Queue>>,
+    /// The bytes its queues hold, and what its `address-full-policy` did.
+    pub size: Arc<AddressSize>,
     next_anycast: AtomicUsize,
 }
 
@@ -34,6 +37,7 @@ impl Address {
             multicast: routing == RoutingType::Multicast,
             auto_created,
             queues: Vec::new(),
+            size: Arc::default(),
             next_anycast: AtomicUsize::new(0),
         }
     }
@@ -45,6 +49,7 @@ impl Address {
             multicast: record.multicast,
             auto_created: record.auto_created,
             queues: Vec::new(),
+            size: Arc::default(),
             next_anycast: AtomicUsize::new(0),
         }
     }
@@ -85,6 +90,18 @@ impl Address {
         !std::mem::replace(flag, true)
     }
 
+    /// How many copies a message sent here makes, filters aside: one per
+    /// multicast queue and one for the anycast queues. At least 1.
+    pub fn copies(&self) -> u64 {
+        let multicast = self
+            .queues
+            .iter()
+            .filter(|q| q.routing_type == RoutingType::Multicast)
+            .count();
+        let anycast = self.queues.iter().any(|q| q.routing_type == RoutingType::Anycast);
+        (multicast as u64 + u64::from(anycast)).max(1)
+    }
+
     /// The queues a message sent to this address goes to.
     pub fn route(&self, record: &MessageRecord) -> Vec<Arc<Queue>> {
         let accepts = |q: &&Arc<Queue>| q.filter.as_ref().is_none_or(|f| f.matches(&Selectable(record)));
@@ -114,23 +131,32 @@ impl Address {
 pub struct Registry {
     pub addresses: HashMap<String, Address>,
     pub queues: HashMap<String, Arc<Queue>>,
+    /// The bytes all bound queues hold.
+    pub size: Arc<BrokerSize>,
 }
 
 impl Registry {
-    /// Binds a queue to its (existing) address.
+    /// Binds a queue to its (existing) address; what it holds counts towards the
+    /// address's size and the broker's.
     pub fn bind(&mut self, queue: Arc<Queue>) {
         if let Some(address) = self.addresses.get_mut(&queue.address) {
+            queue.measure(Some(Meter {
+                address: address.size.clone(),
+                broker: self.size.clone(),
+            }));
             address.queues.push(queue.clone());
         }
         self.queues.insert(queue.name.clone(), queue);
     }
 
-    /// Removes a queue from the registry and from its address.
+    /// Removes a queue from the registry and from its address, and what it holds
+    /// from their sizes.
     pub fn unbind(&mut self, name: &str) -> Option<Arc<Queue>> {
         let queue = self.queues.remove(name)?;
         if let Some(address) = self.addresses.get_mut(&queue.address) {
             address.queues.retain(|q| q.name != name);
         }
+        queue.measure(None);
         Some(queue)
     }
 
@@ -186,6 +212,7 @@ mod tests {
         ] {
             reg.bind(queue(name, routing, None));
         }
+        assert_eq!(reg.addresses["a"].copies(), 3);
         assert_eq!(names(&reg.route(&record())), vec!["s1", "s2", "w1"]);
         assert_eq!(names(&reg.route(&record())), vec!["s1", "s2", "w2"]);
         reg.unbind("s1");

@@ -5,10 +5,12 @@
 //! the settings change (a reload replaces the repository and empties the cache at
 //! once, and the next lookup sees the new values).
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rebound_config::{Config, EffectiveSettings, Limits, ResolvedSettings, SettingsRepository};
+
+use crate::memory;
 
 /// The broker's settings: address-settings and the broker-wide switches that a
 /// reload may change.
@@ -17,6 +19,8 @@ pub struct Settings {
     cache: Mutex<HashMap<String, Arc<EffectiveSettings>>>,
     persist_count_before_delivery: AtomicBool,
     limits: RwLock<Limits>,
+    /// `global-max-size` in bytes; `u64::MAX` = unlimited.
+    global_max_size: AtomicU64,
 }
 
 impl Settings {
@@ -26,6 +30,7 @@ impl Settings {
             cache: Mutex::new(HashMap::new()),
             persist_count_before_delivery: AtomicBool::new(config.persist_delivery_count_before_delivery),
             limits: RwLock::new(config.limits),
+            global_max_size: AtomicU64::new(global_max_size(config)),
         }
     }
 
@@ -55,6 +60,11 @@ impl Settings {
         *self.limits.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `global-max-size` in bytes (the default resolved); `None` = unlimited.
+    pub fn global_max_size(&self) -> Option<u64> {
+        Some(self.global_max_size.load(Ordering::Relaxed)).filter(|&bytes| bytes != u64::MAX)
+    }
+
     /// Puts a new config's settings in force.
     pub fn replace(&self, config: &Config) {
         *self.repository.write().unwrap_or_else(|e| e.into_inner()) =
@@ -63,11 +73,18 @@ impl Settings {
         self.persist_count_before_delivery
             .store(config.persist_delivery_count_before_delivery, Ordering::Relaxed);
         *self.limits.write().unwrap_or_else(|e| e.into_inner()) = config.limits;
+        self.global_max_size
+            .store(global_max_size(config), Ordering::Relaxed);
     }
 
     fn repository(&self) -> Arc<SettingsRepository> {
         self.repository.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// A config's `global-max-size` in bytes, `u64::MAX` for unlimited.
+fn global_max_size(config: &Config) -> u64 {
+    memory::global_max_size(config.global_max_size).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -89,5 +106,11 @@ mod tests {
         ));
         assert_eq!(settings.for_address("orders").max_delivery_attempts, Some(2));
         assert!(settings.persist_count_before_delivery());
+        assert!(
+            settings.global_max_size().is_some(),
+            "half of the memory by default"
+        );
+        settings.replace(&config("global-max-size = -1\n"));
+        assert_eq!(settings.global_max_size(), None);
     }
 }

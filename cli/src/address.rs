@@ -100,6 +100,10 @@ fn list_table(addresses: &[AddressInfo]) -> String {
         "SCHEDULED",
         "CONSUMERS",
         "BYTES",
+        "MAX-SIZE-BYTES",
+        "FULL-POLICY",
+        "BLOCKED",
+        "DROPPED",
     ];
     let rows: Vec<Vec<String>> = addresses
         .iter()

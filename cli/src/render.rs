@@ -281,7 +281,7 @@ pub fn plain(value: &serde_json::Value) -> String {
 
 /// An address, its queues and their summed gauges in documented order; the one
 /// list behind `address stat`, its JSON and the `address list` table.
-pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 9] {
+pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 13] {
     let routing_types: Vec<&str> = a.routing_types().map(routing_name).collect();
     [
         ("name", a.name.clone().into()),
@@ -293,6 +293,17 @@ pub fn address_fields(a: &AddressInfo) -> [(&'static str, serde_json::Value); 9]
         ("scheduled", a.scheduled.into()),
         ("consumers", a.consumers.into()),
         ("bytes", a.bytes.into()),
+        // -1 = unlimited, as in the config.
+        (
+            "max_size_bytes",
+            match a.max_size_bytes {
+                0 => (-1).into(),
+                limit => limit.into(),
+            },
+        ),
+        ("address_full_policy", a.address_full_policy.clone().into()),
+        ("blocked_sends", a.blocked_sends.into()),
+        ("dropped_messages", a.dropped_messages.into()),
     ]
 }
 

@@ -8,6 +8,7 @@
 
 use toml::Spanned;
 
+use crate::address_full::{AddressFullPolicy, GlobalMaxSize};
 use crate::error::{ConfigError, Document};
 use crate::names::{self, MAX_MESSAGE_SIZE_LIMIT, MAX_PROPERTIES_BYTES_LIMIT, PLACEHOLDER};
 use crate::routing_type::RoutingType;
@@ -180,6 +181,19 @@ pub(crate) fn filter(value: String) -> Result<Option<String>, String> {
     }
     rebound_selector::Selector::parse(&value).map_err(|e| format!("invalid filter: {e}"))?;
     Ok(Some(value))
+}
+
+pub(crate) fn address_full_policy(value: String) -> Result<AddressFullPolicy, String> {
+    value.parse().map_err(|e| format!("{e}"))
+}
+
+/// `-1` = unlimited; `0` would refuse every message, so it is refused.
+pub(crate) fn global_max_size(value: i64) -> Result<GlobalMaxSize, String> {
+    match value {
+        -1 => Ok(GlobalMaxSize::Unlimited),
+        1.. => Ok(GlobalMaxSize::Bytes(value.unsigned_abs())),
+        _ => Err(format!("must be -1 (unlimited) or > 0 (got {value})")),
+    }
 }
 
 pub(crate) fn routing_type(value: String) -> Result<RoutingType, String> {

@@ -99,6 +99,7 @@
 //! ```
 
 mod address;
+mod address_full;
 mod check;
 mod error;
 mod limits;
@@ -115,6 +116,7 @@ pub mod tls;
 mod users;
 
 pub use address::{AddressConfig, QueueConfig};
+pub use address_full::{AddressFullPolicy, GlobalMaxSize, UnknownAddressFullPolicy};
 pub use error::ConfigError;
 pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};

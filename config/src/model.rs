@@ -14,6 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::address::{AddressConfig, RawAddress, addresses};
+use crate::address_full::GlobalMaxSize;
 use crate::check::{self, checked};
 use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
@@ -47,6 +48,9 @@ pub struct Config {
     /// Size of a journal segment in bytes, within [`JOURNAL_FILE_SIZE_RANGE`];
     /// `None` = the store's default (8 MiB). Read at start-up.
     pub journal_file_size: Option<u64>,
+    /// `global-max-size`: bytes all addresses together may hold before each
+    /// address's `address-full-policy` applies.
+    pub global_max_size: GlobalMaxSize,
     /// The `[limits]` table; all defaults when absent.
     pub limits: Limits,
     /// The `[[address-settings]]` entries.
@@ -101,6 +105,7 @@ struct RawConfig {
     persist_delivery_count_before_delivery: bool,
     config_reload_period: Option<Spanned<i64>>,
     journal_file_size: Option<Spanned<i64>>,
+    global_max_size: Option<Spanned<i64>>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -165,6 +170,10 @@ impl RawConfig {
             journal_file_size: checked(doc, self.journal_file_size, check_journal_file_size, || {
                 "journal-file-size".into()
             })?,
+            global_max_size: checked(doc, self.global_max_size, check::global_max_size, || {
+                "global-max-size".into()
+            })?
+            .unwrap_or_default(),
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
@@ -290,6 +299,7 @@ mod tests {
             persist-delivery-count-before-delivery = true
             config-reload-period = 250
             journal-file-size = 65536
+            global-max-size = 1048576
 
             [[address-settings]]
             match = "a.*"
@@ -308,6 +318,8 @@ mod tests {
             expiry-queue-suffix = "-e"
             expiry-delay = 0
             max-size-bytes = 4096
+            address-full-policy = "BLOCK"
+            max-block-time = 250
             default-address-routing-type = "multicast"
             auto-create-addresses = false
             auto-create-queues = false
@@ -330,6 +342,7 @@ mod tests {
         assert!(config.persist_delivery_count_before_delivery);
         assert_eq!(config.config_reload_period_ms, Some(250));
         assert_eq!(config.journal_file_size, Some(65536));
+        assert_eq!(config.global_max_size, GlobalMaxSize::Bytes(1 << 20));
         let resolved = config.address_settings.resolve("a.b");
         assert!(
             resolved
@@ -363,6 +376,10 @@ mod tests {
             ("E-", "-e")
         );
         assert_eq!((s.expiry_delay_ms, s.max_size_bytes), (Some(0), Some(4096)));
+        assert_eq!(
+            (s.address_full_policy, s.max_block_time_ms),
+            (crate::AddressFullPolicy::Block, 250)
+        );
         assert_eq!(s.default_address_routing_type, RoutingType::Multicast);
         assert!(!s.auto_create_addresses && !s.auto_create_queues);
         assert_eq!(
@@ -484,6 +501,14 @@ mod tests {
                 "test.toml:3:18: address-settings[0].max-size-bytes: must be -1 (unlimited) or > 0 (got 0)",
             ),
             (
+                "address-full-policy = \"page\"",
+                "test.toml:3:23: address-settings[0].address-full-policy: expected \"PAGE\", \"BLOCK\", \"FAIL\" or \"DROP\" (got \"page\")",
+            ),
+            (
+                "max-block-time = 0",
+                "test.toml:3:18: address-settings[0].max-block-time: must be greater than 0 (got 0)",
+            ),
+            (
                 "max-message-size = 0",
                 "test.toml:3:20: address-settings[0].max-message-size: must be greater than 0 (got 0)",
             ),
@@ -564,7 +589,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -681,6 +706,15 @@ mod tests {
             "test.toml:1:21: journal-file-size: must be between 4096 and 1073741824 bytes (got 100)"
         );
         assert_eq!(err("journal-file-size = -1").key(), Some("journal-file-size"));
+        assert_eq!(parse("").global_max_size, GlobalMaxSize::Auto);
+        assert_eq!(
+            parse("global-max-size = -1").global_max_size,
+            GlobalMaxSize::Unlimited
+        );
+        assert_eq!(
+            err("global-max-size = 0").to_string(),
+            "test.toml:1:19: global-max-size: must be -1 (unlimited) or > 0 (got 0)"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+use crate::address_full::AddressFullPolicy;
 use crate::pattern_map::PatternMap;
 use crate::routing_type::RoutingType;
 use crate::schedule::RedeliverySchedule;
@@ -81,9 +82,18 @@ macro_rules! for_each_setting {
             /// (the default) = off.
             expiry_delay_ms: Option<u64> = "expiry-delay",
                 i64 => check::minus_one_or_non_negative, default = None, none = "off";
-            /// Bytes an address may hold; `None` (the default) = unlimited.
+            /// Bytes an address may hold (its queues' messages, summed);
+            /// `None` (the default) = unlimited.
             max_size_bytes: Option<u64> = "max-size-bytes",
                 i64 => check::minus_one_or_positive, default = None, none = "unlimited";
+            /// What a send does when the address holds `max-size-bytes`, or
+            /// the broker `global-max-size`. Default PAGE.
+            address_full_policy: AddressFullPolicy = "address-full-policy",
+                String => check::address_full_policy, default = AddressFullPolicy::Page;
+            /// Under BLOCK, how long a send waits for room before it fails, in
+            /// ms. Default 30,000.
+            max_block_time_ms: u64 = "max-block-time",
+                i64 => check::positive, default = 30_000;
             /// Routing type of auto-created addresses. Artemis defaults to
             /// multicast; our default is anycast because our gRPC sends carry
             /// no routing type and a point-to-point queue is what they expect.
@@ -408,6 +418,12 @@ impl Render for String {
     }
 }
 
+impl Render for AddressFullPolicy {
+    fn render(&self, _none: &str) -> String {
+        self.as_str().to_owned()
+    }
+}
+
 impl Render for RoutingType {
     fn render(&self, _none: &str) -> String {
         self.as_str().to_owned()
@@ -482,6 +498,8 @@ mod tests {
         assert_eq!(s.redelivery_schedule, None);
         assert_eq!(s.max_redrive, 3);
         assert_eq!(s.max_retry_after_ms, 3_600_000);
+        assert_eq!(s.address_full_policy, AddressFullPolicy::Page);
+        assert_eq!(s.max_block_time_ms, 30_000);
     }
 
     #[test]
@@ -489,7 +507,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 30);
+        assert_eq!(keys.len(), 32);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod address_full;
 mod auth;
 mod bad_input;
 mod cli;

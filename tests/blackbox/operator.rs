@@ -269,7 +269,11 @@ routing-type = "multicast"
             "DELIVERING",
             "SCHEDULED",
             "CONSUMERS",
-            "BYTES"
+            "BYTES",
+            "MAX-SIZE-BYTES",
+            "FULL-POLICY",
+            "BLOCKED",
+            "DROPPED"
         ]
     );
     assert_eq!(rows.len(), 3, "{}", table.stdout);
@@ -295,7 +299,11 @@ routing-type = "multicast"
             "delivering",
             "scheduled",
             "consumers",
-            "bytes"
+            "bytes",
+            "max_size_bytes",
+            "address_full_policy",
+            "blocked_sends",
+            "dropped_messages"
         ]
     );
     let events = &json.json_lines()[0];

@@ -401,6 +401,8 @@ impl Broker {
             self.settings.replace(config);
             self.create_declared(&mut reg, plan)
         };
+        // Blocked sends look again: a limit may have been raised.
+        self.sizes.recheck();
         self.commit(commit).await?;
         for queue in created {
             self.spawn_dispatcher(queue);

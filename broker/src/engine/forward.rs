@@ -2,6 +2,10 @@
 //! messages, a redelivery schedule's `move(...)`, and the management operations
 //! that move messages (`move`, `retry`).
 //!
+//! A move is not a send: the target's `address-full-policy` does not apply
+//! (`admit.rs`), so a full dead-letter or expiry address still takes what the
+//! broker moves there, and an operator's retry is never refused or dropped.
+//!
 //! Every move is one commit: the removal from the queue and the new message(s) on
 //! the target together, so after any crash the message is in exactly one of them.
 //! If the commit fails, the message is back in its queue as it was.

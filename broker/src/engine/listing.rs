@@ -8,7 +8,10 @@
 //! selected, and only those sorted.
 use std::sync::Arc;
 
+use rebound_config::{AddressFullPolicy, EffectiveSettings};
+
 use super::Broker;
+use crate::address_size::AddressSize;
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Address;
 use crate::queue::Queue;
@@ -22,10 +25,15 @@ pub struct AddressView {
     pub auto_created: bool,
     /// Sorted by name.
     pub queues: Vec<Arc<Queue>>,
+    /// What it holds, and what its policy did.
+    pub size: Arc<AddressSize>,
+    /// Its `max-size-bytes` (`None` = unlimited) and `address-full-policy`.
+    pub max_size_bytes: Option<u64>,
+    pub policy: AddressFullPolicy,
 }
 
 impl AddressView {
-    fn of(address: &Address) -> AddressView {
+    fn of(address: &Address, settings: &EffectiveSettings) -> AddressView {
         let mut queues = address.queues.clone();
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         AddressView {
@@ -34,6 +42,9 @@ impl AddressView {
             multicast: address.multicast,
             auto_created: address.auto_created,
             queues,
+            size: address.size.clone(),
+            max_size_bytes: settings.max_size_bytes,
+            policy: settings.address_full_policy,
         }
     }
 }
@@ -89,9 +100,36 @@ impl Broker {
             limit,
         );
         Page {
-            items: addresses.items.into_iter().map(AddressView::of).collect(),
+            items: addresses
+                .items
+                .into_iter()
+                .map(|a| self.address_view(a))
+                .collect(),
             more: addresses.more,
         }
+    }
+
+    fn address_view(&self, address: &Address) -> AddressView {
+        AddressView::of(address, &self.settings_for(&address.name))
+    }
+
+    /// Every address's name and size, for the metrics.
+    pub fn address_sizes(&self) -> Vec<(String, Arc<AddressSize>)> {
+        let reg = self.read();
+        reg.addresses
+            .values()
+            .map(|a| (a.name.clone(), a.size.clone()))
+            .collect()
+    }
+
+    /// The bytes all addresses hold, sends blocked over all of them, and the
+    /// `global-max-size` in force (`None` = unlimited).
+    pub fn broker_size(&self) -> (u64, u64, Option<u64>) {
+        (
+            self.sizes.bytes(),
+            self.sizes.blocked(),
+            self.settings.global_max_size(),
+        )
     }
 
     /// How many addresses there are.
@@ -109,7 +147,7 @@ impl Broker {
         self.read()
             .addresses
             .get(name)
-            .map(AddressView::of)
+            .map(|a| self.address_view(a))
             .ok_or_else(|| BrokerError::AddressNotFound(name.to_owned()))
     }
 }

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `addresses.rs` | creating and deleting addresses and queues; declaring a config's; reload |
 //! | `send.rs` | validating, routing and storing what producers send |
+//! | `admit.rs` | `address-full-policy`: what a send to a full address does |
 //! | `consume.rs` | subscribing consumers, their settles, and consumers that go away |
 //! | `settle.rs` | acks, nacks, releases: the redelivery policy carried out |
 //! | `forward.rs` | messages that leave their queue for another address (dead letters, expiry, schedule moves, management moves) |
@@ -38,6 +39,7 @@
 //! watchers the daemon hands it) runs on [`Broker::spawn`], so that
 //! [`Broker::close`] can wait for all of them before it closes the store.
 mod addresses;
+mod admit;
 mod consume;
 mod dispatch;
 mod forward;
@@ -61,6 +63,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
+use crate::address_size::BrokerSize;
 use crate::duplicates::DuplicateIds;
 use crate::error::{BrokerError, Result};
 use crate::metrics::Metrics;
@@ -94,6 +97,8 @@ pub struct Broker {
     /// Whether the last store commit failed (readiness).
     store_failing: AtomicBool,
     metrics: Metrics,
+    /// The bytes every address holds (the registry's running total).
+    sizes: Arc<BrokerSize>,
 }
 
 impl Broker {
@@ -104,6 +109,7 @@ impl Broker {
         let mut recovered = store.recover()?;
         let duplicate_ids = std::mem::take(&mut recovered.duplicate_ids);
         let recovered = recovery::rebuild(recovered);
+        let sizes = recovered.registry.size.clone();
         let broker = Arc::new(Broker {
             store,
             registry: RwLock::new(recovered.registry),
@@ -117,6 +123,7 @@ impl Broker {
             started,
             store_failing: AtomicBool::new(false),
             metrics: Metrics::default(),
+            sizes,
         });
         let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
             broker.settings_for(address).id_cache_size
@@ -130,6 +137,7 @@ impl Broker {
             queues = broker.read().queues.len(),
             messages = recovered.messages,
             ms = started.elapsed().as_millis() as u64,
+            global_max_size = broker.settings.global_max_size(),
             "recovered"
         );
         Ok(broker)

@@ -120,6 +120,7 @@ impl Broker {
         for address in addresses {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
+        let dropped = self.admit(&mut prepared).await?;
         let mut duplicates = Vec::new();
         let mut reservation = None;
         if prepared.iter().any(|p| p.duplicate_id.is_some()) {
@@ -128,11 +129,19 @@ impl Broker {
             reservation = Some(claimed);
             let mut flag = flags.iter();
             prepared.retain(|_| !flag.next().copied().unwrap_or(false));
-            duplicates = flags;
+            // Flags in the order sent: a dropped message was no duplicate.
+            let mut flag = flags.into_iter();
+            duplicates = if dropped.is_empty() {
+                flag.collect()
+            } else {
+                dropped
+                    .iter()
+                    .map(|&d| !d && flag.next().unwrap_or(false))
+                    .collect()
+            };
         }
         let mut unrouted = 0;
         let mut arrivals = Vec::new();
-        let mut settings = SettingsMemo::default();
         let commit = {
             let reg = self.read();
             for Prepared { record, due_ms, .. } in prepared {
@@ -140,16 +149,6 @@ impl Broker {
                 if targets.is_empty() {
                     unrouted += 1;
                     continue;
-                }
-                if let Some(limit) = settings.get(self, &record.address).max_size_bytes {
-                    let held: u64 = targets.iter().map(|q| q.bytes()).sum();
-                    if held + record.encoded_len() as u64 > limit {
-                        return Err(BrokerError::AddressFull {
-                            address: record.address,
-                            held,
-                            limit,
-                        });
-                    }
                 }
                 place(record, due_ms, targets, &mut ops, &mut arrivals);
             }

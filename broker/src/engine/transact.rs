@@ -47,9 +47,10 @@ impl Broker {
     }
 
     /// Commits: the sends become visible and the acked messages are removed, durably
-    /// and together. If storage fails, or a send's duplicate id was already seen on
-    /// its address ([`BrokerError::DuplicateId`], as in Artemis), the transaction is
-    /// rolled back.
+    /// and together. If storage fails, a send's duplicate id was already seen on
+    /// its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
+    /// address is full ([`BrokerError::AddressFull`]: FAIL, or BLOCK past
+    /// `max-block-time`), the transaction is rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions.finish(id, session, "committed")?;
         let outcome = Outcome {

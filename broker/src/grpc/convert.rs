@@ -237,6 +237,10 @@ pub fn address_info(address: &AddressView) -> pb::AddressInfo {
         .map(|(_, routing)| routing_to_wire(routing))
         .collect(),
         auto_created: address.auto_created,
+        max_size_bytes: address.max_size_bytes.unwrap_or(0),
+        address_full_policy: address.policy.to_string(),
+        blocked_sends: address.size.blocked(),
+        dropped_messages: address.size.dropped(),
         ..Default::default()
     };
     for queue in &address.queues {

@@ -2,7 +2,10 @@
 //! format, which Prometheus scrapes (the names are listed in README.md).
 //!
 //! Broker-wide figures need only a login; a queue's samples show only when the
-//! caller may browse its address (`security::access::may_browse`).
+//! caller may browse its address (`security::access::may_browse`), and so do an
+//! address's.
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -21,7 +24,7 @@ pub(super) fn routes() -> Router<HttpState> {
 
 async fn metrics(State(state): State<HttpState>, caller: Caller) -> Response {
     let policy = state.security.policy();
-    let shown = Box::new(move |address: &str| access::may_browse(&policy, &caller, address));
+    let shown = Arc::new(move |address: &str| access::may_browse(&policy, &caller, address));
     let registry = Metrics::registry(&state.broker, shown);
     // Encoding reads every queue: off the async workers, as 10,000 queues take
     // milliseconds.

@@ -1,5 +1,6 @@
 //! Broker-wide figures read at scrape time from what the broker keeps anyway:
-//! the store's statistics, open transactions, uptime.
+//! the store's statistics, open transactions, uptime, the bytes all addresses
+//! hold against `global-max-size`.
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -44,7 +45,23 @@ impl Collector for BrokerWide {
         } else {
             stats.ops as f64 / stats.syncs as f64
         };
+        let (held, blocked, global_max_size) = broker.broker_size();
         let gauges = [
+            (
+                "global_size_bytes",
+                "Bytes of the messages all addresses hold (what global-max-size is measured against).",
+                held as f64,
+            ),
+            (
+                "global_max_size_bytes",
+                "global-max-size in force; -1 = unlimited.",
+                global_max_size.map_or(-1.0, |bytes| bytes as f64),
+            ),
+            (
+                "blocked_sends",
+                "Sends waiting for room, over all addresses (address-full-policy BLOCK).",
+                blocked as f64,
+            ),
             (
                 "store_disk_bytes",
                 "Bytes the store uses on disk.",

@@ -8,11 +8,13 @@
 //! - collectors that read at scrape time what the broker keeps anyway: every
 //!   queue's gauges and counters (`queues`, from the queue's own counters,
 //!   updated under its lock where the events happen; summed, the consume
-//!   streams), the store's statistics, open transactions and uptime
+//!   streams), every address's size, blocked sends and drops (`addresses`,
+//!   from its running totals), the store's statistics, open transactions and uptime
 //!   (`broker`), and the process (`process`).
 //!
 //! Every name starts with `rebound_`, except the `process_*` family, which keeps
 //! the names every Prometheus client library and dashboard uses.
+mod addresses;
 mod broker;
 mod process;
 mod queues;
@@ -120,6 +122,7 @@ impl Metrics {
             "Config reloads, applied (ok) or rejected (failed)",
             m.reloads.clone(),
         );
+        rebound.register_collector(Box::new(addresses::Addresses(broker.clone(), shown.clone())));
         rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
         rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
         registry.register_collector(Box::new(process::Process));
@@ -151,7 +154,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let registry = Metrics::registry(&broker, Box::new(|_| true));
+        let registry = Metrics::registry(&broker, Arc::new(|_| true));
         let mut times = Vec::new();
         let mut bytes = 0;
         for _ in 0..21 {

@@ -20,7 +20,7 @@ use crate::outage::Status;
 use crate::queue::Snapshot;
 
 /// Whether the queues of an address are shown.
-pub type Shown = Box<dyn Fn(&str) -> bool + Send + Sync>;
+pub type Shown = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// The collector of the metrics of every queue whose address is shown.
 pub(super) struct Queues(pub(super) Arc<Broker>, pub(super) Shown);

@@ -30,6 +30,7 @@ pub use entry::{
 };
 use state::{Consumer, Place, ReadySet, State};
 
+use crate::address_size::Meter;
 use crate::outage::{Gate, Outage};
 
 /// How far a filtered consumer's pick looks into the ready messages; beyond that it
@@ -100,12 +101,25 @@ impl Queue {
             if count {
                 st.counters.added += 1;
             }
-            st.bytes += entry.size;
+            st.grow(entry.size);
             st.insert(entry, due_ms, now_ms);
         }
         drop(st);
         self.wake.notify_one();
         true
+    }
+
+    /// Counts what the queue holds into `meter` from now on (its address's and the
+    /// broker's totals), or stops counting it (`None`) and takes it away.
+    pub fn measure(&self, meter: Option<Meter>) {
+        let mut st = self.lock();
+        if let Some(old) = &st.meter {
+            old.sub(st.bytes);
+        }
+        if let Some(new) = &meter {
+            new.add(st.bytes);
+        }
+        st.meter = meter;
     }
 
     /// Attaches a consumer with initial credit; deliveries arrive on the receiver.

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
 use super::groups::{Admitted, Groups};
+use crate::address_size::Meter;
 use crate::outage::Outage;
 use crate::timeline::Timeline;
 
@@ -68,6 +69,8 @@ pub(super) struct State {
     pub(super) next_consumer: usize,
     pub(super) delivering: u64,
     pub(super) bytes: u64,
+    /// Moved with `bytes` while the queue is bound to its address.
+    pub(super) meter: Option<Meter>,
     /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
     pub(super) cached: u64,
     pub(super) counters: Counters,
@@ -77,6 +80,20 @@ pub(super) struct State {
 }
 
 impl State {
+    pub(super) fn grow(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        if let Some(meter) = &self.meter {
+            meter.add(bytes);
+        }
+    }
+
+    fn shrink(&mut self, bytes: u64) {
+        self.bytes -= bytes;
+        if let Some(meter) = &self.meter {
+            meter.sub(bytes);
+        }
+    }
+
     pub(super) fn insert(&mut self, mut entry: Entry, due_ms: u64, now_ms: u64) {
         if entry.stored && entry.record.is_some() {
             if self.cached + entry.size <= BODY_CACHE_BYTES {
@@ -187,7 +204,7 @@ impl State {
         if slot.entry.expiration_ms != 0 {
             self.expiring.remove(slot.entry.expiration_ms, id);
         }
-        self.bytes -= slot.entry.size;
+        self.shrink(slot.entry.size);
         if slot.entry.stored && slot.entry.record.is_some() {
             self.cached -= slot.entry.size;
         }

@@ -1,6 +1,7 @@
 //! Engine tests on the in-memory store: the engine's operations without a binary,
 //! a socket or a disk. The black-box tests in `tests/` cover the same ground
 //! through the real daemon; these pin down the engine's own contract.
+mod address_full;
 mod creation;
 mod declare;
 mod duplicates;
