@@ -37,6 +37,11 @@ impl TestSchema {
         Some(TestSchema { admin_url, name })
     }
 
+    /// The schema's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The URL of the test database with this schema as the search path.
     pub fn url(&self) -> String {
         url_with_schema(&self.admin_url, &self.name)
