@@ -5,6 +5,7 @@
 //! One test binary with a module per area (ripgrep's layout): one link step,
 //! one shared harness in `support`.
 
+#[macro_use]
 mod support;
 
 mod auth;

@@ -1,7 +1,11 @@
 //! A schema of its own in the test database, for each test that needs
 //! PostgreSQL. The database is named by `REBOUND_TEST_POSTGRES_URL` (CI's
 //! `.ci/postgres.sh` starts one); without it a test fails under `CI=true`
-//! and is skipped elsewhere, saying so.
+//! and is skipped elsewhere, saying so. Shared by the storage tests and the
+//! black-box tests (`tests/blackbox/support.rs` includes this file).
+
+// Each test binary that includes this file uses a part of it.
+#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -15,14 +19,7 @@ impl TestSchema {
     /// A new empty schema, or `None` (after saying why) when no database is
     /// configured outside CI.
     pub fn create(test: &str) -> Option<TestSchema> {
-        let Ok(admin_url) = std::env::var("REBOUND_TEST_POSTGRES_URL") else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "REBOUND_TEST_POSTGRES_URL is not set: CI must run the PostgreSQL tests (.ci/postgres.sh)"
-            );
-            println!("SKIPPED: {test}: REBOUND_TEST_POSTGRES_URL is not set (bash .ci/postgres.sh CMD)");
-            return None;
-        };
+        let admin_url = database_url(test)?;
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "t{}_{}_{}",
@@ -52,6 +49,20 @@ impl Drop for TestSchema {
     fn drop(&mut self) {
         admin(&self.admin_url, format!("DROP SCHEMA {} CASCADE", self.name));
     }
+}
+
+/// The test database's URL, or `None` (after saying why) when none is
+/// configured outside CI; under `CI=true` a missing URL fails the test.
+pub fn database_url(test: &str) -> Option<String> {
+    let Ok(url) = std::env::var("REBOUND_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "REBOUND_TEST_POSTGRES_URL is not set: CI must run the PostgreSQL tests (.ci/postgres.sh)"
+        );
+        println!("SKIPPED: {test}: REBOUND_TEST_POSTGRES_URL is not set (bash .ci/postgres.sh CMD)");
+        return None;
+    };
+    Some(url)
 }
 
 /// `url` with `schema` as the search path of its connections.
