@@ -10,7 +10,15 @@
 //! 3. It folds the group ([`Writes`]), writes it in one transaction on one
 //!    pooled connection, COMMITs, and answers every waiter with the result.
 //!
-//! While a group is in the database, new requests queue up for the next one.
+//! Several groups may be in the database at once (up to the pool size less
+//! one, which is left to reads), each on its own connection: while one waits
+//! for its WAL flush, the next is written, and PostgreSQL flushes the commit
+//! records of the groups waiting together, which is where a COMMIT's cost
+//! goes. Their order then is the server's, so a group goes only once no group
+//! in flight touches the same rows ([`Footprint`]: the same message, a queue
+//! it writes or wipes, an address or its duplicate ids); disjoint groups
+//! commute, and a group whose commit fails was never acknowledged. A commit
+//! issued after another resolved is always ordered after it.
 //! A failed group fails its waiters only: the committer carries on, and the
 //! next group takes a connection from the pool, which replaces a broken one,
 //! so commits work again once the database does.
@@ -19,10 +27,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use deadpool_postgres::Pool;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
-use super::pool::{Database, db_error, pool_error};
-use super::writes::Writes;
+use super::pool::{Database, pool_error};
+use super::writes::{Footprint, Writes};
 use crate::error::StorageError;
 use crate::group_commit::{MAX_GROUP_BYTES, MAX_GROUP_REQUESTS};
 use crate::{Commit, Op, limits};
@@ -30,6 +40,8 @@ use crate::{Commit, Op, limits};
 /// A queued commit.
 struct Request {
     ops: Vec<Op>,
+    /// How many ops it carried (for the counters, once `ops` is folded).
+    ops_count: u64,
     /// Rough encoded size, for the group's byte bound.
     bytes: usize,
     done: oneshot::Sender<Result<(), StorageError>>,
@@ -56,11 +68,12 @@ pub(super) struct Committer {
 }
 
 impl Committer {
-    /// Starts the committer on `db`'s runtime.
-    pub(super) fn start(db: &Database) -> Committer {
+    /// Starts the committer on `db`'s runtime, with at most `depth` groups
+    /// in the database at once.
+    pub(super) fn start(db: &Database, depth: usize) -> Committer {
         let (queue, requests) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
-        db.spawn(run(db.pool(), requests, Arc::clone(&counters)));
+        db.spawn(run(db.pool(), requests, Arc::clone(&counters), depth.max(1)));
         Committer {
             queue,
             closed: AtomicBool::new(false),
@@ -79,7 +92,12 @@ impl Committer {
         let bytes = ops.iter().map(op_bytes).sum();
         let (done, commit) = oneshot::channel();
         // A committer that stopped drops the sender: the commit is Closed.
-        let _ = self.queue.send(Message::Commit(Request { ops, bytes, done }));
+        let _ = self.queue.send(Message::Commit(Request {
+            ops_count: ops.len() as u64,
+            ops,
+            bytes,
+            done,
+        }));
         Commit::from(commit)
     }
 
@@ -114,12 +132,27 @@ fn op_bytes(op: &Op) -> usize {
     }
 }
 
-async fn run(pool: Pool, mut requests: mpsc::UnboundedReceiver<Message>, counters: Arc<Counters>) {
+async fn run(
+    pool: Pool,
+    mut requests: mpsc::UnboundedReceiver<Message>,
+    counters: Arc<Counters>,
+    depth: usize,
+) {
+    // Groups in the database, each with its number and footprint.
+    let mut in_flight = FuturesUnordered::new();
+    let mut footprints: Vec<(u64, Footprint)> = Vec::new();
+    let mut numbers = 0_u64..;
     let mut closing = None;
     while closing.is_none() {
-        let Some(first) = requests.recv().await else {
-            return;
+        let first = loop {
+            tokio::select! {
+                message = requests.recv() => break message,
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    footprints.retain(|(number, _)| *number != done);
+                }
+            }
         };
+        let Some(first) = first else { break };
         let mut group = Vec::new();
         let mut bytes = 0;
         let mut next = Some(first);
@@ -135,24 +168,37 @@ async fn run(pool: Pool, mut requests: mpsc::UnboundedReceiver<Message>, counter
                 }
             }
         }
-        if !group.is_empty() {
-            commit_group(&pool, group, &counters).await;
+        if group.is_empty() {
+            continue;
         }
+        let mut writes = Writes::default();
+        for request in &mut group {
+            std::mem::take(&mut request.ops)
+                .into_iter()
+                .for_each(|op| writes.add(op));
+        }
+        let footprint = writes.footprint();
+        while in_flight.len() >= depth || footprints.iter().any(|(_, f)| f.overlaps(&footprint)) {
+            if let Some(done) = in_flight.next().await {
+                footprints.retain(|(number, _)| *number != done);
+            }
+        }
+        let number = numbers.next().expect("unbounded");
+        footprints.push((number, footprint));
+        let (pool, counters) = (pool.clone(), Arc::clone(&counters));
+        in_flight.push(async move {
+            commit_group(&pool, writes, group, &counters).await;
+            number
+        });
     }
+    while in_flight.next().await.is_some() {}
     if let Some(ack) = closing {
         let _ = ack.send(());
     }
 }
 
-async fn commit_group(pool: &Pool, mut group: Vec<Request>, counters: &Counters) {
-    let mut writes = Writes::default();
-    let mut ops = 0;
-    for request in &mut group {
-        ops += request.ops.len() as u64;
-        std::mem::take(&mut request.ops)
-            .into_iter()
-            .for_each(|op| writes.add(op));
-    }
+async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters: &Counters) {
+    let ops = group.iter().map(|r| r.ops_count).sum();
     let result = write(pool, writes).await;
     match &result {
         Ok(()) => {
@@ -168,8 +214,6 @@ async fn commit_group(pool: &Pool, mut group: Vec<Request>, counters: &Counters)
 }
 
 async fn write(pool: &Pool, writes: Writes) -> Result<(), StorageError> {
-    let mut client = pool.get().await.map_err(pool_error)?;
-    let tx = client.transaction().await.map_err(db_error)?;
-    writes.write(&tx).await?;
-    tx.commit().await.map_err(db_error)
+    let client = pool.get().await.map_err(pool_error)?;
+    writes.write(&client).await
 }

@@ -49,11 +49,14 @@
 //! final value of every row touched (`writes.rs`; a put then a delete of the
 //! same message becomes one delete of a row that may not exist), and writes
 //! the group in ONE transaction of a few multi-row statements (`unnest` of
-//! arrays, pipelined on one connection), then `COMMIT`s with
-//! `synchronous_commit = on` (set on every connection, whatever the server's
-//! default) and answers every waiter. A commit resolves only once PostgreSQL
-//! has made its transaction durable; concurrent producers share a COMMIT
-//! (three round trips per group, whatever its size).
+//! arrays), `COMMIT`ted with `synchronous_commit = on` (set on every
+//! connection, whatever the server's default), and answers every waiter.
+//! `BEGIN`, the statements and `COMMIT` are pipelined on one connection: a
+//! group costs one round trip and one WAL flush, whatever its size. A commit
+//! resolves only once PostgreSQL has made its transaction durable;
+//! concurrent producers share a COMMIT. Groups that touch different rows
+//! may be in the database together, on different connections, so that
+//! PostgreSQL flushes their commits together (`group_commit.rs`).
 //!
 //! # When the database fails
 //!
@@ -89,8 +92,8 @@
 //!
 //! # What `data-dir` still holds
 //!
-//! Nothing of this engine: no file is written. (The broker still uses its
-//! data directory for its lock and anything not in the store.)
+//! Nothing: this engine writes no file, and `rebound serve` with `storage =
+//! "postgres"` does not create the data directory.
 //!
 //! # Not yet
 //!
@@ -142,8 +145,8 @@ use pool::Database;
 pub struct PostgresOptions {
     /// A libpq-style connection string or `postgres://` URL.
     pub url: String,
-    /// Most connections the store opens (the committer uses one at a time,
-    /// reads the others). At least 2.
+    /// Most connections the store opens: the committer uses up to all but
+    /// one (one per group in flight), reads the others. At least 2.
     pub pool_size: usize,
 }
 
@@ -174,7 +177,7 @@ impl PostgresStore {
         let db = Database::connect(options)?;
         db.block(|pool| async move { schema::migrate(&pool).await })?;
         Ok(PostgresStore {
-            committer: Committer::start(&db),
+            committer: Committer::start(&db, options.pool_size.max(2) - 1),
             ids: Mutex::new(IdBlock::default()),
             db,
         })

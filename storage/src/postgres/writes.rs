@@ -1,5 +1,5 @@
 //! [`Writes`]: the ops of a group of commits folded into the net final value
-//! of every row they touch, and the few multi-row statements that write it.
+//! of every row they touch, and the few multi-row statements that write it in one transaction.
 //!
 //! Folding is what the sled engine's write set does for keys
 //! (`src/write_set.rs`), with the two prefix deletes kept as such: deleting
@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::Client;
+use futures::future::BoxFuture;
 use prost::Message;
 use tokio_postgres::types::ToSql;
 
@@ -105,6 +106,26 @@ impl Writes {
         }
     }
 
+    /// The rows the set touches, coarsely, to order it against other sets.
+    pub(super) fn footprint(&self) -> Footprint {
+        Footprint {
+            queues: self
+                .wiped_queues
+                .iter()
+                .chain(self.queues.keys())
+                .copied()
+                .collect(),
+            messages: self.messages.keys().chain(self.states.keys()).copied().collect(),
+            addresses: self
+                .wiped_addresses
+                .iter()
+                .chain(self.addresses.keys())
+                .chain(self.duplicate_ids.keys().map(|(address, _)| address))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// The statements that write the set, in the order they must run.
     fn statements(self) -> Vec<Statement> {
         let mut out = Vec::new();
@@ -173,28 +194,58 @@ impl Writes {
         out
     }
 
-    /// Writes the set within `tx`: every statement is prepared (once per
-    /// connection), then all are sent at once and their results awaited
-    /// together (pipelined: one round trip). The caller commits.
-    pub(super) async fn write(self, tx: &Transaction<'_>) -> Result<(), StorageError> {
+    /// Writes the set in one transaction on `client`: every statement is
+    /// prepared (once per connection), then `BEGIN`, the statements and
+    /// `COMMIT` are sent at once and their results awaited together
+    /// (pipelined: one round trip, plus the WAL flush of the COMMIT).
+    ///
+    /// Pipelining a COMMIT is safe: if a statement fails, the transaction is
+    /// aborted, the server turns the COMMIT into a rollback, and the
+    /// statement's error is what this returns. Each request goes out when its
+    /// future is first polled, and `try_join_all` polls them in order (fewer
+    /// than its 30-future threshold), so they reach the server in order.
+    pub(super) async fn write(self, client: &Client) -> Result<(), StorageError> {
         let statements = self.statements();
         let mut prepared = Vec::with_capacity(statements.len());
         for statement in &statements {
-            prepared.push(tx.prepare_cached(statement.sql).await.map_err(db_error)?);
+            prepared.push(client.prepare_cached(statement.sql).await.map_err(db_error)?);
         }
         let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
             .iter()
             .map(|s| s.params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect())
             .collect();
-        futures::future::try_join_all(
-            prepared
-                .iter()
-                .zip(&params)
-                .map(|(statement, params)| tx.execute(statement, params)),
-        )
-        .await
-        .map_err(db_error)?;
+        let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
+        pipeline.push(Box::pin(client.batch_execute("BEGIN")));
+        for (statement, params) in prepared.iter().zip(&params) {
+            pipeline.push(Box::pin(async move {
+                client.execute(statement, params).await.map(drop)
+            }));
+        }
+        pipeline.push(Box::pin(client.batch_execute("COMMIT")));
+        futures::future::try_join_all(pipeline).await.map_err(db_error)?;
         Ok(())
+    }
+}
+
+/// What a set of writes touches: whole queues (their record written or
+/// their rows wiped), single messages (their row or their state), and
+/// addresses (their record or duplicate ids).
+#[derive(Debug)]
+pub(super) struct Footprint {
+    queues: BTreeSet<QueueId>,
+    messages: BTreeSet<(QueueId, MessageId)>,
+    addresses: BTreeSet<String>,
+}
+
+impl Footprint {
+    /// Whether the two may touch the same row, so that their order matters.
+    pub(super) fn overlaps(&self, other: &Footprint) -> bool {
+        let whole_queue = |a: &Footprint, b: &Footprint| b.messages.iter().any(|(q, _)| a.queues.contains(q));
+        !self.queues.is_disjoint(&other.queues)
+            || !self.messages.is_disjoint(&other.messages)
+            || !self.addresses.is_disjoint(&other.addresses)
+            || whole_queue(self, other)
+            || whole_queue(other, self)
     }
 }
 
@@ -395,6 +446,37 @@ mod tests {
         assert_eq!(keys, [(1, 3), (2, 1)]);
         let sql: Vec<_> = writes.statements().into_iter().map(|s| s.sql).collect();
         assert_eq!(sql, [WIPE_MESSAGES, WIPE_STATES, UPSERT_QUEUES, UPSERT_MESSAGES]);
+    }
+
+    fn footprint(ops: Vec<Op>) -> Footprint {
+        let mut writes = Writes::default();
+        ops.into_iter().for_each(|op| writes.add(op));
+        writes.footprint()
+    }
+
+    #[test]
+    fn footprints_overlap_on_a_shared_message_queue_or_address_only() {
+        let send = footprint(vec![put(1, 1), put(1, 2)]);
+        let ack = footprint(vec![Op::RemoveMessage { queue: 1, id: 3 }]);
+        assert!(!send.overlaps(&ack));
+        let state = footprint(vec![Op::PutState {
+            queue: 1,
+            id: 2,
+            state: DeliveryState::default(),
+        }]);
+        assert!(send.overlaps(&state) && state.overlaps(&send));
+        let wipe = footprint(vec![Op::DeleteQueue(1)]);
+        assert!(send.overlaps(&wipe) && wipe.overlaps(&send));
+        assert!(!footprint(vec![put(2, 1)]).overlaps(&wipe));
+        let dup = |address: &str| {
+            footprint(vec![Op::PutDuplicateId {
+                address: address.into(),
+                seq: 1,
+                id: bytes::Bytes::from_static(b"x"),
+            }])
+        };
+        assert!(dup("a").overlaps(&footprint(vec![Op::DeleteAddress("a".into())])));
+        assert!(!dup("a").overlaps(&dup("b")));
     }
 
     #[test]
