@@ -30,7 +30,7 @@
 //! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
 //! storage = "sled"                # or "postgres": the store in a PostgreSQL database
 //! postgres-url = "postgres://rebound@127.0.0.1:5432/rebound"  # with storage = "postgres"
-//! postgres-pool-size = 4          # connections to it (2 to 256, default 4)
+//! postgres-pool-size = 8          # connections to it (2 to 256, default 8)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)

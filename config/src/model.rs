@@ -297,7 +297,7 @@ mod tests {
         assert_eq!(config.journal_file_size, Some(8 << 20));
         assert_eq!(config.storage, StorageEngine::Sled);
         assert!(config.postgres_url.is_some());
-        assert_eq!(config.postgres_pool_size, Some(4));
+        assert_eq!(config.postgres_pool_size, Some(8));
         assert_eq!(s.redelivery_delay_multiplier, 2.0);
         assert!(s.redelivery_schedule.is_some());
     }

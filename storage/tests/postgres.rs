@@ -1,37 +1,14 @@
 //! What only [`PostgresStore`] does: the database going away and coming
-//! back. The store reaches the test database through a TCP proxy that the
-//! test stops (every connection cut, nothing listening) and starts again on
-//! the same port.
+//! back. The store reaches the test database through a proxy
+//! ([`DatabaseProxy`]) that the test cuts and resumes.
 
 mod pg;
 
-use std::net::SocketAddr;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use pg::TestSchema;
+use pg::{DatabaseProxy, TestSchema};
 use rebound_storage::{MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store};
-use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
-
-/// Forwards every connection to `listener` to `target` until aborted, which
-/// drops (and so cuts) every forwarded connection.
-fn proxy(listener: TcpListener, target: SocketAddr) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut connections = JoinSet::new();
-        loop {
-            let Ok((mut inbound, _)) = listener.accept().await else {
-                continue;
-            };
-            connections.spawn(async move {
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    })
-}
 
 fn put(id: u64) -> Op {
     Op::PutMessage {
@@ -50,24 +27,8 @@ async fn commits_fail_unavailable_while_the_database_is_away_and_work_again_once
     let Some(schema) = TestSchema::create("postgres outage") else {
         return;
     };
-    let config = tokio_postgres::Config::from_str(&schema.url()).unwrap();
-    let target = match (&config.get_hosts()[0], config.get_ports()[0]) {
-        (tokio_postgres::config::Host::Tcp(host), port) => format!("{host}:{port}"),
-        other => panic!("REBOUND_TEST_POSTGRES_URL must name a TCP host, not {other:?}"),
-    };
-    let target = tokio::net::lookup_host(&target).await.unwrap().next().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let running = proxy(listener, target);
-    let url = pg::url_with_schema(
-        &format!(
-            "postgres://{}@127.0.0.1:{port}/{}",
-            config.get_user().unwrap_or("postgres"),
-            config.get_dbname().unwrap_or("postgres")
-        ),
-        schema.name(),
-    );
-    let store = PostgresStore::open(&PostgresOptions::new(url)).unwrap();
+    let mut proxy = DatabaseProxy::start(&schema).await;
+    let store = PostgresStore::open(&PostgresOptions::new(proxy.url())).unwrap();
     store
         .commit(vec![
             Op::PutQueue(QueueRecord {
@@ -80,14 +41,13 @@ async fn commits_fail_unavailable_while_the_database_is_away_and_work_again_once
         .await
         .unwrap();
 
-    running.abort();
-    let _ = running.await;
+    proxy.cut().await;
     let failed = store.commit(vec![put(2)]).await;
     assert!(matches!(failed, Err(StorageError::Unavailable(_))), "{failed:?}");
     let failed = store.commit(vec![put(3)]).await;
     assert!(matches!(failed, Err(StorageError::Unavailable(_))), "{failed:?}");
 
-    let _running = proxy(TcpListener::bind(("127.0.0.1", port)).await.unwrap(), target);
+    proxy.resume().await;
     // The same store, not reopened: the next group connects again.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

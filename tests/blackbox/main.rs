@@ -29,6 +29,7 @@ mod operations;
 mod operator;
 mod outage;
 mod permissions;
+mod postgres;
 mod publish;
 mod redelivery;
 mod scheduled;

@@ -20,7 +20,7 @@
 //! database comes from and when such a test is skipped.
 
 #[path = "../../storage/tests/pg/mod.rs"]
-mod pg;
+pub mod pg;
 
 use std::fs::{self, OpenOptions};
 use std::future::Future;

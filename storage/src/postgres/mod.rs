@@ -151,11 +151,11 @@ pub struct PostgresOptions {
 }
 
 impl PostgresOptions {
-    /// The URL with the default pool size (4).
+    /// The URL with the default pool size (8: up to 7 groups in flight).
     pub fn new(url: impl Into<String>) -> PostgresOptions {
         PostgresOptions {
             url: url.into(),
-            pool_size: 4,
+            pool_size: 8,
         }
     }
 }

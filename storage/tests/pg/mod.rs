@@ -7,7 +7,12 @@
 // Each test binary that includes this file uses a part of it.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// A schema created for one test and dropped with it.
 pub struct TestSchema {
@@ -32,11 +37,6 @@ impl TestSchema {
         );
         admin(&admin_url, format!("CREATE SCHEMA {name}"));
         Some(TestSchema { admin_url, name })
-    }
-
-    /// The schema's name.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// The URL of the test database with this schema as the search path.
@@ -90,4 +90,90 @@ fn admin(url: &str, sql: String) {
     })
     .join()
     .unwrap();
+}
+
+/// A TCP proxy on 127.0.0.1 in front of the test database, which a test cuts
+/// (every connection closed, nothing listening: the database is away) and
+/// resumes on the same port.
+pub struct DatabaseProxy {
+    port: u16,
+    target: SocketAddr,
+    running: Option<JoinHandle<()>>,
+    /// The URL of `schema` through the proxy.
+    url: String,
+}
+
+impl DatabaseProxy {
+    /// Starts forwarding to the database of `schema`, which must be reached
+    /// over TCP.
+    pub async fn start(schema: &TestSchema) -> DatabaseProxy {
+        let config = tokio_postgres::Config::from_str(&schema.admin_url).unwrap();
+        let target = match (&config.get_hosts()[0], config.get_ports()[0]) {
+            (tokio_postgres::config::Host::Tcp(host), port) => format!("{host}:{port}"),
+            other => panic!("REBOUND_TEST_POSTGRES_URL must name a TCP host, not {other:?}"),
+        };
+        let target = tokio::net::lookup_host(&target).await.unwrap().next().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let url = url_with_schema(
+            &format!(
+                "postgres://{}@127.0.0.1:{port}/{}",
+                config.get_user().unwrap_or("postgres"),
+                config.get_dbname().unwrap_or("postgres")
+            ),
+            &schema.name,
+        );
+        DatabaseProxy {
+            port,
+            target,
+            running: Some(forward(listener, target)),
+            url,
+        }
+    }
+
+    /// The URL of the schema through the proxy.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Cuts every connection and stops listening.
+    pub async fn cut(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+            let _ = running.await;
+        }
+    }
+
+    /// Listens again, on the same port.
+    pub async fn resume(&mut self) {
+        assert!(self.running.is_none(), "the proxy is running");
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
+        self.running = Some(forward(listener, self.target));
+    }
+}
+
+impl Drop for DatabaseProxy {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+        }
+    }
+}
+
+/// Forwards every connection to `listener` to `target` until aborted, which
+/// drops (and so closes) every forwarded connection.
+fn forward(listener: TcpListener, target: SocketAddr) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                continue;
+            };
+            connections.spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    })
 }
