@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rebound_client::{Code, OutgoingMessage, RoutingType};
 
-use crate::support::Broker;
 use crate::support::pg::{DatabaseProxy, TestSchema};
+use crate::support::{Broker, rebound};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_it_is_back() {
@@ -57,4 +57,40 @@ async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_i
         consumer.ack(&[d.id]).await.unwrap();
     }
     assert_eq!(bodies, ["before", "after"]);
+}
+
+#[tokio::test]
+async fn serve_on_postgres_without_a_reachable_database_says_why_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--http-listen", ""];
+        args.extend(["--data-dir", data_dir.to_str().unwrap(), "--storage", "postgres"]);
+        args.extend(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let out = rebound(serve(&[])).await;
+    out.failure(1);
+    assert!(
+        out.stderr
+            .contains("storage = \"postgres\" needs a database: set postgres-url"),
+        "{}",
+        out.stderr
+    );
+    // Bound and dropped: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://rebound@127.0.0.1:{port}/rebound");
+    let out = rebound(serve(&["--postgres-url", &url])).await;
+    out.failure(1);
+    assert!(
+        out.stderr
+            .contains("cannot open the store in PostgreSQL: the database is unavailable"),
+        "{}",
+        out.stderr
+    );
+    assert!(!data_dir.exists(), "no data dir on PostgreSQL");
 }
