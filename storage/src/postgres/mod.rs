@@ -86,7 +86,7 @@
 //! # Message ids
 //!
 //! [`Store::generate_id`] hands out ids from a block reserved in the
-//! database (`ids.rs`): one round trip per [`ids::BLOCK`] ids, committed
+//! database (`ids.rs`): one round trip per 65,536 ids, committed
 //! before its first id is used, so ids keep increasing across restarts (a
 //! restart skips the rest of a block) and stay unique between nodes.
 //!
