@@ -130,6 +130,11 @@ mod reads;
 mod schema;
 mod writes;
 
+/// The test database helpers of `tests/`, for the tests of private parts.
+#[cfg(test)]
+#[path = "../../tests/pg/mod.rs"]
+mod test_pg;
+
 use std::sync::Mutex;
 
 use crate::error::StorageError;

@@ -58,6 +58,11 @@ pub(super) async fn state(
 /// Everything [`Store::recover`](crate::Store::recover) returns, from one
 /// snapshot.
 pub(super) async fn recover(pool: &Pool) -> Result<Recovered, StorageError> {
+    recover_in_pages(pool, INDEX_PAGE_ROWS).await
+}
+
+/// [`recover`], reading each queue's index `page_rows` entries at a time.
+async fn recover_in_pages(pool: &Pool, page_rows: i64) -> Result<Recovered, StorageError> {
     let mut client = pool.get().await.map_err(pool_error)?;
     let tx = client
         .build_transaction()
@@ -88,8 +93,8 @@ pub(super) async fn recover(pool: &Pool) -> Result<Recovered, StorageError> {
         let mut messages = Vec::new();
         loop {
             let after = messages.last().map(|m: &IndexEntry| m.id);
-            let page = index_page(&tx, id, after, INDEX_PAGE_ROWS).await?;
-            let full = page.len() as i64 == INDEX_PAGE_ROWS;
+            let page = index_page(&tx, id, after, page_rows).await?;
+            let full = page.len() as i64 == page_rows;
             messages.extend(page);
             if !full {
                 break;
@@ -160,4 +165,81 @@ pub(super) async fn index_page(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::{PostgresOptions, PostgresStore, test_pg as pg};
+    use crate::{Op, Store};
+
+    fn put(queue: QueueId, id: MessageId) -> Op {
+        Op::PutMessage {
+            queue,
+            message: MessageRecord {
+                message_id: id,
+                priority: (id % 10) as u32,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_queue_index_reads_in_ranged_pages_and_recovery_pages_through_it() {
+        let Some(schema) = pg::TestSchema::create("postgres ranged reads") else {
+            return;
+        };
+        let store = PostgresStore::open(&PostgresOptions::new(schema.url())).unwrap();
+        let mut ops = vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            }),
+            Op::PutQueue(QueueRecord {
+                id: 2,
+                ..Default::default()
+            }),
+        ];
+        ops.extend((1..=25).map(|id| put(1, id * 2)));
+        ops.extend((1..=3).map(|id| put(2, id)));
+        ops.push(Op::PutState {
+            queue: 1,
+            id: 22,
+            state: DeliveryState {
+                delivery_count: 3,
+                ..Default::default()
+            },
+        });
+        store.commit(ops).await.unwrap();
+
+        let pages = store
+            .db
+            .block(|pool| async move {
+                let client = pool.get().await.map_err(pool_error)?;
+                let mut pages = Vec::new();
+                for after in [None, Some(20), Some(21), Some(48), Some(50)] {
+                    pages.push(index_page(&client, 1, after, 10).await?);
+                }
+                Ok(pages)
+            })
+            .unwrap();
+        let ids = |page: &Vec<IndexEntry>| page.iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids(&pages[0]), (1..=10).map(|i| i * 2).collect::<Vec<_>>());
+        assert_eq!(ids(&pages[1]), (11..=20).map(|i| i * 2).collect::<Vec<_>>());
+        assert_eq!(ids(&pages[1]), ids(&pages[2]), "after an id that is not there");
+        assert_eq!(ids(&pages[3]), [50]);
+        assert!(pages[4].is_empty());
+        let entry = &pages[1][0];
+        assert_eq!((entry.id, entry.priority), (22, 2));
+        assert_eq!(entry.state.as_ref().map(|s| s.delivery_count), Some(3));
+
+        let whole = store.recover().unwrap();
+        let paged = store
+            .db
+            .block(|pool| async move { recover_in_pages(&pool, 7).await })
+            .unwrap();
+        assert_eq!(paged, whole);
+        assert_eq!(whole.queues[0].messages.len(), 25);
+        assert_eq!(whole.queues[1].messages.len(), 3);
+    }
 }
