@@ -14,7 +14,7 @@ use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 
 /// Taken for the migration transaction (any constant; "rebound" in ASCII).
-const MIGRATION_LOCK: i64 = 0x7265_626f_756e_64;
+const MIGRATION_LOCK: i64 = 0x0072_6562_6f75_6e64;
 
 /// The migrations, in order; the schema's version is how many were applied.
 pub(super) const MIGRATIONS: &[&str] = &[
