@@ -61,9 +61,9 @@
 //! Measured on the project machine (2 vCPU shared with other builds, release
 //! build, PostgreSQL 15 on the same machine from `.ci/postgres.sh`, so
 //! `fsync` and `synchronous_commit` on; `rebound perf --size 1024`, runs
-//! alternated with the sled engine): `durable` 20,600–31,900 msg/s while
+//! alternated with the sled engine): `durable` 19,600–31,900 msg/s while
 //! PostgreSQL committed 8,500 one-row transactions a second (sled 27,900–72,300),
-//! `fan` 39,300–56,400 msg/s; when the disk managed only 200–300 fsyncs a second,
+//! `fan` 25,900–56,400 msg/s; when the disk managed only 200–300 fsyncs a second,
 //! `durable` fell to 7,000–19,000 (sled 20,000–29,000). Up to 7 groups in
 //! flight (the default pool of 8) or 1 (`postgres-pool-size = 2`) measured the
 //! same within the noise on this machine, where a round trip costs little;
