@@ -64,7 +64,7 @@
 //! alternated with the sled engine): `durable` 19,600–31,900 msg/s while
 //! PostgreSQL committed 8,500 one-row transactions a second (sled 27,900–72,300),
 //! `fan` 25,900–56,400 msg/s; when the disk managed only 200–300 fsyncs a second,
-//! `durable` fell to 7,000–19,000 (sled 20,000–29,000). Up to 7 groups in
+//! `durable` fell to 4,700–19,300 (sled 20,000–29,000). Up to 7 groups in
 //! flight (the default pool of 8) or 1 (`postgres-pool-size = 2`) measured the
 //! same within the noise on this machine, where a round trip costs little;
 //! groups in flight together are for a database across a network, where they
