@@ -1,8 +1,10 @@
 //! `rebound serve`: the broker as a daemon in the foreground.
 //!
 //! Start-up: load the config (or the embedded default), refuse a listen address
-//! others can reach without `[[users]]` (see `security::anonymous`), make the data
-//! dir private (`data_dir.rs`), open the store, recover the queues, bind, and only
+//! others can reach without `[[users]]` (see `security::anonymous`), open the store
+//! (`storage`: sled in the data dir, made private first by `data_dir.rs`, or the
+//! PostgreSQL database of `postgres-url`, where no data dir is created), recover
+//! the queues, bind, and only
 //! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
@@ -26,9 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rebound_config::Config;
+use rebound_config::{Config, StorageEngine};
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
-use rebound_storage::{SledOptions, SledStore};
+use rebound_storage::{PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -71,9 +73,17 @@ pub struct ServeArgs {
     /// `http-listen`); "" turns it off, port 0 picks a free port.
     #[arg(long)]
     pub http_listen: Option<String>,
-    /// Data directory (overrides the config's `data-dir`).
+    /// Data directory (overrides the config's `data-dir`); unused with `--storage postgres`.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Store engine: "sled" (embedded, in the data directory) or "postgres"
+    /// (overrides the config's `storage`).
+    #[arg(long)]
+    pub storage: Option<StorageEngine>,
+    /// PostgreSQL connection URL for `--storage postgres` (overrides the config's
+    /// `postgres-url`).
+    #[arg(long, env = "REBOUND_POSTGRES_URL", hide_env_values = true)]
+    pub postgres_url: Option<String>,
 }
 
 /// Runs the broker until SIGTERM or SIGINT.
@@ -103,18 +113,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .collect();
         anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
     }
-    let data_dir = args
-        .data_dir
-        .or_else(|| config.data_dir.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-    crate::data_dir::prepare(&data_dir)?;
-    let mut options = SledOptions::default();
-    if let Some(size) = config.journal_file_size {
-        options.journal_segment_bytes = size;
-    }
-    let store = SledStore::open_with(&data_dir, options)
-        .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-    let broker = Broker::open(&config, Arc::new(store))
+    let (store, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
+    let broker = Broker::open(&config, store)
         .await
         .map_err(|err| match (&err, &args.config) {
             // Anything but the store is the config contradicting what the data dir holds.
@@ -186,7 +186,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     }
     let signals = StopSignals::arm().context("cannot handle SIGTERM and SIGINT")?;
-    info!(%local, data_dir = %data_dir.display(), tls = tls.is_some(), "serving");
+    info!(%local, store = %location, tls = tls.is_some(), "serving");
     println!("rebound listening on {local}");
     let http_stop = CancellationToken::new();
     let http = match (http_listener, http_local) {
@@ -254,6 +254,44 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     broker.close().await?;
     info!("stopped");
     Ok(())
+}
+
+/// Opens the store `--storage` (or the config's `storage`) names, with the
+/// flags' `--data-dir` and `--postgres-url` over the config's, and says where it
+/// is for the log (never the URL, which may hold a password).
+fn open_store(
+    config: &Config,
+    storage: Option<StorageEngine>,
+    data_dir: Option<PathBuf>,
+    postgres_url: Option<String>,
+) -> anyhow::Result<(Arc<dyn Store>, String)> {
+    match storage.unwrap_or(config.storage) {
+        StorageEngine::Sled => {
+            let data_dir = data_dir
+                .or_else(|| config.data_dir.clone())
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+            crate::data_dir::prepare(&data_dir)?;
+            let mut options = SledOptions::default();
+            if let Some(size) = config.journal_file_size {
+                options.journal_segment_bytes = size;
+            }
+            let store = SledStore::open_with(&data_dir, options)
+                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+            Ok((Arc::new(store), format!("sled in {}", data_dir.display())))
+        }
+        StorageEngine::Postgres => {
+            let url = postgres_url.or_else(|| config.postgres_url.clone()).context(
+                "storage = \"postgres\" needs a database: set postgres-url in the config, \
+                     or pass --postgres-url (or REBOUND_POSTGRES_URL)",
+            )?;
+            let mut options = PostgresOptions::new(url);
+            if let Some(size) = config.postgres_pool_size {
+                options.pool_size = size;
+            }
+            let store = PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?;
+            Ok((Arc::new(store), "postgres".to_owned()))
+        }
+    }
 }
 
 /// SIGTERM and SIGINT, handled from the moment this is made: made before the

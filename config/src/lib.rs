@@ -28,6 +28,9 @@
 //! persist-delivery-count-before-delivery = false
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)
 //! journal-file-size = 8388608     # bytes per journal segment (default 8 MiB)
+//! storage = "sled"                # or "postgres": the store in a PostgreSQL database
+//! postgres-url = "postgres://rebound@127.0.0.1:5432/rebound"  # with storage = "postgres"
+//! postgres-pool-size = 8          # connections to it (2 to 256, default 8)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)
@@ -111,6 +114,7 @@ mod routing_type;
 pub mod schedule;
 pub mod security;
 pub mod settings;
+pub mod storage;
 mod text;
 pub mod tls;
 mod users;
@@ -129,6 +133,7 @@ pub use security::{Permission, ResolvedSecurity, RoleGrants, SecuritySettings};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
+pub use storage::{POSTGRES_POOL_SIZE_RANGE, StorageEngine};
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
 pub use tls::TlsConfig;
 pub use users::UserConfig;

@@ -21,6 +21,7 @@ use crate::limits::{Limits, RawLimits};
 use crate::pattern_map::{RawEntry, by_pattern};
 use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
+use crate::storage::{self, StorageEngine};
 use crate::tls::{RawTls, TlsConfig};
 use crate::users::{RawUser, UserConfig, users};
 
@@ -51,6 +52,13 @@ pub struct Config {
     /// `global-max-size`: bytes all addresses together may hold before each
     /// address's `address-full-policy` applies.
     pub global_max_size: GlobalMaxSize,
+    /// The engine of the store (`storage`); read at start-up.
+    pub storage: StorageEngine,
+    /// The database of `storage = "postgres"` (`postgres-url`).
+    pub postgres_url: Option<String>,
+    /// Most connections to it, within [`POSTGRES_POOL_SIZE_RANGE`](crate::POSTGRES_POOL_SIZE_RANGE)
+    /// (`postgres-pool-size`); `None` = the store's default.
+    pub postgres_pool_size: Option<usize>,
     /// The `[limits]` table; all defaults when absent.
     pub limits: Limits,
     /// The `[[address-settings]]` entries.
@@ -106,6 +114,9 @@ struct RawConfig {
     config_reload_period: Option<Spanned<i64>>,
     journal_file_size: Option<Spanned<i64>>,
     global_max_size: Option<Spanned<i64>>,
+    storage: Option<Spanned<String>>,
+    postgres_url: Option<Spanned<String>>,
+    postgres_pool_size: Option<Spanned<i64>>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -174,6 +185,13 @@ impl RawConfig {
                 "global-max-size".into()
             })?
             .unwrap_or_default(),
+            storage: checked(doc, self.storage, storage::storage, || "storage".into())?.unwrap_or_default(),
+            postgres_url: checked(doc, self.postgres_url, storage::postgres_url, || {
+                "postgres-url".into()
+            })?,
+            postgres_pool_size: checked(doc, self.postgres_pool_size, storage::postgres_pool_size, || {
+                "postgres-pool-size".into()
+            })?,
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
@@ -286,6 +304,9 @@ mod tests {
         let s = config.address_settings.effective("x");
         assert_eq!(config.config_reload_period_ms, Some(5000));
         assert_eq!(config.journal_file_size, Some(8 << 20));
+        assert_eq!(config.storage, StorageEngine::Sled);
+        assert!(config.postgres_url.is_some());
+        assert_eq!(config.postgres_pool_size, Some(8));
         assert_eq!(s.redelivery_delay_multiplier, 2.0);
         assert!(s.redelivery_schedule.is_some());
     }
@@ -300,6 +321,9 @@ mod tests {
             config-reload-period = 250
             journal-file-size = 65536
             global-max-size = 1048576
+            storage = "postgres"
+            postgres-url = "postgres://u@db/rebound"
+            postgres-pool-size = 8
 
             [[address-settings]]
             match = "a.*"
@@ -343,6 +367,9 @@ mod tests {
         assert_eq!(config.config_reload_period_ms, Some(250));
         assert_eq!(config.journal_file_size, Some(65536));
         assert_eq!(config.global_max_size, GlobalMaxSize::Bytes(1 << 20));
+        assert_eq!(config.storage, StorageEngine::Postgres);
+        assert_eq!(config.postgres_url.as_deref(), Some("postgres://u@db/rebound"));
+        assert_eq!(config.postgres_pool_size, Some(8));
         let resolved = config.address_settings.resolve("a.b");
         assert!(
             resolved
@@ -589,7 +616,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -690,6 +717,15 @@ mod tests {
             "test.toml:1:10: listen: expected \"host:port\" (got \"61616\")"
         );
         assert_eq!(err("listen = \"h:99999\"").key(), Some("listen"));
+        assert_eq!(
+            err("\nstorage = \"pg\"").to_string(),
+            "test.toml:2:11: storage: must be \"sled\" or \"postgres\" (got \"pg\")"
+        );
+        assert_eq!(err("postgres-url = \"db:5432\"").key(), Some("postgres-url"));
+        assert_eq!(
+            err("postgres-pool-size = 1").to_string(),
+            "test.toml:1:22: postgres-pool-size: must be between 2 and 256 (got 1)"
+        );
         assert_eq!(err("listen = \":1\"").key(), Some("listen"));
         assert!(Config::parse("listen = \"[::1]:5672\"", "t").is_ok());
         assert_eq!(

@@ -61,6 +61,21 @@ pub enum StorageError {
         /// The smallest size the journal's format can use.
         min: u64,
     },
+    /// The database could not be reached or dropped the connection
+    /// (PostgreSQL engine): nothing of the commit was written, or, for a
+    /// failure during `COMMIT`, the outcome is unknown. Later commits try
+    /// again; the broker answers `UNAVAILABLE`.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// The database holds a schema newer than this build knows (PostgreSQL
+    /// engine): a newer rebound migrated it. Nothing was opened.
+    #[error("the database schema is version {found}, this build knows up to {known}: upgrade rebound")]
+    SchemaTooNew {
+        /// The version in the database.
+        found: i32,
+        /// The newest version this build can migrate to.
+        known: i32,
+    },
     /// The committer thread panicked; commits queued behind it were lost.
     #[error("the committer thread panicked")]
     CommitterPanicked,

@@ -1,6 +1,8 @@
 //! rebound's durable storage: the [`Store`] trait the broker programs
-//! against, and two engines behind it: [`SledStore`], a write-ahead journal
-//! with group commit in front of sled, which the broker runs on, and
+//! against, and three engines behind it: [`SledStore`], a write-ahead journal
+//! with group commit in front of sled, which the broker runs on by default;
+//! [`PostgresStore`], the same contract in a PostgreSQL database, with group
+//! commit into one transaction per group ([`postgres`] has its design); and
 //! [`MemoryStore`], the same contract in memory, for fast tests of the
 //! broker's engine ([`memory`] says why).
 //!
@@ -39,6 +41,7 @@
 //! src/lib.rs             the Store trait, Op, Commit, Recovered; the limits
 //! src/limits.rs          the size checks every engine applies to a commit
 //! src/memory.rs          MemoryStore
+//! src/postgres/          PostgresStore (its module docs list its files)
 //! src/sled_store.rs      SledStore: opening, reads, recovery, sled's gaps
 //! src/engine.rs          Engine: what the write path needs from sled
 //! src/group_commit.rs    the committer (uses write_set, journal, checkpoint)
@@ -49,7 +52,8 @@
 //! src/large.rs           body files of large messages
 //! src/keys.rs, records.rs  key layout and record format
 //! tests/contract/        the Store contract, for every engine
-//! tests/engines.rs       the contract run against MemoryStore and SledStore
+//! tests/engines.rs       the contract run against every engine
+//! tests/postgres.rs      what only PostgresStore does (the database failing)
 //! tests/store.rs, large.rs, crash.rs   what only SledStore does
 //! ```
 //!
@@ -238,6 +242,7 @@ pub mod large;
 mod limits;
 pub mod memory;
 mod memtable;
+pub mod postgres;
 pub mod records;
 pub mod sled_store;
 mod write_set;
@@ -250,6 +255,7 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use memory::MemoryStore;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
     QueueRecord, RoutingType,

@@ -3,11 +3,13 @@
 
 #[macro_use]
 mod contract;
+mod pg;
 
 use std::sync::Arc;
 
 use contract::Harness;
-use rebound_storage::{MemoryStore, SledStore, Store};
+use pg::TestSchema;
+use rebound_storage::{MemoryStore, PostgresOptions, PostgresStore, SledStore, Store};
 use tempfile::TempDir;
 
 /// [`MemoryStore`]: a reopen is [`MemoryStore::reopen`].
@@ -59,5 +61,35 @@ impl Harness for Sled {
     }
 }
 
+/// [`PostgresStore`] in a schema of its own; a reopen is a new store on the
+/// same schema. The expression returns from the test when it is skipped.
+struct Postgres {
+    schema: TestSchema,
+}
+
+impl Postgres {
+    fn new() -> Option<Postgres> {
+        TestSchema::create("postgres contract").map(|schema| Postgres { schema })
+    }
+}
+
+impl Harness for Postgres {
+    fn open(&mut self) -> Arc<dyn Store> {
+        Arc::new(PostgresStore::open(&PostgresOptions::new(self.schema.url())).unwrap())
+    }
+
+    fn reopen(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        drop(store);
+        self.open()
+    }
+}
+
 store_contract!(memory, Memory::default());
 store_contract!(sled, Sled::new());
+store_contract!(
+    postgres,
+    match Postgres::new() {
+        Some(harness) => harness,
+        None => return,
+    }
+);

@@ -146,91 +146,93 @@ async fn consume(url: String, ledger: Arc<Ledger>) -> Result<(), String> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack() {
-    let mut broker = Broker::start_with_config(CONFIG).await;
-    broker
-        .client()
-        .await
-        .create_queue(QUEUE, QUEUE, RoutingType::Anycast, true)
-        .await
-        .unwrap();
-    let ledger = Arc::new(Ledger::default());
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack() {
+        let mut broker = Broker::start_with_config(CONFIG).await;
+        broker
+            .client()
+            .await
+            .create_queue(QUEUE, QUEUE, RoutingType::Anycast, true)
+            .await
+            .unwrap();
+        let ledger = Arc::new(Ledger::default());
 
-    for round in 1..=KILLS {
-        let url = broker.url();
-        let producers: Vec<_> = (0..2)
-            .map(|_| tokio::spawn(produce(url.clone(), ledger.clone())))
-            .collect();
-        let consumers: Vec<_> = (0..2)
-            .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
-            .collect();
-        let uptime = rand::random_range(UPTIME_MS);
-        tokio::time::sleep(Duration::from_millis(uptime)).await;
-        broker.kill9();
-        eprintln!(
-            "crash {round}: killed after {uptime} ms; {} sends acknowledged, {} acks confirmed so far",
-            ledger.acknowledged.lock().unwrap().len(),
-            ledger.confirmed.lock().unwrap().len()
-        );
-        for producer in producers {
-            tokio::time::timeout(NOTICE, producer)
-                .await
-                .expect("a producer notices the crash")
-                .unwrap();
-        }
-        for consumer in consumers {
-            let outcome = tokio::time::timeout(NOTICE, consumer)
-                .await
-                .expect("a consumer notices the crash")
-                .unwrap();
-            if let Err(broken) = outcome {
-                panic!("round {round}: {broken}");
+        for round in 1..=KILLS {
+            let url = broker.url();
+            let producers: Vec<_> = (0..2)
+                .map(|_| tokio::spawn(produce(url.clone(), ledger.clone())))
+                .collect();
+            let consumers: Vec<_> = (0..2)
+                .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
+                .collect();
+            let uptime = rand::random_range(UPTIME_MS);
+            tokio::time::sleep(Duration::from_millis(uptime)).await;
+            broker.kill9();
+            eprintln!(
+                "crash {round}: killed after {uptime} ms; {} sends acknowledged, {} acks confirmed so far",
+                ledger.acknowledged.lock().unwrap().len(),
+                ledger.confirmed.lock().unwrap().len()
+            );
+            for producer in producers {
+                tokio::time::timeout(NOTICE, producer)
+                    .await
+                    .expect("a producer notices the crash")
+                    .unwrap();
             }
+            for consumer in consumers {
+                let outcome = tokio::time::timeout(NOTICE, consumer)
+                    .await
+                    .expect("a consumer notices the crash")
+                    .unwrap();
+                if let Err(broken) = outcome {
+                    panic!("round {round}: {broken}");
+                }
+            }
+            broker.restart().await;
         }
-        broker.restart().await;
-    }
 
-    // Everything acknowledged and never acked must still be queued, once.
-    let client = broker.client().await;
-    let queued = client.queue(QUEUE).await.unwrap().messages;
-    let mut consumer = client.consume(QUEUE, 1000).await.unwrap();
-    let mut left = HashSet::new();
-    while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
-        let id = check(&ledger, &d.message.body).unwrap();
-        assert!(
-            !ledger.confirmed.lock().unwrap().contains(&id),
-            "message {id} came back after its ack was confirmed"
+        // Everything acknowledged and never acked must still be queued, once.
+        let client = broker.client().await;
+        let queued = client.queue(QUEUE).await.unwrap().messages;
+        let mut consumer = client.consume(QUEUE, 1000).await.unwrap();
+        let mut left = HashSet::new();
+        while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
+            let id = check(&ledger, &d.message.body).unwrap();
+            assert!(
+                !ledger.confirmed.lock().unwrap().contains(&id),
+                "message {id} came back after its ack was confirmed"
+            );
+            assert!(left.insert(id), "message {id} is queued twice");
+            consumer.ack(&[d.id]).await.unwrap();
+        }
+        consumer.close().await.unwrap();
+        assert_eq!(
+            left.len() as u64,
+            queued,
+            "the queue's count matches what it delivers"
         );
-        assert!(left.insert(id), "message {id} is queued twice");
-        consumer.ack(&[d.id]).await.unwrap();
-    }
-    consumer.close().await.unwrap();
-    assert_eq!(
-        left.len() as u64,
-        queued,
-        "the queue's count matches what it delivers"
-    );
 
-    let acknowledged = ledger.acknowledged.lock().unwrap();
-    let confirmed = ledger.confirmed.lock().unwrap();
-    let ack_sent = ledger.ack_sent.lock().unwrap();
-    let mut lost: Vec<_> = acknowledged
-        .iter()
-        .filter(|id| !ack_sent.contains(id) && !left.contains(id))
-        .copied()
-        .collect();
-    lost.sort_unstable();
-    assert!(
-        lost.is_empty(),
-        "{} acknowledged sends lost, first: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(20)]
-    );
-    assert!(
-        !acknowledged.is_empty() && !confirmed.is_empty(),
-        "the load ran: {} sent, {} acked",
-        acknowledged.len(),
-        confirmed.len()
-    );
+        let acknowledged = ledger.acknowledged.lock().unwrap();
+        let confirmed = ledger.confirmed.lock().unwrap();
+        let ack_sent = ledger.ack_sent.lock().unwrap();
+        let mut lost: Vec<_> = acknowledged
+            .iter()
+            .filter(|id| !ack_sent.contains(id) && !left.contains(id))
+            .copied()
+            .collect();
+        lost.sort_unstable();
+        assert!(
+            lost.is_empty(),
+            "{} acknowledged sends lost, first: {:?}",
+            lost.len(),
+            &lost[..lost.len().min(20)]
+        );
+        assert!(
+            !acknowledged.is_empty() && !confirmed.is_empty(),
+            "the load ran: {} sent, {} acked",
+            acknowledged.len(),
+            confirmed.len()
+        );
+    }
 }

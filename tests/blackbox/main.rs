@@ -5,6 +5,7 @@
 //! One test binary with a module per area (ripgrep's layout): one link step,
 //! one shared harness in `support`.
 
+#[macro_use]
 mod support;
 
 mod address_full;
@@ -29,6 +30,7 @@ mod operations;
 mod operator;
 mod outage;
 mod permissions;
+mod postgres;
 mod publish;
 mod redelivery;
 mod scheduled;

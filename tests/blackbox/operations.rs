@@ -137,108 +137,110 @@ name = "held"
     assert_eq!(client.queue("held").await.unwrap().messages, 0);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only() {
-    let broker = Broker::start_with_config(DLQ_CONFIG).await;
-    let client = broker.client().await;
-    client
-        .send(OutgoingMessage::new("events", "poison").property("kind", "order"))
-        .await
-        .unwrap();
-    // `b` processes its copy; `a` fails its copy into the DLQ.
-    let mut b = client.consume("b", 10).await.unwrap();
-    let d = next(&mut b).await;
-    b.ack(&[d.id]).await.unwrap();
-    b.flush().await.unwrap();
-    fail_next(&client, "a").await;
-    assert_eq!(count(&client, Selection::new("DLQ")).await, 1);
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn retry_sends_a_multicast_dead_letter_back_to_its_own_subscription_only() {
+        let broker = Broker::start_with_config(DLQ_CONFIG).await;
+        let client = broker.client().await;
+        client
+            .send(OutgoingMessage::new("events", "poison").property("kind", "order"))
+            .await
+            .unwrap();
+        // `b` processes its copy; `a` fails its copy into the DLQ.
+        let mut b = client.consume("b", 10).await.unwrap();
+        let d = next(&mut b).await;
+        b.ack(&[d.id]).await.unwrap();
+        b.flush().await.unwrap();
+        fail_next(&client, "a").await;
+        assert_eq!(count(&client, Selection::new("DLQ")).await, 1);
 
-    // Browsing the DLQ shows the reason, in the table and in the JSON.
-    let table = cli(&broker, ["queue", "browse", "--queue", "DLQ"]).await;
-    let lines: Vec<&str> = table.success().stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "header and one message: {lines:?}");
-    let header: Vec<&str> = lines[0].split_whitespace().collect();
-    assert_eq!(
-        header,
-        ["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"]
-    );
-    let row: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(row[1..4], ["ready", "0", "max-delivery-attempts"], "{}", lines[1]);
-    assert!(
-        lines[1].contains("kind=order") && lines[1].contains("_AMQ_ORIG_QUEUE=a"),
-        "{}",
-        lines[1]
-    );
-    assert!(lines[1].ends_with("poison"), "{}", lines[1]);
-    let dead = browse_json(&broker, "DLQ").await;
-    let props = &dead[0]["properties"];
-    assert_eq!(props["_REBOUND_DEAD_LETTER_REASON"], "max-delivery-attempts");
-    assert_eq!(
-        (&props["_AMQ_ORIG_ADDRESS"], &props["_AMQ_ORIG_QUEUE"]),
-        (&"events".into(), &"a".into())
-    );
-    let dead_id = dead[0]["message_id"].as_u64().unwrap();
+        // Browsing the DLQ shows the reason, in the table and in the JSON.
+        let table = cli(&broker, ["queue", "browse", "--queue", "DLQ"]).await;
+        let lines: Vec<&str> = table.success().stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "header and one message: {lines:?}");
+        let header: Vec<&str> = lines[0].split_whitespace().collect();
+        assert_eq!(
+            header,
+            ["ID", "STATE", "DELIVERIES", "REASON", "PROPERTIES", "BODY"]
+        );
+        let row: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(row[1..4], ["ready", "0", "max-delivery-attempts"], "{}", lines[1]);
+        assert!(
+            lines[1].contains("kind=order") && lines[1].contains("_AMQ_ORIG_QUEUE=a"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].ends_with("poison"), "{}", lines[1]);
+        let dead = browse_json(&broker, "DLQ").await;
+        let props = &dead[0]["properties"];
+        assert_eq!(props["_REBOUND_DEAD_LETTER_REASON"], "max-delivery-attempts");
+        assert_eq!(
+            (&props["_AMQ_ORIG_ADDRESS"], &props["_AMQ_ORIG_QUEUE"]),
+            (&"events".into(), &"a".into())
+        );
+        let dead_id = dead[0]["message_id"].as_u64().unwrap();
 
-    // A dry run names the target and moves nothing.
-    let dry = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--dry-run"]).await;
-    assert_eq!(
-        dry.success().stdout,
-        format!("dry run: would move 1 messages from DLQ, skip 0\n#{dead_id} → events/a\n")
-    );
-    let dry = cli(
-        &broker,
-        ["queue", "retry", "--queue", "DLQ", "--dry-run", "--json"],
-    )
-    .await;
-    let report: Value = serde_json::from_str(only_line(&dry)).unwrap();
-    assert_eq!(report["moved"], 0);
-    assert_eq!(report["outcomes"][0]["to_queue"], "a");
-    assert_eq!(report["outcomes"][0]["skipped"], Value::Null);
-    assert_eq!(count(&client, Selection::new("DLQ")).await, 1);
-    assert_eq!(count(&client, Selection::new("a")).await, 0);
+        // A dry run names the target and moves nothing.
+        let dry = cli(&broker, ["queue", "retry", "--queue", "DLQ", "--dry-run"]).await;
+        assert_eq!(
+            dry.success().stdout,
+            format!("dry run: would move 1 messages from DLQ, skip 0\n#{dead_id} → events/a\n")
+        );
+        let dry = cli(
+            &broker,
+            ["queue", "retry", "--queue", "DLQ", "--dry-run", "--json"],
+        )
+        .await;
+        let report: Value = serde_json::from_str(only_line(&dry)).unwrap();
+        assert_eq!(report["moved"], 0);
+        assert_eq!(report["outcomes"][0]["to_queue"], "a");
+        assert_eq!(report["outcomes"][0]["skipped"], Value::Null);
+        assert_eq!(count(&client, Selection::new("DLQ")).await, 1);
+        assert_eq!(count(&client, Selection::new("a")).await, 0);
 
-    // The retry: back on `a` only, as a fresh message with one redrive.
-    let retried = cli(&broker, ["queue", "retry", "--queue", "DLQ"]).await;
-    assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
-    assert_eq!(count(&client, Selection::new("DLQ")).await, 0);
-    let mut a = client.consume("a", 10).await.unwrap();
-    let d = next(&mut a).await;
-    assert_eq!((body(&d).as_str(), d.delivery_count), ("poison", 1));
-    assert_eq!(int(&d, "_REBOUND_REDRIVE_COUNT"), 1);
-    assert_eq!(text(&d, "kind"), "order");
-    assert!(
-        !d.message.properties.contains_key("_AMQ_ORIG_QUEUE"),
-        "the death properties are gone"
-    );
-    assert!(
-        receive(&mut b, 1, QUIET).await.is_empty(),
-        "b gets no second copy"
-    );
-    assert_eq!(client.queue("b").await.unwrap().messages, 0);
+        // The retry: back on `a` only, as a fresh message with one redrive.
+        let retried = cli(&broker, ["queue", "retry", "--queue", "DLQ"]).await;
+        assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
+        assert_eq!(count(&client, Selection::new("DLQ")).await, 0);
+        let mut a = client.consume("a", 10).await.unwrap();
+        let d = next(&mut a).await;
+        assert_eq!((body(&d).as_str(), d.delivery_count), ("poison", 1));
+        assert_eq!(int(&d, "_REBOUND_REDRIVE_COUNT"), 1);
+        assert_eq!(text(&d, "kind"), "order");
+        assert!(
+            !d.message.properties.contains_key("_AMQ_ORIG_QUEUE"),
+            "the death properties are gone"
+        );
+        assert!(
+            receive(&mut b, 1, QUIET).await.is_empty(),
+            "b gets no second copy"
+        );
+        assert_eq!(client.queue("b").await.unwrap().messages, 0);
 
-    // A second failure and retry, by message id: the redrive count goes on.
-    a.nack(&[d.id], "poisoned again").await.unwrap();
-    a.flush().await.unwrap();
-    let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"]
-        .as_u64()
-        .unwrap();
-    let retried = cli(
-        &broker,
-        [
-            "queue",
-            "retry",
-            "--queue",
-            "DLQ",
-            "--message-id",
-            &dead_id.to_string(),
-        ],
-    )
-    .await;
-    assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
-    let d = next(&mut a).await;
-    assert_eq!((d.delivery_count, int(&d, "_REBOUND_REDRIVE_COUNT")), (1, 2));
-    a.ack(&[d.id]).await.unwrap();
-    a.close().await.unwrap();
+        // A second failure and retry, by message id: the redrive count goes on.
+        a.nack(&[d.id], "poisoned again").await.unwrap();
+        a.flush().await.unwrap();
+        let dead_id = browse_json(&broker, "DLQ").await[0]["message_id"]
+            .as_u64()
+            .unwrap();
+        let retried = cli(
+            &broker,
+            [
+                "queue",
+                "retry",
+                "--queue",
+                "DLQ",
+                "--message-id",
+                &dead_id.to_string(),
+            ],
+        )
+        .await;
+        assert_eq!(only_line(&retried), "moved 1 messages from DLQ, skipped 0");
+        let d = next(&mut a).await;
+        assert_eq!((d.delivery_count, int(&d, "_REBOUND_REDRIVE_COUNT")), (1, 2));
+        a.ack(&[d.id]).await.unwrap();
+        a.close().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -281,109 +283,111 @@ async fn max_redrive_leaves_the_dead_letter_on_the_dlq_with_a_reason() {
     assert_eq!(count(&client, Selection::new("capped")).await, 0);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn move_remove_and_count_touch_only_the_selected_messages() {
-    let broker = Broker::start_with_config(
-        r##"
-[[addresses]]
-name = "colors"
-[[addresses.queues]]
-name = "colors"
-"##,
-    )
-    .await;
-    let client = broker.client().await;
-    let messages = (0..6).map(|n| {
-        let color = if n % 2 == 0 { "red" } else { "blue" };
-        OutgoingMessage::new("colors", format!("{color} {n}"))
-            .property("color", color)
-            .property("n", n)
-    });
-    let ids = client.send_batch(messages.collect()).await.unwrap().message_ids;
-    let count_cli = |filter: &'static str| {
-        let broker = &broker;
-        async move {
-            let mut args = vec!["queue", "count", "--queue", "colors"];
-            if !filter.is_empty() {
-                args.extend(["--filter", filter]);
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn move_remove_and_count_touch_only_the_selected_messages() {
+        let broker = Broker::start_with_config(
+            r##"
+    [[addresses]]
+    name = "colors"
+    [[addresses.queues]]
+    name = "colors"
+    "##,
+        )
+        .await;
+        let client = broker.client().await;
+        let messages = (0..6).map(|n| {
+            let color = if n % 2 == 0 { "red" } else { "blue" };
+            OutgoingMessage::new("colors", format!("{color} {n}"))
+                .property("color", color)
+                .property("n", n)
+        });
+        let ids = client.send_batch(messages.collect()).await.unwrap().message_ids;
+        let count_cli = |filter: &'static str| {
+            let broker = &broker;
+            async move {
+                let mut args = vec!["queue", "count", "--queue", "colors"];
+                if !filter.is_empty() {
+                    args.extend(["--filter", filter]);
+                }
+                only_line(&cli(broker, args).await).to_owned()
             }
-            only_line(&cli(broker, args).await).to_owned()
-        }
-    };
-    assert_eq!(count_cli("").await, "6");
-    assert_eq!(count_cli("color = 'red'").await, "3");
+        };
+        assert_eq!(count_cli("").await, "6");
+        assert_eq!(count_cli("color = 'red'").await, "3");
 
-    let moved = cli(
-        &broker,
-        [
-            "queue",
-            "move",
-            "--queue",
-            "colors",
-            "--to-address",
-            "reds",
-            "--filter",
-            "color = 'red'",
-        ],
-    )
-    .await;
-    assert_eq!(only_line(&moved), "moved 3 messages from colors to reds");
-    assert_eq!(count_cli("").await, "3");
-    assert_eq!(count_cli("color = 'blue'").await, "3");
-    let reds = browse_json(&broker, "reds").await;
-    let bodies: Vec<&str> = reds.iter().map(|m| m["body"].as_str().unwrap()).collect();
-    assert_eq!(bodies, ["red 0", "red 2", "red 4"]);
+        let moved = cli(
+            &broker,
+            [
+                "queue",
+                "move",
+                "--queue",
+                "colors",
+                "--to-address",
+                "reds",
+                "--filter",
+                "color = 'red'",
+            ],
+        )
+        .await;
+        assert_eq!(only_line(&moved), "moved 3 messages from colors to reds");
+        assert_eq!(count_cli("").await, "3");
+        assert_eq!(count_cli("color = 'blue'").await, "3");
+        let reds = browse_json(&broker, "reds").await;
+        let bodies: Vec<&str> = reds.iter().map(|m| m["body"].as_str().unwrap()).collect();
+        assert_eq!(bodies, ["red 0", "red 2", "red 4"]);
 
-    let removed = cli(
-        &broker,
-        ["queue", "remove", "--queue", "colors", "--filter", "n > 2"],
-    )
-    .await;
-    assert_eq!(only_line(&removed), "removed 2 messages from colors");
-    let left = browse_json(&broker, "colors").await;
-    assert_eq!(left.len(), 1);
-    assert_eq!(left[0]["body"], "blue 1");
-    let removed = cli(
-        &broker,
-        [
-            "queue",
-            "remove",
-            "--queue",
-            "colors",
-            "--message-id",
-            &ids[1].to_string(),
-        ],
-    )
-    .await;
-    assert_eq!(only_line(&removed), "removed 1 messages from colors");
-    let info = client.queue("colors").await.unwrap();
-    assert_eq!((info.messages, info.dropped), (0, 3));
+        let removed = cli(
+            &broker,
+            ["queue", "remove", "--queue", "colors", "--filter", "n > 2"],
+        )
+        .await;
+        assert_eq!(only_line(&removed), "removed 2 messages from colors");
+        let left = browse_json(&broker, "colors").await;
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0]["body"], "blue 1");
+        let removed = cli(
+            &broker,
+            [
+                "queue",
+                "remove",
+                "--queue",
+                "colors",
+                "--message-id",
+                &ids[1].to_string(),
+            ],
+        )
+        .await;
+        assert_eq!(only_line(&removed), "removed 1 messages from colors");
+        let info = client.queue("colors").await.unwrap();
+        assert_eq!((info.messages, info.dropped), (0, 3));
 
-    // The SDK agrees, and a filter and a message id exclude each other on the CLI.
-    assert_eq!(count(&client, Selection::new("reds").filter("n = 2")).await, 1);
-    assert_eq!(
-        client
-            .move_messages(&Selection::new("reds").filter("n = 2"), "colors")
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(client.remove_messages(&Selection::new("reds")).await.unwrap(), 2);
-    cli(
-        &broker,
-        [
-            "queue",
-            "count",
-            "--queue",
-            "reds",
-            "--filter",
-            "n = 2",
-            "--message-id",
-            "1",
-        ],
-    )
-    .await
-    .failure(2);
+        // The SDK agrees, and a filter and a message id exclude each other on the CLI.
+        assert_eq!(count(&client, Selection::new("reds").filter("n = 2")).await, 1);
+        assert_eq!(
+            client
+                .move_messages(&Selection::new("reds").filter("n = 2"), "colors")
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(client.remove_messages(&Selection::new("reds")).await.unwrap(), 2);
+        cli(
+            &broker,
+            [
+                "queue",
+                "count",
+                "--queue",
+                "reds",
+                "--filter",
+                "n = 2",
+                "--message-id",
+                "1",
+            ],
+        )
+        .await
+        .failure(2);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -47,61 +47,63 @@ async fn settings(client: &Client, address: &str) -> BTreeMap<String, (String, S
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn poison_message_is_delivered_max_attempts_times_then_dead_lettered() {
-    let broker = Broker::start_with_config(
-        r##"
-[[address-settings]]
-match = "#"
-max-delivery-attempts = 3
-dead-letter-address = "DLQ"
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn poison_message_is_delivered_max_attempts_times_then_dead_lettered() {
+        let broker = Broker::start_with_config(
+            r##"
+    [[address-settings]]
+    match = "#"
+    max-delivery-attempts = 3
+    dead-letter-address = "DLQ"
 
-[[addresses]]
-name = "DLQ"
-[[addresses.queues]]
-name = "DLQ"
-"##,
-    )
-    .await;
-    let client = broker.client().await;
-    let sent = client
-        .send(OutgoingMessage::new("orders", "poison").property("customer", "acme"))
-        .await
-        .unwrap();
-    let mut c = client.consume("orders", 1).await.unwrap();
-    for attempt in 1..=3 {
-        let d = next(&mut c).await;
-        assert_eq!(d.delivery_count, attempt);
-        assert_eq!(d.redelivered, attempt > 1);
-        c.nack(&[d.id], &format!("boom {attempt}")).await.unwrap();
+    [[addresses]]
+    name = "DLQ"
+    [[addresses.queues]]
+    name = "DLQ"
+    "##,
+        )
+        .await;
+        let client = broker.client().await;
+        let sent = client
+            .send(OutgoingMessage::new("orders", "poison").property("customer", "acme"))
+            .await
+            .unwrap();
+        let mut c = client.consume("orders", 1).await.unwrap();
+        for attempt in 1..=3 {
+            let d = next(&mut c).await;
+            assert_eq!(d.delivery_count, attempt);
+            assert_eq!(d.redelivered, attempt > 1);
+            c.nack(&[d.id], &format!("boom {attempt}")).await.unwrap();
+        }
+        assert!(receive(&mut c, 1, QUIET).await.is_empty(), "no 4th delivery");
+
+        let mut dlq = client.consume("DLQ", 1).await.unwrap();
+        let dead = next(&mut dlq).await;
+        assert_eq!(body(&dead), "poison");
+        assert_ne!(dead.message.message_id, sent, "the dead letter is a new message");
+        assert_eq!(dead.delivery_count, 1);
+        assert_eq!(text(&dead, "customer"), "acme", "user properties unchanged");
+        assert_eq!(text(&dead, "_AMQ_ORIG_ADDRESS"), "orders");
+        assert_eq!(text(&dead, "_AMQ_ORIG_QUEUE"), "orders");
+        assert_eq!(int(&dead, "_AMQ_ORIG_MESSAGE_ID"), sent as i64);
+        assert_eq!(text(&dead, "_AMQ_ORIG_ROUTING_TYPE"), "anycast");
+        assert_eq!(
+            text(&dead, "_REBOUND_DEAD_LETTER_REASON"),
+            "max-delivery-attempts"
+        );
+        assert_eq!(int(&dead, "_REBOUND_DELIVERY_COUNT"), 3);
+        let failures: serde_json::Value = serde_json::from_str(&text(&dead, "_REBOUND_FAILURES")).unwrap();
+        let reasons: Vec<&str> = failures
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["reason"].as_str().unwrap())
+            .collect();
+        assert_eq!(reasons, vec!["boom 1", "boom 2", "boom 3"]);
+        let info = client.queue("orders").await.unwrap();
+        assert_eq!((info.messages, info.dead_lettered), (0, 1));
     }
-    assert!(receive(&mut c, 1, QUIET).await.is_empty(), "no 4th delivery");
-
-    let mut dlq = client.consume("DLQ", 1).await.unwrap();
-    let dead = next(&mut dlq).await;
-    assert_eq!(body(&dead), "poison");
-    assert_ne!(dead.message.message_id, sent, "the dead letter is a new message");
-    assert_eq!(dead.delivery_count, 1);
-    assert_eq!(text(&dead, "customer"), "acme", "user properties unchanged");
-    assert_eq!(text(&dead, "_AMQ_ORIG_ADDRESS"), "orders");
-    assert_eq!(text(&dead, "_AMQ_ORIG_QUEUE"), "orders");
-    assert_eq!(int(&dead, "_AMQ_ORIG_MESSAGE_ID"), sent as i64);
-    assert_eq!(text(&dead, "_AMQ_ORIG_ROUTING_TYPE"), "anycast");
-    assert_eq!(
-        text(&dead, "_REBOUND_DEAD_LETTER_REASON"),
-        "max-delivery-attempts"
-    );
-    assert_eq!(int(&dead, "_REBOUND_DELIVERY_COUNT"), 3);
-    let failures: serde_json::Value = serde_json::from_str(&text(&dead, "_REBOUND_FAILURES")).unwrap();
-    let reasons: Vec<&str> = failures
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["reason"].as_str().unwrap())
-        .collect();
-    assert_eq!(reasons, vec!["boom 1", "boom 2", "boom 3"]);
-    let info = client.queue("orders").await.unwrap();
-    assert_eq!((info.messages, info.dead_lettered), (0, 1));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -185,48 +187,50 @@ redelivery-delay = 2000
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_message_failing_on_two_subscriptions_is_dead_lettered_twice() {
-    let broker = Broker::start_with_config(
-        r##"
-[[address-settings]]
-match = "#"
-max-delivery-attempts = 1
-dead-letter-address = "DLQ"
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_message_failing_on_two_subscriptions_is_dead_lettered_twice() {
+        let broker = Broker::start_with_config(
+            r##"
+    [[address-settings]]
+    match = "#"
+    max-delivery-attempts = 1
+    dead-letter-address = "DLQ"
 
-[[addresses]]
-name = "DLQ"
-[[addresses.queues]]
-name = "DLQ"
+    [[addresses]]
+    name = "DLQ"
+    [[addresses.queues]]
+    name = "DLQ"
 
-[[addresses]]
-name = "events"
-routing-type = "multicast"
-[[addresses.queues]]
-name = "billing"
-[[addresses.queues]]
-name = "audit"
-"##,
-    )
-    .await;
-    let client = broker.client().await;
-    send_bodies(&client, "events", ["evt".to_string()]).await;
-    for sub in ["billing", "audit"] {
-        let mut c = client.consume(sub, 1).await.unwrap();
-        let d = next(&mut c).await;
-        c.nack(&[d.id], "fails everywhere").await.unwrap();
-        c.flush().await.unwrap();
+    [[addresses]]
+    name = "events"
+    routing-type = "multicast"
+    [[addresses.queues]]
+    name = "billing"
+    [[addresses.queues]]
+    name = "audit"
+    "##,
+        )
+        .await;
+        let client = broker.client().await;
+        send_bodies(&client, "events", ["evt".to_string()]).await;
+        for sub in ["billing", "audit"] {
+            let mut c = client.consume(sub, 1).await.unwrap();
+            let d = next(&mut c).await;
+            c.nack(&[d.id], "fails everywhere").await.unwrap();
+            c.flush().await.unwrap();
+        }
+        let mut dlq = client.consume("DLQ", 10).await.unwrap();
+        let dead = receive(&mut dlq, 3, IDLE).await;
+        let mut queues: Vec<String> = dead.iter().map(|d| text(d, "_AMQ_ORIG_QUEUE")).collect();
+        queues.sort();
+        assert_eq!(queues, vec!["audit", "billing"]);
+        assert!(dead.iter().all(|d| text(d, "_AMQ_ORIG_ADDRESS") == "events"));
+        assert!(
+            dead.iter()
+                .all(|d| text(d, "_AMQ_ORIG_ROUTING_TYPE") == "multicast")
+        );
     }
-    let mut dlq = client.consume("DLQ", 10).await.unwrap();
-    let dead = receive(&mut dlq, 3, IDLE).await;
-    let mut queues: Vec<String> = dead.iter().map(|d| text(d, "_AMQ_ORIG_QUEUE")).collect();
-    queues.sort();
-    assert_eq!(queues, vec!["audit", "billing"]);
-    assert!(dead.iter().all(|d| text(d, "_AMQ_ORIG_ADDRESS") == "events"));
-    assert!(
-        dead.iter()
-            .all(|d| text(d, "_AMQ_ORIG_ROUTING_TYPE") == "multicast")
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -350,96 +354,102 @@ async fn crash_mid_delivery(persist: bool) -> Delivery {
     next(&mut c).await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn persisted_delivery_count_survives_kill9_mid_delivery() {
-    let d = crash_mid_delivery(true).await;
-    assert_eq!((d.delivery_count, d.redelivered), (2, true));
-    // Without it (the default, as in Artemis), an in-flight first delivery comes back
-    // looking like a first delivery.
-    let d = crash_mid_delivery(false).await;
-    assert_eq!((d.delivery_count, d.redelivered), (1, false));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_scheduled_redelivery_survives_a_restart() {
-    let mut broker = Broker::start_with_config(
-        r##"
-[[address-settings]]
-match = "#"
-redelivery-delay = 3000
-"##,
-    )
-    .await;
-    let client = broker.client().await;
-    send_bodies(&client, "sched", ["m".to_string()]).await;
-    let mut c = client.consume("sched", 1).await.unwrap();
-    let d = next(&mut c).await;
-    let nacked = Instant::now();
-    c.nack(&[d.id], "later").await.unwrap();
-    c.flush().await.unwrap();
-    drop(c);
-    broker.kill9();
-    broker.restart().await;
-    let client = broker.client().await;
-    assert_eq!(client.queue("sched").await.unwrap().scheduled, 1);
-    let mut c = client.consume("sched", 1).await.unwrap();
-    let back = next(&mut c).await;
-    assert!(
-        nacked.elapsed() >= Duration::from_millis(2900),
-        "{:?}",
-        nacked.elapsed()
-    );
-    assert_eq!((back.delivery_count, back.redelivered), (2, true));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn expired_messages_move_to_the_expiry_address() {
-    let broker = Broker::start_with_config(
-        r##"
-[[address-settings]]
-match = "#"
-expiry-address = "ExpiryQueue"
-
-[[address-settings]]
-match = "short.#"
-expiry-delay = 300
-
-[[addresses]]
-name = "ExpiryQueue"
-[[addresses.queues]]
-name = "ExpiryQueue"
-"##,
-    )
-    .await;
-    let client = broker.client().await;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    client
-        .send(OutgoingMessage::new("orders", "stale").expiration_ms(now_ms + 300))
-        .await
-        .unwrap();
-    client
-        .send(OutgoingMessage::new("short.lived", "by-delay"))
-        .await
-        .unwrap();
-    client
-        .send(OutgoingMessage::new("orders", "fresh"))
-        .await
-        .unwrap();
-    let mut exp = client.consume("ExpiryQueue", 10).await.unwrap();
-    let expired = receive(&mut exp, 2, IDLE).await;
-    let mut bodies: Vec<String> = expired.iter().map(body).collect();
-    bodies.sort();
-    assert_eq!(bodies, vec!["by-delay", "stale"]);
-    for d in &expired {
-        assert_eq!(text(d, "_REBOUND_DEAD_LETTER_REASON"), "expired");
-        assert!(int(d, "_AMQ_ACTUAL_EXPIRY") > 0);
-        assert_eq!(d.message.expiration_ms, 0, "the copy does not expire");
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn persisted_delivery_count_survives_kill9_mid_delivery() {
+        let d = crash_mid_delivery(true).await;
+        assert_eq!((d.delivery_count, d.redelivered), (2, true));
+        // Without it (the default, as in Artemis), an in-flight first delivery comes back
+        // looking like a first delivery.
+        let d = crash_mid_delivery(false).await;
+        assert_eq!((d.delivery_count, d.redelivered), (1, false));
     }
-    let info = client.queue("orders").await.unwrap();
-    assert_eq!((info.messages, info.expired), (1, 1));
+}
+
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_scheduled_redelivery_survives_a_restart() {
+        let mut broker = Broker::start_with_config(
+            r##"
+    [[address-settings]]
+    match = "#"
+    redelivery-delay = 3000
+    "##,
+        )
+        .await;
+        let client = broker.client().await;
+        send_bodies(&client, "sched", ["m".to_string()]).await;
+        let mut c = client.consume("sched", 1).await.unwrap();
+        let d = next(&mut c).await;
+        let nacked = Instant::now();
+        c.nack(&[d.id], "later").await.unwrap();
+        c.flush().await.unwrap();
+        drop(c);
+        broker.kill9();
+        broker.restart().await;
+        let client = broker.client().await;
+        assert_eq!(client.queue("sched").await.unwrap().scheduled, 1);
+        let mut c = client.consume("sched", 1).await.unwrap();
+        let back = next(&mut c).await;
+        assert!(
+            nacked.elapsed() >= Duration::from_millis(2900),
+            "{:?}",
+            nacked.elapsed()
+        );
+        assert_eq!((back.delivery_count, back.redelivered), (2, true));
+    }
+}
+
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn expired_messages_move_to_the_expiry_address() {
+        let broker = Broker::start_with_config(
+            r##"
+    [[address-settings]]
+    match = "#"
+    expiry-address = "ExpiryQueue"
+
+    [[address-settings]]
+    match = "short.#"
+    expiry-delay = 300
+
+    [[addresses]]
+    name = "ExpiryQueue"
+    [[addresses.queues]]
+    name = "ExpiryQueue"
+    "##,
+        )
+        .await;
+        let client = broker.client().await;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        client
+            .send(OutgoingMessage::new("orders", "stale").expiration_ms(now_ms + 300))
+            .await
+            .unwrap();
+        client
+            .send(OutgoingMessage::new("short.lived", "by-delay"))
+            .await
+            .unwrap();
+        client
+            .send(OutgoingMessage::new("orders", "fresh"))
+            .await
+            .unwrap();
+        let mut exp = client.consume("ExpiryQueue", 10).await.unwrap();
+        let expired = receive(&mut exp, 2, IDLE).await;
+        let mut bodies: Vec<String> = expired.iter().map(body).collect();
+        bodies.sort();
+        assert_eq!(bodies, vec!["by-delay", "stale"]);
+        for d in &expired {
+            assert_eq!(text(d, "_REBOUND_DEAD_LETTER_REASON"), "expired");
+            assert!(int(d, "_AMQ_ACTUAL_EXPIRY") > 0);
+            assert_eq!(d.message.expiration_ms, 0, "the copy does not expire");
+        }
+        let info = client.queue("orders").await.unwrap();
+        assert_eq!((info.messages, info.expired), (1, 1));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

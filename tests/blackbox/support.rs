@@ -11,8 +11,19 @@
 //! on, `rebound http listening on HOST:PORT`; it logs to stderr. The harness
 //! gives every broker `--http-listen 127.0.0.1:0` (a free port, so parallel
 //! tests never share 8161) unless its config sets `http-listen` itself.
+//!
+//! Engines: a broker runs on the default store (sled in its data dir) unless
+//! it is started inside [`on_postgres`], which [`also_on_postgres!`] uses to
+//! run a test a second time with every broker it starts on PostgreSQL, each
+//! broker in a schema of its own of the test database (created with the
+//! broker, kept over its restarts, dropped after it); see `pg` for where the
+//! database comes from and when such a test is skipped.
+
+#[path = "../../storage/tests/pg/mod.rs"]
+pub mod pg;
 
 use std::fs::{self, OpenOptions};
+use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,6 +52,39 @@ const HTTP_LISTENING: &str = "rebound http listening on ";
 /// The HTTP endpoint's address, once the daemon printed it.
 type HttpAddr = Arc<Mutex<Option<SocketAddr>>>;
 
+tokio::task_local! {
+    /// Set (to nothing) while brokers start on PostgreSQL.
+    static ON_POSTGRES: ();
+}
+
+/// Runs `test` with every broker it starts on PostgreSQL; skips it (or fails
+/// it under CI) when no test database is configured.
+pub async fn on_postgres(test: &str, body: impl Future<Output = ()>) {
+    if pg::database_url(test).is_some() {
+        ON_POSTGRES.scope((), body).await;
+    }
+}
+
+/// Defines a test as written (brokers on the default store) and, in a module
+/// of the same name, `on_postgres`: the same test with its brokers on
+/// PostgreSQL ([`on_postgres`]).
+macro_rules! also_on_postgres {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        async fn $name() $body
+
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$meta])*
+            async fn on_postgres() {
+                $crate::support::on_postgres(module_path!(), async $body).await
+            }
+        }
+    };
+}
+
 /// A broker process with its own data directory.
 pub struct Broker {
     dir: TempDir,
@@ -51,6 +95,9 @@ pub struct Broker {
     /// Arguments added to `rebound serve` at every (re)start.
     extra: Vec<String>,
     http_addr: HttpAddr,
+    /// The broker's schema when it runs on PostgreSQL; dropped after the
+    /// process is gone (fields drop after [`Drop::drop`]).
+    _schema: Option<pg::TestSchema>,
 }
 
 impl Broker {
@@ -75,7 +122,15 @@ impl Broker {
         Broker::launch_on(toml, ANY_PORT, Vec::new()).await
     }
 
-    async fn launch_on(toml: Option<&str>, listen: &str, extra: Vec<String>) -> Broker {
+    async fn launch_on(toml: Option<&str>, listen: &str, mut extra: Vec<String>) -> Broker {
+        let schema = ON_POSTGRES
+            .try_with(|()| pg::TestSchema::create("black-box broker on PostgreSQL"))
+            .ok()
+            .map(|schema| schema.expect("on_postgres checked the database"));
+        if let Some(schema) = &schema {
+            extra.extend(["--storage", "postgres", "--postgres-url"].map(String::from));
+            extra.push(schema.url());
+        }
         let dir = tempfile::Builder::new()
             .prefix("rebound-test-")
             .tempdir()
@@ -95,6 +150,7 @@ impl Broker {
             addr,
             extra,
             http_addr,
+            _schema: schema,
         }
     }
 

@@ -45,111 +45,117 @@ fn assert_status(err: Error, code: Code, says: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn commit_publishes_the_sends_and_removes_the_acked_message_together() {
-    let broker = Broker::start().await;
-    let client = broker.client().await;
-    let (mut consumer, m1) = setup(&client).await;
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn commit_publishes_the_sends_and_removes_the_acked_message_together() {
+        let broker = Broker::start().await;
+        let client = broker.client().await;
+        let (mut consumer, m1) = setup(&client).await;
 
-    let tx = client.session().await.unwrap().begin().await.unwrap();
-    let first = tx.send(OutgoingMessage::new("out", "o1")).await.unwrap();
-    let rest = tx
-        .send_batch(vec![
+        let tx = client.session().await.unwrap().begin().await.unwrap();
+        let first = tx.send(OutgoingMessage::new("out", "o1")).await.unwrap();
+        let rest = tx
+            .send_batch(vec![
+                OutgoingMessage::new("out", "o2"),
+                OutgoingMessage::new("out", "o3"),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(rest.message_ids.len(), 2);
+        assert!(rest.message_ids.iter().all(|&id| id > first), "ids in send order");
+        assert_eq!(consumer.ack_in(&tx, &[m1]).await.unwrap(), Vec::<u64>::new());
+
+        assert_eq!(
+            messages(&client, "out").await,
+            0,
+            "sends are invisible before commit"
+        );
+        let mut out = client.consume("out", 10).await.unwrap();
+        assert!(
+            receive(&mut out, 1, QUIET).await.is_empty(),
+            "nothing to consume before commit"
+        );
+
+        let committed = tx.commit().await.unwrap();
+        assert_eq!(
+            (committed.transaction_id, committed.sent, committed.acked),
+            (tx.id(), 3, 1)
+        );
+        let got: Vec<String> = receive(&mut out, 3, IDLE).await.iter().map(body).collect();
+        assert_eq!(got, ["o1", "o2", "o3"]);
+        assert_eq!(messages(&client, "in").await, 0, "the acked message is gone");
+        consumer.close().await.unwrap();
+        let mut again = client.consume("in", 1).await.unwrap();
+        assert!(
+            receive(&mut again, 1, QUIET).await.is_empty(),
+            "and is never redelivered"
+        );
+    }
+}
+
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rollback_discards_the_sends_and_returns_the_acked_message_counted() {
+        let broker = Broker::start().await;
+        let client = broker.client().await;
+        let (mut consumer, m1) = setup(&client).await;
+
+        let tx = client.session().await.unwrap().begin().await.unwrap();
+        tx.send_batch(vec![
+            OutgoingMessage::new("out", "o1"),
             OutgoingMessage::new("out", "o2"),
-            OutgoingMessage::new("out", "o3"),
         ])
         .await
         .unwrap();
-    assert_eq!(rest.message_ids.len(), 2);
-    assert!(rest.message_ids.iter().all(|&id| id > first), "ids in send order");
-    assert_eq!(consumer.ack_in(&tx, &[m1]).await.unwrap(), Vec::<u64>::new());
+        consumer.ack_in(&tx, &[m1]).await.unwrap();
+        let rolled_back = tx.rollback().await.unwrap();
+        assert_eq!((rolled_back.discarded, rolled_back.returned), (2, 1));
 
-    assert_eq!(
-        messages(&client, "out").await,
-        0,
-        "sends are invisible before commit"
-    );
-    let mut out = client.consume("out", 10).await.unwrap();
-    assert!(
-        receive(&mut out, 1, QUIET).await.is_empty(),
-        "nothing to consume before commit"
-    );
-
-    let committed = tx.commit().await.unwrap();
-    assert_eq!(
-        (committed.transaction_id, committed.sent, committed.acked),
-        (tx.id(), 3, 1)
-    );
-    let got: Vec<String> = receive(&mut out, 3, IDLE).await.iter().map(body).collect();
-    assert_eq!(got, ["o1", "o2", "o3"]);
-    assert_eq!(messages(&client, "in").await, 0, "the acked message is gone");
-    consumer.close().await.unwrap();
-    let mut again = client.consume("in", 1).await.unwrap();
-    assert!(
-        receive(&mut again, 1, QUIET).await.is_empty(),
-        "and is never redelivered"
-    );
+        let back = consumer.next_timeout(IDLE).await.unwrap().expect("m1 comes back");
+        assert_eq!(body(&back), "m1");
+        assert_eq!((back.delivery_count, back.redelivered), (2, true));
+        consumer.ack(&[back.id]).await.unwrap();
+        consumer.flush().await.unwrap();
+        assert_eq!(messages(&client, "out").await, 0, "the sends were discarded");
+        let mut out = client.consume("out", 10).await.unwrap();
+        assert!(receive(&mut out, 1, QUIET).await.is_empty());
+    }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn rollback_discards_the_sends_and_returns_the_acked_message_counted() {
-    let broker = Broker::start().await;
-    let client = broker.client().await;
-    let (mut consumer, m1) = setup(&client).await;
+also_on_postgres! {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn kill9_before_commit_leaves_none_of_the_transaction() {
+        let mut broker = Broker::start().await;
+        let client = broker.client().await;
+        let (mut consumer, m1) = setup(&client).await;
+        let session = client.session().await.unwrap();
 
-    let tx = client.session().await.unwrap().begin().await.unwrap();
-    tx.send_batch(vec![
-        OutgoingMessage::new("out", "o1"),
-        OutgoingMessage::new("out", "o2"),
-    ])
-    .await
-    .unwrap();
-    consumer.ack_in(&tx, &[m1]).await.unwrap();
-    let rolled_back = tx.rollback().await.unwrap();
-    assert_eq!((rolled_back.discarded, rolled_back.returned), (2, 1));
+        // A committed transaction survives the crash...
+        let done = session.begin().await.unwrap();
+        done.send(OutgoingMessage::new("out", "committed")).await.unwrap();
+        done.commit().await.unwrap();
+        // ...an open one leaves no trace, neither its sends nor its ack.
+        let open = session.begin().await.unwrap();
+        let sends = (0..50)
+            .map(|i| OutgoingMessage::new("out", format!("open {i}")))
+            .collect();
+        open.send_batch(sends).await.unwrap();
+        consumer.ack_in(&open, &[m1]).await.unwrap();
 
-    let back = consumer.next_timeout(IDLE).await.unwrap().expect("m1 comes back");
-    assert_eq!(body(&back), "m1");
-    assert_eq!((back.delivery_count, back.redelivered), (2, true));
-    consumer.ack(&[back.id]).await.unwrap();
-    consumer.flush().await.unwrap();
-    assert_eq!(messages(&client, "out").await, 0, "the sends were discarded");
-    let mut out = client.consume("out", 10).await.unwrap();
-    assert!(receive(&mut out, 1, QUIET).await.is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn kill9_before_commit_leaves_none_of_the_transaction() {
-    let mut broker = Broker::start().await;
-    let client = broker.client().await;
-    let (mut consumer, m1) = setup(&client).await;
-    let session = client.session().await.unwrap();
-
-    // A committed transaction survives the crash...
-    let done = session.begin().await.unwrap();
-    done.send(OutgoingMessage::new("out", "committed")).await.unwrap();
-    done.commit().await.unwrap();
-    // ...an open one leaves no trace, neither its sends nor its ack.
-    let open = session.begin().await.unwrap();
-    let sends = (0..50)
-        .map(|i| OutgoingMessage::new("out", format!("open {i}")))
-        .collect();
-    open.send_batch(sends).await.unwrap();
-    consumer.ack_in(&open, &[m1]).await.unwrap();
-
-    broker.kill9();
-    broker.restart().await;
-    let client = broker.client().await;
-    let mut out = client.consume("out", 100).await.unwrap();
-    let got: Vec<String> = receive(&mut out, 100, QUIET).await.iter().map(body).collect();
-    assert_eq!(got, ["committed"]);
-    let mut input = client.consume("in", 1).await.unwrap();
-    let back = input
-        .next_timeout(IDLE)
-        .await
-        .unwrap()
-        .expect("m1 is still there");
-    assert_eq!(body(&back), "m1");
+        broker.kill9();
+        broker.restart().await;
+        let client = broker.client().await;
+        let mut out = client.consume("out", 100).await.unwrap();
+        let got: Vec<String> = receive(&mut out, 100, QUIET).await.iter().map(body).collect();
+        assert_eq!(got, ["committed"]);
+        let mut input = client.consume("in", 1).await.unwrap();
+        let back = input
+            .next_timeout(IDLE)
+            .await
+            .unwrap()
+            .expect("m1 is still there");
+        assert_eq!(body(&back), "m1");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

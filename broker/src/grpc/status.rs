@@ -1,5 +1,6 @@
 //! The one mapping from the engine's errors to gRPC status codes: every error a
 //! client sees passes here, so the same problem always has the same code and words.
+use rebound_storage::StorageError;
 use tonic::{Code, Status};
 
 use crate::error::BrokerError;
@@ -18,7 +19,10 @@ impl From<BrokerError> for Status {
             BrokerError::AddressFull { .. } | BrokerError::LimitReached { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
             BrokerError::PermissionDenied { .. } => Code::PermissionDenied,
-            BrokerError::ShuttingDown => Code::Unavailable,
+            // The database of the PostgreSQL engine is away: retry later.
+            BrokerError::ShuttingDown | BrokerError::Storage(StorageError::Unavailable(_)) => {
+                Code::Unavailable
+            }
             BrokerError::Storage(_) => Code::Internal,
         };
         Status::new(code, err.to_string())
@@ -44,6 +48,22 @@ mod tests {
             (Code::NotFound, "queue 'q' not found")
         );
         assert_eq!(Status::from(BrokerError::ShuttingDown).code(), Code::Unavailable);
+        let away =
+            StorageError::Unavailable(std::sync::Arc::new(std::io::Error::other("connection refused")));
+        assert_eq!(
+            (
+                Status::from(BrokerError::Storage(away.clone())).code(),
+                Status::from(BrokerError::Storage(away)).message()
+            ),
+            (
+                Code::Unavailable,
+                "storage failure: the database is unavailable: connection refused"
+            )
+        );
+        assert_eq!(
+            Status::from(BrokerError::Storage(StorageError::Closed)).code(),
+            Code::Internal
+        );
         let denied = Status::from(BrokerError::PermissionDenied {
             user: "bob".into(),
             permission: rebound_config::Permission::Consume,

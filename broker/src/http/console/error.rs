@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rebound_storage::StorageError;
 
 use crate::error::BrokerError;
 
@@ -55,7 +56,9 @@ impl ApiError {
                 StatusCode::INSUFFICIENT_STORAGE
             }
             BrokerError::PermissionDenied { .. } => StatusCode::FORBIDDEN,
-            BrokerError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::ShuttingDown | BrokerError::Storage(StorageError::Unavailable(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             BrokerError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

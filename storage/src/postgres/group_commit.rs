@@ -1,0 +1,219 @@
+//! The committer: one task on the store's runtime that writes every commit,
+//! a group of them per transaction.
+//!
+//! 1. [`Committer::submit`] checks the size limits on the caller's thread
+//!    (a bad commit is refused before it can fail a group) and queues the
+//!    ops with a oneshot sender; the caller awaits the [`Commit`].
+//! 2. The committer waits for the first request, then takes whatever else
+//!    is queued, up to the sled committer's bounds
+//!    ([`MAX_GROUP_REQUESTS`] requests, [`MAX_GROUP_BYTES`] bytes).
+//! 3. It folds the group ([`Writes`]), writes it in one transaction on one
+//!    pooled connection, COMMITs, and answers every waiter with the result.
+//!
+//! Several groups may be in the database at once (up to the pool size less
+//! one, which is left to reads), each on its own connection: while one waits
+//! for its WAL flush, the next is written, and PostgreSQL flushes the commit
+//! records of the groups waiting together, which is where a COMMIT's cost
+//! goes. Their order then is the server's, so a group goes only once no group
+//! in flight touches the same rows ([`Footprint`]: the same message, a queue
+//! it writes or wipes, an address or its duplicate ids); disjoint groups
+//! commute, and a group whose commit fails was never acknowledged. A commit
+//! issued after another resolved is always ordered after it.
+//! A failed group fails its waiters only: the committer carries on, and the
+//! next group takes a connection from the pool, which replaces a broken one,
+//! so commits work again once the database does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use deadpool_postgres::Pool;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot};
+
+use super::pool::{Database, pool_error};
+use super::writes::{Footprint, Writes};
+use crate::error::StorageError;
+use crate::group_commit::{MAX_GROUP_BYTES, MAX_GROUP_REQUESTS};
+use crate::{Commit, Op, limits};
+
+/// A queued commit.
+struct Request {
+    ops: Vec<Op>,
+    /// How many ops it carried (for the counters, once `ops` is folded).
+    ops_count: u64,
+    /// Rough encoded size, for the group's byte bound.
+    bytes: usize,
+    done: oneshot::Sender<Result<(), StorageError>>,
+}
+
+enum Message {
+    Commit(Request),
+    /// Finish what was queued before, then stop and say so.
+    Close(std::sync::mpsc::SyncSender<()>),
+}
+
+#[derive(Default)]
+struct Counters {
+    commits: AtomicU64,
+    ops: AtomicU64,
+    syncs: AtomicU64,
+}
+
+/// The handle of the committer task.
+pub(super) struct Committer {
+    queue: mpsc::UnboundedSender<Message>,
+    closed: AtomicBool,
+    counters: Arc<Counters>,
+}
+
+impl Committer {
+    /// Starts the committer on `db`'s runtime, with at most `depth` groups
+    /// in the database at once.
+    pub(super) fn start(db: &Database, depth: usize) -> Committer {
+        let (queue, requests) = mpsc::unbounded_channel();
+        let counters = Arc::new(Counters::default());
+        db.spawn(run(db.pool(), requests, Arc::clone(&counters), depth.max(1)));
+        Committer {
+            queue,
+            closed: AtomicBool::new(false),
+            counters,
+        }
+    }
+
+    /// Queues `ops`; the [`Commit`] resolves once their group is committed.
+    pub(super) fn submit(&self, ops: Vec<Op>) -> Commit {
+        if self.closed.load(Ordering::SeqCst) {
+            return Commit::ready(Err(StorageError::Closed));
+        }
+        if let Err(e) = ops.iter().try_for_each(limits::check_op) {
+            return Commit::ready(Err(e));
+        }
+        let bytes = ops.iter().map(op_bytes).sum();
+        let (done, commit) = oneshot::channel();
+        // A committer that stopped drops the sender: the commit is Closed.
+        let _ = self.queue.send(Message::Commit(Request {
+            ops_count: ops.len() as u64,
+            ops,
+            bytes,
+            done,
+        }));
+        Commit::from(commit)
+    }
+
+    /// Lets the committer finish what is queued and stop; later commits fail
+    /// with [`StorageError::Closed`]. Blocks until it has stopped.
+    pub(super) fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (ack, stopped) = std::sync::mpsc::sync_channel(1);
+        if self.queue.send(Message::Close(ack)).is_ok() {
+            let _ = stopped.recv();
+        }
+    }
+
+    /// Commits, ops and transactions so far.
+    pub(super) fn counters(&self) -> (u64, u64, u64) {
+        let c = &self.counters;
+        (
+            c.commits.load(Ordering::Relaxed),
+            c.ops.load(Ordering::Relaxed),
+            c.syncs.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// What an op adds to a group's byte bound: message bodies dominate.
+fn op_bytes(op: &Op) -> usize {
+    match op {
+        Op::PutMessage { message, .. } => prost::Message::encoded_len(message),
+        _ => 64,
+    }
+}
+
+async fn run(
+    pool: Pool,
+    mut requests: mpsc::UnboundedReceiver<Message>,
+    counters: Arc<Counters>,
+    depth: usize,
+) {
+    // Groups in the database, each with its number and footprint.
+    let mut in_flight = FuturesUnordered::new();
+    let mut footprints: Vec<(u64, Footprint)> = Vec::new();
+    let mut numbers = 0_u64..;
+    let mut closing = None;
+    while closing.is_none() {
+        let first = loop {
+            tokio::select! {
+                message = requests.recv() => break message,
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    footprints.retain(|(number, _)| *number != done);
+                }
+            }
+        };
+        let Some(first) = first else { break };
+        let mut group = Vec::new();
+        let mut bytes = 0;
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Close(ack) => closing = Some(ack),
+                Message::Commit(request) => {
+                    bytes += request.bytes;
+                    group.push(request);
+                    if group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
+                        next = requests.try_recv().ok();
+                    }
+                }
+            }
+        }
+        if group.is_empty() {
+            continue;
+        }
+        let mut writes = Writes::default();
+        for request in &mut group {
+            std::mem::take(&mut request.ops)
+                .into_iter()
+                .for_each(|op| writes.add(op));
+        }
+        let footprint = writes.footprint();
+        while in_flight.len() >= depth || footprints.iter().any(|(_, f)| f.overlaps(&footprint)) {
+            if let Some(done) = in_flight.next().await {
+                footprints.retain(|(number, _)| *number != done);
+            }
+        }
+        let number = numbers.next().expect("unbounded");
+        footprints.push((number, footprint));
+        let (pool, counters) = (pool.clone(), Arc::clone(&counters));
+        in_flight.push(async move {
+            commit_group(&pool, writes, group, &counters).await;
+            number
+        });
+    }
+    while in_flight.next().await.is_some() {}
+    if let Some(ack) = closing {
+        let _ = ack.send(());
+    }
+}
+
+async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters: &Counters) {
+    let ops = group.iter().map(|r| r.ops_count).sum();
+    let result = write(pool, writes).await;
+    match &result {
+        Ok(()) => {
+            counters.commits.fetch_add(group.len() as u64, Ordering::Relaxed);
+            counters.ops.fetch_add(ops, Ordering::Relaxed);
+            counters.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => tracing::warn!(commits = group.len(), "a group commit to PostgreSQL failed: {e}"),
+    }
+    for request in group {
+        let _ = request.done.send(result.clone());
+    }
+}
+
+async fn write(pool: &Pool, writes: Writes) -> Result<(), StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    writes.write(&client).await
+}

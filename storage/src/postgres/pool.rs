@@ -1,0 +1,173 @@
+//! [`Database`]: the store's own tokio runtime, the connection pool that
+//! lives on it, and how a database error becomes a [`StorageError`].
+//!
+//! The runtime is the store's, not the broker's, so that the synchronous
+//! reads of [`Store`](crate::Store) can wait for it from any thread (see the
+//! module docs of [`super`]), and so that the committer keeps running however
+//! busy the broker's workers are.
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::PostgresOptions;
+use crate::error::StorageError;
+
+/// How long connecting, or waiting for a free connection, may take before
+/// the operation fails with [`StorageError::Unavailable`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The runtime and the pool on it.
+pub(super) struct Database {
+    /// `Some` until dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    pool: Pool,
+}
+
+impl Database {
+    /// Builds the runtime and the pool; connects nothing yet.
+    pub(super) fn connect(options: &PostgresOptions) -> Result<Database, StorageError> {
+        let mut config =
+            tokio_postgres::Config::from_str(&options.url).map_err(|e| StorageError::Engine(Arc::new(e)))?;
+        // Durable at COMMIT whatever the server's or the role's default.
+        let extra = "-c synchronous_commit=on";
+        let options_string = match config.get_options() {
+            Some(given) if !given.is_empty() => format!("{given} {extra}"),
+            _ => extra.to_owned(),
+        };
+        config
+            .options(options_string)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .application_name("rebound");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(2))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| StorageError::Engine(Arc::new(e)))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rebound-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StorageError::io("starting the PostgreSQL runtime", e))?;
+        Ok(Database {
+            runtime: Some(runtime),
+            pool,
+        })
+    }
+
+    /// Runs `task` on the store's runtime.
+    pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.runtime().spawn(task);
+    }
+
+    /// Runs `work` with the pool on the store's runtime and blocks the
+    /// calling thread until it is done. Never call it from that runtime.
+    pub(super) fn block<T, F>(&self, work: impl FnOnce(Pool) -> F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let future = work(self.pool.clone());
+        self.runtime().spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().unwrap_or(Err(StorageError::Closed))
+    }
+
+    /// The pool, for the committer.
+    pub(super) fn pool(&self) -> Pool {
+        self.pool.clone()
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until drop")
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // Without waiting: the store may be dropped inside the broker's
+        // runtime, where blocking on another runtime's shutdown panics.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A database error: [`StorageError::Unavailable`] when the database could
+/// not be reached or dropped the connection (no SQLSTATE, or classes 08
+/// connection exception, 53 insufficient resources, 57P operator
+/// intervention such as a shutdown), [`StorageError::Engine`] otherwise.
+pub(super) fn db_error(err: tokio_postgres::Error) -> StorageError {
+    let unavailable = err.code().is_none_or(|state| {
+        let code = state.code();
+        code.starts_with("08") || code.starts_with("53") || code.starts_with("57P")
+    });
+    if unavailable {
+        StorageError::Unavailable(Arc::new(err))
+    } else {
+        StorageError::Engine(Arc::new(err))
+    }
+}
+
+/// An error getting a connection from the pool.
+pub(super) fn pool_error(err: PoolError) -> StorageError {
+    match err {
+        PoolError::Backend(err) => db_error(err),
+        PoolError::Closed => StorageError::Closed,
+        other => StorageError::Unavailable(Arc::new(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_url_is_an_engine_error_naming_it() {
+        let err = Database::connect(&PostgresOptions::new("postgres://h:notaport/db"))
+            .err()
+            .expect("refused");
+        assert!(matches!(err, StorageError::Engine(_)), "{err}");
+        assert!(err.to_string().contains("invalid"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unavailable() {
+        // Bound and dropped: nothing listens there now.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let db =
+            Database::connect(&PostgresOptions::new(format!("postgres://u@127.0.0.1:{port}/db"))).unwrap();
+        let pool = db.pool();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        db.spawn(async move {
+            let _ = tx.send(pool.get().await.map(drop).map_err(pool_error));
+        });
+        let err = rx.await.unwrap().expect_err("nothing listens");
+        assert!(matches!(err, StorageError::Unavailable(_)), "{err}");
+        assert!(
+            err.to_string().starts_with("the database is unavailable"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! Reads and recovery.
+//!
+//! Recovery reads in one `REPEATABLE READ` snapshot: addresses, queues, then
+//! each queue's index as ranged pages ([`index_page`]: the messages of one
+//! queue after an id, ascending, at most so many) that never load a body, and
+//! the duplicate ids. The ranged read is also what reading a bounded head of
+//! a queue (paging) or one queue taken over by another node needs.
+
+use deadpool_postgres::{GenericClient, Pool};
+use tokio_postgres::IsolationLevel;
+
+use super::pool::{db_error, pool_error};
+use crate::error::StorageError;
+use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord, decode};
+use crate::{IndexEntry, MessageId, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, keys};
+
+/// Index entries per round trip during recovery.
+const INDEX_PAGE_ROWS: i64 = 10_000;
+
+/// The message `id` of `queue`.
+pub(super) async fn message(
+    pool: &Pool,
+    queue: QueueId,
+    id: MessageId,
+) -> Result<Option<MessageRecord>, StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client
+        .prepare_cached("SELECT record FROM messages WHERE queue = $1 AND id = $2")
+        .await
+        .map_err(db_error)?;
+    let row = client
+        .query_opt(&statement, &[&i64::from(queue), &(id as i64)])
+        .await
+        .map_err(db_error)?;
+    row.map(|row| decode(&keys::message(queue, id), row.get(0)))
+        .transpose()
+}
+
+/// The delivery state of message `id` of `queue`.
+pub(super) async fn state(
+    pool: &Pool,
+    queue: QueueId,
+    id: MessageId,
+) -> Result<Option<DeliveryState>, StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client
+        .prepare_cached("SELECT record FROM delivery_states WHERE queue = $1 AND id = $2")
+        .await
+        .map_err(db_error)?;
+    let row = client
+        .query_opt(&statement, &[&i64::from(queue), &(id as i64)])
+        .await
+        .map_err(db_error)?;
+    row.map(|row| decode(&keys::state(queue, id), row.get(0)))
+        .transpose()
+}
+
+/// Everything [`Store::recover`](crate::Store::recover) returns, from one
+/// snapshot.
+pub(super) async fn recover(pool: &Pool) -> Result<Recovered, StorageError> {
+    recover_in_pages(pool, INDEX_PAGE_ROWS).await
+}
+
+/// [`recover`], reading each queue's index `page_rows` entries at a time.
+async fn recover_in_pages(pool: &Pool, page_rows: i64) -> Result<Recovered, StorageError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(db_error)?;
+    // Addresses by name as Rust orders strings: by bytes.
+    let addresses = tx
+        .query(
+            "SELECT name, record FROM addresses ORDER BY name COLLATE \"C\"",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| decode::<AddressRecord>(&keys::address(row.get(0)), row.get(1)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut queues = Vec::new();
+    for row in tx
+        .query("SELECT id, record FROM queues ORDER BY id", &[])
+        .await
+        .map_err(db_error)?
+    {
+        let id = row.get::<_, i64>(0) as QueueId;
+        let record: QueueRecord = decode(&keys::queue(id), row.get(1))?;
+        let mut messages = Vec::new();
+        loop {
+            let after = messages.last().map(|m: &IndexEntry| m.id);
+            let page = index_page(&tx, id, after, page_rows).await?;
+            let full = page.len() as i64 == page_rows;
+            messages.extend(page);
+            if !full {
+                break;
+            }
+        }
+        queues.push(RecoveredQueue { record, messages });
+    }
+    let duplicate_ids = tx
+        .query(
+            "SELECT address, seq, id FROM duplicate_ids ORDER BY address, seq",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| RecoveredDuplicateId {
+            address: row.get(0),
+            seq: row.get::<_, i64>(1) as u64,
+            id: bytes::Bytes::copy_from_slice(row.get(2)),
+        })
+        .collect();
+    tx.commit().await.map_err(db_error)?;
+    Ok(Recovered {
+        addresses,
+        queues,
+        duplicate_ids,
+    })
+}
+
+/// The index entries of `queue`'s messages with ids above `after` (all if
+/// `None`), ascending, at most `limit`.
+pub(super) async fn index_page(
+    client: &impl GenericClient,
+    queue: QueueId,
+    after: Option<MessageId>,
+    limit: i64,
+) -> Result<Vec<IndexEntry>, StorageError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT m.id, m.priority, m.expiration_ms, m.size, m.grp, s.record
+             FROM messages m
+             LEFT JOIN delivery_states s ON s.queue = m.queue AND s.id = m.id
+             WHERE m.queue = $1 AND m.id > $2
+             ORDER BY m.id
+             LIMIT $3",
+        )
+        .await
+        .map_err(db_error)?;
+    let after = after.map_or(i64::MIN, |id| id as i64);
+    let rows = client
+        .query(&statement, &[&i64::from(queue), &after, &limit])
+        .await
+        .map_err(db_error)?;
+    rows.iter()
+        .map(|row| {
+            let id = row.get::<_, i64>(0) as MessageId;
+            let state = row
+                .get::<_, Option<&[u8]>>(5)
+                .map(|record| decode(&keys::state(queue, id), record))
+                .transpose()?;
+            Ok(IndexEntry {
+                id,
+                priority: row.get::<_, i32>(1) as u32,
+                expiration_ms: row.get::<_, i64>(2) as u64,
+                size: row.get::<_, i32>(3) as u32,
+                state,
+                group: row.get(4),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::{PostgresOptions, PostgresStore, test_pg as pg};
+    use crate::{Op, Store};
+
+    fn put(queue: QueueId, id: MessageId) -> Op {
+        Op::PutMessage {
+            queue,
+            message: MessageRecord {
+                message_id: id,
+                priority: (id % 10) as u32,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_queue_index_reads_in_ranged_pages_and_recovery_pages_through_it() {
+        let Some(schema) = pg::TestSchema::create("postgres ranged reads") else {
+            return;
+        };
+        let store = PostgresStore::open(&PostgresOptions::new(schema.url())).unwrap();
+        let mut ops = vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            }),
+            Op::PutQueue(QueueRecord {
+                id: 2,
+                ..Default::default()
+            }),
+        ];
+        ops.extend((1..=25).map(|id| put(1, id * 2)));
+        ops.extend((1..=3).map(|id| put(2, id)));
+        ops.push(Op::PutState {
+            queue: 1,
+            id: 22,
+            state: DeliveryState {
+                delivery_count: 3,
+                ..Default::default()
+            },
+        });
+        store.commit(ops).await.unwrap();
+
+        let pages = store
+            .db
+            .block(|pool| async move {
+                let client = pool.get().await.map_err(pool_error)?;
+                let mut pages = Vec::new();
+                for after in [None, Some(20), Some(21), Some(48), Some(50)] {
+                    pages.push(index_page(&client, 1, after, 10).await?);
+                }
+                Ok(pages)
+            })
+            .unwrap();
+        let ids = |page: &Vec<IndexEntry>| page.iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids(&pages[0]), (1..=10).map(|i| i * 2).collect::<Vec<_>>());
+        assert_eq!(ids(&pages[1]), (11..=20).map(|i| i * 2).collect::<Vec<_>>());
+        assert_eq!(ids(&pages[1]), ids(&pages[2]), "after an id that is not there");
+        assert_eq!(ids(&pages[3]), [50]);
+        assert!(pages[4].is_empty());
+        let entry = &pages[1][0];
+        assert_eq!((entry.id, entry.priority), (22, 2));
+        assert_eq!(entry.state.as_ref().map(|s| s.delivery_count), Some(3));
+
+        let whole = store.recover().unwrap();
+        let paged = store
+            .db
+            .block(|pool| async move { recover_in_pages(&pool, 7).await })
+            .unwrap();
+        assert_eq!(paged, whole);
+        assert_eq!(whole.queues[0].messages.len(), 25);
+        assert_eq!(whole.queues[1].messages.len(), 3);
+    }
+}

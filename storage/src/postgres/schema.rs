@@ -1,0 +1,86 @@
+//! The tables, created and migrated by the store when it opens.
+//!
+//! [`MIGRATIONS`] is append-only: entry `i` takes the schema from version `i`
+//! to `i + 1`, and `schema_version` records the versions applied. Opening runs
+//! every migration the database has not seen, in one transaction under an
+//! advisory lock, so that brokers starting together against one database
+//! migrate it once. A database migrated by a newer rebound is refused
+//! ([`StorageError::SchemaTooNew`]) rather than written with an old layout.
+//! Never edit an entry that has shipped; add one.
+
+use deadpool_postgres::Pool;
+
+use super::pool::{db_error, pool_error};
+use crate::error::StorageError;
+
+/// Taken for the migration transaction (any constant; "rebound" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0072_6562_6f75_6e64;
+
+/// The migrations, in order; the schema's version is how many were applied.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: the single-node layout (see the module docs of `super`).
+    "CREATE TABLE addresses (
+         name text PRIMARY KEY,
+         record bytea NOT NULL);
+     CREATE TABLE queues (
+         id bigint PRIMARY KEY,
+         record bytea NOT NULL);
+     CREATE TABLE messages (
+         queue bigint NOT NULL,
+         id bigint NOT NULL,
+         priority integer NOT NULL,
+         expiration_ms bigint NOT NULL,
+         size integer NOT NULL,
+         grp text,
+         record bytea NOT NULL,
+         PRIMARY KEY (queue, id));
+     CREATE TABLE delivery_states (
+         queue bigint NOT NULL,
+         id bigint NOT NULL,
+         record bytea NOT NULL,
+         PRIMARY KEY (queue, id));
+     CREATE TABLE duplicate_ids (
+         address text NOT NULL,
+         seq bigint NOT NULL,
+         id bytea NOT NULL,
+         PRIMARY KEY (address, seq));
+     CREATE TABLE id_allocator (next_id bigint NOT NULL);
+     INSERT INTO id_allocator VALUES (1);
+     -- Rows of a queue that keeps up are inserted and deleted within
+     -- seconds: vacuum them long before the default 20 % of dead rows.
+     ALTER TABLE messages SET (autovacuum_vacuum_scale_factor = 0.01,
+                               autovacuum_vacuum_insert_scale_factor = 0.01);
+     ALTER TABLE delivery_states SET (autovacuum_vacuum_scale_factor = 0.01);",
+];
+
+/// Brings the schema to the newest version, creating it in an empty
+/// database (or schema, per `search_path`).
+pub(super) async fn migrate(pool: &Pool) -> Result<(), StorageError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db_error)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        .await
+        .map_err(db_error)?;
+    let row = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM schema_version", &[])
+        .await
+        .map_err(db_error)?;
+    let found: i32 = row.get(0);
+    let known = MIGRATIONS.len() as i32;
+    if found > known {
+        return Err(StorageError::SchemaTooNew { found, known });
+    }
+    for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.batch_execute(sql).await.map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[&(version as i32 + 1)],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
+}

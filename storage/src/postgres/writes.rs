@@ -1,0 +1,505 @@
+//! [`Writes`]: the ops of a group of commits folded into the net final value
+//! of every row they touch, and the few multi-row statements that write it in one transaction.
+//!
+//! Folding is what the sled engine's write set does for keys
+//! (`src/write_set.rs`), with the two prefix deletes kept as such: deleting
+//! a queue (or an address) wipes its rows in the database with one statement
+//! and forgets what the group had put for it before; what the group puts for
+//! it afterwards is written after the wipe. So the statements run in a fixed
+//! order, wipes, then deletes, then upserts, and the result is the same as
+//! applying every op one after the other. The maps are sorted, so rows are
+//! written (and locked) in key order.
+//!
+//! Each table gets at most one `DELETE … USING unnest(…)` and one
+//! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE`, whatever the
+//! number of rows; statements with no rows are not sent.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use deadpool_postgres::Client;
+use futures::future::BoxFuture;
+use prost::Message;
+use tokio_postgres::types::ToSql;
+
+use super::pool::db_error;
+use crate::error::StorageError;
+use crate::records::{self, MessageRecord};
+use crate::{MessageId, Op, QueueId};
+
+/// What a message row holds besides its key.
+struct MessageRow {
+    priority: i32,
+    expiration_ms: i64,
+    size: i32,
+    group: Option<String>,
+    record: Vec<u8>,
+}
+
+impl MessageRow {
+    fn new(message: &MessageRecord) -> MessageRow {
+        let record = message.encode_to_vec();
+        MessageRow {
+            // Bit patterns: the broker's values fit (priority 0..=9,
+            // times in ms, sizes below MAX_RECORD_BYTES).
+            priority: message.priority as i32,
+            expiration_ms: message.expiration_ms as i64,
+            size: record.len() as i32,
+            group: records::group_of(&message.properties).map(str::to_owned),
+            record,
+        }
+    }
+}
+
+/// The net effect of a group of commits on the tables: `Some` to upsert,
+/// `None` to delete.
+#[derive(Default)]
+pub(super) struct Writes {
+    wiped_queues: BTreeSet<QueueId>,
+    wiped_addresses: BTreeSet<String>,
+    addresses: BTreeMap<String, Option<Vec<u8>>>,
+    queues: BTreeMap<QueueId, Option<Vec<u8>>>,
+    messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
+    states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
+    duplicate_ids: BTreeMap<(String, u64), Option<Vec<u8>>>,
+}
+
+impl Writes {
+    /// Adds one op after everything added so far. Its limits were checked
+    /// when it was committed.
+    pub(super) fn add(&mut self, op: Op) {
+        match op {
+            Op::PutAddress(record) => {
+                self.addresses
+                    .insert(record.name.clone(), Some(record.encode_to_vec()));
+            }
+            Op::DeleteAddress(name) => {
+                self.duplicate_ids.retain(|(address, _), _| *address != name);
+                self.addresses.insert(name.clone(), None);
+                self.wiped_addresses.insert(name);
+            }
+            Op::PutQueue(record) => {
+                self.queues.insert(record.id, Some(record.encode_to_vec()));
+            }
+            Op::DeleteQueue(queue) => {
+                self.messages.retain(|(q, _), _| *q != queue);
+                self.states.retain(|(q, _), _| *q != queue);
+                self.queues.insert(queue, None);
+                self.wiped_queues.insert(queue);
+            }
+            Op::PutMessage { queue, message } => {
+                let row = MessageRow::new(&message);
+                self.messages.insert((queue, message.message_id), Some(row));
+            }
+            Op::PutState { queue, id, state } => {
+                self.states.insert((queue, id), Some(state.encode_to_vec()));
+            }
+            Op::RemoveMessage { queue, id } => {
+                self.messages.insert((queue, id), None);
+                self.states.insert((queue, id), None);
+            }
+            Op::PutDuplicateId { address, seq, id } => {
+                self.duplicate_ids.insert((address, seq), Some(id.to_vec()));
+            }
+            Op::RemoveDuplicateId { address, seq } => {
+                self.duplicate_ids.insert((address, seq), None);
+            }
+        }
+    }
+
+    /// The rows the set touches, coarsely, to order it against other sets.
+    pub(super) fn footprint(&self) -> Footprint {
+        Footprint {
+            queues: self
+                .wiped_queues
+                .iter()
+                .chain(self.queues.keys())
+                .copied()
+                .collect(),
+            messages: self.messages.keys().chain(self.states.keys()).copied().collect(),
+            addresses: self
+                .wiped_addresses
+                .iter()
+                .chain(self.addresses.keys())
+                .chain(self.duplicate_ids.keys().map(|(address, _)| address))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The statements that write the set, in the order they must run.
+    fn statements(self) -> Vec<Statement> {
+        let mut out = Vec::new();
+        if !self.wiped_queues.is_empty() {
+            let queues: Vec<i64> = self.wiped_queues.iter().map(|&q| i64::from(q)).collect();
+            out.push(Statement::new(WIPE_MESSAGES, vec![Box::new(queues.clone())]));
+            out.push(Statement::new(WIPE_STATES, vec![Box::new(queues)]));
+        }
+        if !self.wiped_addresses.is_empty() {
+            let addresses: Vec<String> = self.wiped_addresses.into_iter().collect();
+            out.push(Statement::new(WIPE_DUPLICATE_IDS, vec![Box::new(addresses)]));
+        }
+
+        let (put, gone) = split(self.addresses);
+        out.push(Statement::new(DELETE_ADDRESSES, vec![Box::new(gone)]));
+        let (names, records): (Vec<String>, Vec<Vec<u8>>) = put.into_iter().unzip();
+        out.push(Statement::new(
+            UPSERT_ADDRESSES,
+            vec![Box::new(names), Box::new(records)],
+        ));
+
+        let (put, gone) = split(self.queues);
+        let gone: Vec<i64> = gone.into_iter().map(i64::from).collect();
+        out.push(Statement::new(DELETE_QUEUES, vec![Box::new(gone)]));
+        let (ids, records): (Vec<i64>, Vec<Vec<u8>>) =
+            put.into_iter().map(|(q, r)| (i64::from(q), r)).unzip();
+        out.push(Statement::new(
+            UPSERT_QUEUES,
+            vec![Box::new(ids), Box::new(records)],
+        ));
+
+        let (put, gone) = split(self.messages);
+        out.push(delete_by_message_key(DELETE_MESSAGES, gone));
+        let mut columns = MessageColumns::default();
+        put.into_iter().for_each(|(key, row)| columns.push(key, row));
+        out.push(columns.upsert());
+
+        let (put, gone) = split(self.states);
+        out.push(delete_by_message_key(DELETE_STATES, gone));
+        let (keys, records): (Vec<_>, Vec<Vec<u8>>) = put.into_iter().unzip();
+        let (queues, ids) = message_key_columns(keys);
+        out.push(Statement::new(
+            UPSERT_STATES,
+            vec![Box::new(queues), Box::new(ids), Box::new(records)],
+        ));
+
+        let (put, gone) = split(self.duplicate_ids);
+        let (addresses, seqs): (Vec<String>, Vec<i64>) = gone.into_iter().map(|(a, s)| (a, s as i64)).unzip();
+        out.push(Statement::new(
+            DELETE_DUPLICATE_IDS,
+            vec![Box::new(addresses), Box::new(seqs)],
+        ));
+        let mut addresses = Vec::with_capacity(put.len());
+        let mut seqs = Vec::with_capacity(put.len());
+        let mut entries = Vec::with_capacity(put.len());
+        for ((address, seq), id) in put {
+            addresses.push(address);
+            seqs.push(seq as i64);
+            entries.push(id);
+        }
+        out.push(Statement::new(
+            UPSERT_DUPLICATE_IDS,
+            vec![Box::new(addresses), Box::new(seqs), Box::new(entries)],
+        ));
+        out.retain(|s| !s.is_empty());
+        out
+    }
+
+    /// Writes the set in one transaction on `client`: every statement is
+    /// prepared (once per connection), then `BEGIN`, the statements and
+    /// `COMMIT` are sent at once and their results awaited together
+    /// (pipelined: one round trip, plus the WAL flush of the COMMIT).
+    ///
+    /// Pipelining a COMMIT is safe: if a statement fails, the transaction is
+    /// aborted, the server turns the COMMIT into a rollback, and the
+    /// statement's error is what this returns. Each request goes out when its
+    /// future is first polled, and `try_join_all` polls them in order (fewer
+    /// than its 30-future threshold), so they reach the server in order.
+    pub(super) async fn write(self, client: &Client) -> Result<(), StorageError> {
+        let statements = self.statements();
+        let mut prepared = Vec::with_capacity(statements.len());
+        for statement in &statements {
+            prepared.push(client.prepare_cached(statement.sql).await.map_err(db_error)?);
+        }
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
+            .iter()
+            .map(|s| s.params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect())
+            .collect();
+        let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
+        pipeline.push(Box::pin(client.batch_execute("BEGIN")));
+        for (statement, params) in prepared.iter().zip(&params) {
+            pipeline.push(Box::pin(async move {
+                client.execute(statement, params).await.map(drop)
+            }));
+        }
+        pipeline.push(Box::pin(client.batch_execute("COMMIT")));
+        futures::future::try_join_all(pipeline).await.map_err(db_error)?;
+        Ok(())
+    }
+}
+
+/// What a set of writes touches: whole queues (their record written or
+/// their rows wiped), single messages (their row or their state), and
+/// addresses (their record or duplicate ids).
+#[derive(Debug)]
+pub(super) struct Footprint {
+    queues: BTreeSet<QueueId>,
+    messages: BTreeSet<(QueueId, MessageId)>,
+    addresses: BTreeSet<String>,
+}
+
+impl Footprint {
+    /// Whether the two may touch the same row, so that their order matters.
+    pub(super) fn overlaps(&self, other: &Footprint) -> bool {
+        let whole_queue = |a: &Footprint, b: &Footprint| b.messages.iter().any(|(q, _)| a.queues.contains(q));
+        !self.queues.is_disjoint(&other.queues)
+            || !self.messages.is_disjoint(&other.messages)
+            || !self.addresses.is_disjoint(&other.addresses)
+            || whole_queue(self, other)
+            || whole_queue(other, self)
+    }
+}
+
+/// One statement with its array parameters.
+struct Statement {
+    sql: &'static str,
+    params: Vec<Box<dyn Column>>,
+}
+
+impl Statement {
+    fn new(sql: &'static str, params: Vec<Box<dyn Column>>) -> Statement {
+        Statement { sql, params }
+    }
+
+    /// Whether it has no rows to write (its first array is empty).
+    fn is_empty(&self) -> bool {
+        self.params.first().is_none_or(|p| p.rows() == 0)
+    }
+}
+
+/// An array parameter: one column of the rows a statement writes.
+trait Column: ToSql + Sync + Send {
+    fn rows(&self) -> usize;
+}
+
+impl<T> Column for Vec<T>
+where
+    Vec<T>: ToSql + Sync + Send,
+{
+    fn rows(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Splits a net map into what to upsert and what to delete.
+fn split<K, V>(map: BTreeMap<K, Option<V>>) -> (Vec<(K, V)>, Vec<K>) {
+    let mut put = Vec::new();
+    let mut gone = Vec::new();
+    for (key, value) in map {
+        match value {
+            Some(value) => put.push((key, value)),
+            None => gone.push(key),
+        }
+    }
+    (put, gone)
+}
+
+fn message_key_columns(keys: Vec<(QueueId, MessageId)>) -> (Vec<i64>, Vec<i64>) {
+    keys.into_iter().map(|(q, id)| (i64::from(q), id as i64)).unzip()
+}
+
+fn delete_by_message_key(sql: &'static str, keys: Vec<(QueueId, MessageId)>) -> Statement {
+    let (queues, ids) = message_key_columns(keys);
+    Statement::new(sql, vec![Box::new(queues), Box::new(ids)])
+}
+
+/// The message rows to upsert, one array per column.
+#[derive(Default)]
+struct MessageColumns {
+    queues: Vec<i64>,
+    ids: Vec<i64>,
+    priorities: Vec<i32>,
+    expirations: Vec<i64>,
+    sizes: Vec<i32>,
+    groups: Vec<Option<String>>,
+    records: Vec<Vec<u8>>,
+}
+
+impl MessageColumns {
+    fn push(&mut self, (queue, id): (QueueId, MessageId), row: MessageRow) {
+        self.queues.push(i64::from(queue));
+        self.ids.push(id as i64);
+        self.priorities.push(row.priority);
+        self.expirations.push(row.expiration_ms);
+        self.sizes.push(row.size);
+        self.groups.push(row.group);
+        self.records.push(row.record);
+    }
+
+    fn upsert(self) -> Statement {
+        Statement::new(
+            UPSERT_MESSAGES,
+            vec![
+                Box::new(self.queues),
+                Box::new(self.ids),
+                Box::new(self.priorities),
+                Box::new(self.expirations),
+                Box::new(self.sizes),
+                Box::new(self.groups),
+                Box::new(self.records),
+            ],
+        )
+    }
+}
+
+const WIPE_MESSAGES: &str = "DELETE FROM messages WHERE queue = ANY($1::bigint[])";
+const WIPE_STATES: &str = "DELETE FROM delivery_states WHERE queue = ANY($1::bigint[])";
+const WIPE_DUPLICATE_IDS: &str = "DELETE FROM duplicate_ids WHERE address = ANY($1::text[])";
+const DELETE_ADDRESSES: &str = "DELETE FROM addresses WHERE name = ANY($1::text[])";
+const UPSERT_ADDRESSES: &str = "INSERT INTO addresses (name, record)
+     SELECT * FROM unnest($1::text[], $2::bytea[])
+     ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record";
+const DELETE_QUEUES: &str = "DELETE FROM queues WHERE id = ANY($1::bigint[])";
+const UPSERT_QUEUES: &str = "INSERT INTO queues (id, record)
+     SELECT * FROM unnest($1::bigint[], $2::bytea[])
+     ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record";
+const DELETE_MESSAGES: &str = "DELETE FROM messages t
+     USING unnest($1::bigint[], $2::bigint[]) AS d(queue, id)
+     WHERE t.queue = d.queue AND t.id = d.id";
+const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expiration_ms, size, grp, record)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bigint[], $5::integer[],
+                          $6::text[], $7::bytea[])
+     ON CONFLICT (queue, id) DO UPDATE SET priority = EXCLUDED.priority,
+         expiration_ms = EXCLUDED.expiration_ms, size = EXCLUDED.size, grp = EXCLUDED.grp,
+         record = EXCLUDED.record";
+const DELETE_STATES: &str = "DELETE FROM delivery_states t
+     USING unnest($1::bigint[], $2::bigint[]) AS d(queue, id)
+     WHERE t.queue = d.queue AND t.id = d.id";
+const UPSERT_STATES: &str = "INSERT INTO delivery_states (queue, id, record)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
+     ON CONFLICT (queue, id) DO UPDATE SET record = EXCLUDED.record";
+const DELETE_DUPLICATE_IDS: &str = "DELETE FROM duplicate_ids t
+     USING unnest($1::text[], $2::bigint[]) AS d(address, seq)
+     WHERE t.address = d.address AND t.seq = d.seq";
+const UPSERT_DUPLICATE_IDS: &str = "INSERT INTO duplicate_ids (address, seq, id)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])
+     ON CONFLICT (address, seq) DO UPDATE SET id = EXCLUDED.id";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{DeliveryState, QueueRecord};
+
+    fn put(queue: u32, id: u64) -> Op {
+        Op::PutMessage {
+            queue,
+            message: MessageRecord {
+                message_id: id,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// (sql, rows) of every statement the ops fold into.
+    fn fold(ops: Vec<Op>) -> Vec<(&'static str, usize)> {
+        let mut writes = Writes::default();
+        ops.into_iter().for_each(|op| writes.add(op));
+        writes
+            .statements()
+            .into_iter()
+            .map(|s| (s.sql, s.params.len()))
+            .collect()
+    }
+
+    #[test]
+    fn put_then_remove_is_one_delete_and_later_ops_win() {
+        let mut writes = Writes::default();
+        for op in [
+            put(1, 1),
+            Op::PutState {
+                queue: 1,
+                id: 1,
+                state: DeliveryState::default(),
+            },
+            Op::RemoveMessage { queue: 1, id: 1 },
+            put(1, 2),
+        ] {
+            writes.add(op);
+        }
+        assert!(writes.messages[&(1, 1)].is_none());
+        assert!(writes.states[&(1, 1)].is_none());
+        assert!(writes.messages[&(1, 2)].is_some());
+        assert_eq!(
+            fold(vec![put(1, 1), Op::RemoveMessage { queue: 1, id: 1 }])
+                .into_iter()
+                .map(|(sql, _)| sql)
+                .collect::<Vec<_>>(),
+            [DELETE_MESSAGES, DELETE_STATES]
+        );
+    }
+
+    #[test]
+    fn a_wipe_forgets_earlier_rows_of_its_queue_and_runs_before_later_ones() {
+        let mut writes = Writes::default();
+        for op in [
+            put(1, 1),
+            put(2, 1),
+            Op::DeleteQueue(1),
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                ..Default::default()
+            }),
+            put(1, 3),
+        ] {
+            writes.add(op);
+        }
+        let keys: Vec<_> = writes.messages.keys().copied().collect();
+        assert_eq!(keys, [(1, 3), (2, 1)]);
+        let sql: Vec<_> = writes.statements().into_iter().map(|s| s.sql).collect();
+        assert_eq!(sql, [WIPE_MESSAGES, WIPE_STATES, UPSERT_QUEUES, UPSERT_MESSAGES]);
+    }
+
+    fn footprint(ops: Vec<Op>) -> Footprint {
+        let mut writes = Writes::default();
+        ops.into_iter().for_each(|op| writes.add(op));
+        writes.footprint()
+    }
+
+    #[test]
+    fn footprints_overlap_on_a_shared_message_queue_or_address_only() {
+        let send = footprint(vec![put(1, 1), put(1, 2)]);
+        let ack = footprint(vec![Op::RemoveMessage { queue: 1, id: 3 }]);
+        assert!(!send.overlaps(&ack));
+        let state = footprint(vec![Op::PutState {
+            queue: 1,
+            id: 2,
+            state: DeliveryState::default(),
+        }]);
+        assert!(send.overlaps(&state) && state.overlaps(&send));
+        let wipe = footprint(vec![Op::DeleteQueue(1)]);
+        assert!(send.overlaps(&wipe) && wipe.overlaps(&send));
+        assert!(!footprint(vec![put(2, 1)]).overlaps(&wipe));
+        let dup = |address: &str| {
+            footprint(vec![Op::PutDuplicateId {
+                address: address.into(),
+                seq: 1,
+                id: bytes::Bytes::from_static(b"x"),
+            }])
+        };
+        assert!(dup("a").overlaps(&footprint(vec![Op::DeleteAddress("a".into())])));
+        assert!(!dup("a").overlaps(&dup("b")));
+    }
+
+    #[test]
+    fn deleting_an_address_drops_its_pending_duplicate_ids_only() {
+        let dup = |address: &str, seq| Op::PutDuplicateId {
+            address: address.into(),
+            seq,
+            id: bytes::Bytes::from_static(b"x"),
+        };
+        let mut writes = Writes::default();
+        for op in [
+            dup("a", 1),
+            dup("b", 1),
+            Op::DeleteAddress("a".into()),
+            dup("a", 2),
+        ] {
+            writes.add(op);
+        }
+        let keys: Vec<_> = writes.duplicate_ids.keys().cloned().collect();
+        assert_eq!(keys, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
+        assert_eq!(
+            fold(vec![Op::DeleteAddress("a".into())]),
+            [(WIPE_DUPLICATE_IDS, 1), (DELETE_ADDRESSES, 1)]
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! A schema of its own in the test database, for each test that needs
+//! PostgreSQL. The database is named by `REBOUND_TEST_POSTGRES_URL` (CI's
+//! `.ci/postgres.sh` starts one); without it a test fails under `CI=true`
+//! and is skipped elsewhere, saying so. Shared by the storage tests and the
+//! black-box tests (`tests/blackbox/support.rs` includes this file).
+
+// Each test binary that includes this file uses a part of it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// A schema created for one test and dropped with it.
+pub struct TestSchema {
+    admin_url: String,
+    name: String,
+}
+
+impl TestSchema {
+    /// A new empty schema, or `None` (after saying why) when no database is
+    /// configured outside CI.
+    pub fn create(test: &str) -> Option<TestSchema> {
+        let admin_url = database_url(test)?;
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "t{}_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        admin(&admin_url, format!("CREATE SCHEMA {name}"));
+        Some(TestSchema { admin_url, name })
+    }
+
+    /// The URL of the test database with this schema as the search path.
+    pub fn url(&self) -> String {
+        url_with_schema(&self.admin_url, &self.name)
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        admin(&self.admin_url, format!("DROP SCHEMA {} CASCADE", self.name));
+    }
+}
+
+/// The test database's URL, or `None` (after saying why) when none is
+/// configured outside CI; under `CI=true` a missing URL fails the test.
+pub fn database_url(test: &str) -> Option<String> {
+    let Ok(url) = std::env::var("REBOUND_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "REBOUND_TEST_POSTGRES_URL is not set: CI must run the PostgreSQL tests (.ci/postgres.sh)"
+        );
+        println!("SKIPPED: {test}: REBOUND_TEST_POSTGRES_URL is not set (bash .ci/postgres.sh CMD)");
+        return None;
+    };
+    Some(url)
+}
+
+/// `url` with `schema` as the search path of its connections.
+pub fn url_with_schema(url: &str, schema: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-c%20search_path%3D{schema}")
+}
+
+/// Runs `sql` on a connection of its own, from a thread of its own (the
+/// caller may be inside a runtime).
+fn admin(url: &str, sql: String) {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+                tokio::spawn(connection);
+                client.batch_execute(&sql).await.unwrap();
+            })
+    })
+    .join()
+    .unwrap();
+}
+
+/// A TCP proxy on 127.0.0.1 in front of the test database, which a test cuts
+/// (every connection closed, nothing listening: the database is away) and
+/// resumes on the same port.
+pub struct DatabaseProxy {
+    port: u16,
+    target: SocketAddr,
+    running: Option<JoinHandle<()>>,
+    /// The URL of `schema` through the proxy.
+    url: String,
+}
+
+impl DatabaseProxy {
+    /// Starts forwarding to the database of `schema`, which must be reached
+    /// over TCP.
+    pub async fn start(schema: &TestSchema) -> DatabaseProxy {
+        let config = tokio_postgres::Config::from_str(&schema.admin_url).unwrap();
+        let target = match (&config.get_hosts()[0], config.get_ports()[0]) {
+            (tokio_postgres::config::Host::Tcp(host), port) => format!("{host}:{port}"),
+            other => panic!("REBOUND_TEST_POSTGRES_URL must name a TCP host, not {other:?}"),
+        };
+        let target = tokio::net::lookup_host(&target).await.unwrap().next().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let url = url_with_schema(
+            &format!(
+                "postgres://{}@127.0.0.1:{port}/{}",
+                config.get_user().unwrap_or("postgres"),
+                config.get_dbname().unwrap_or("postgres")
+            ),
+            &schema.name,
+        );
+        DatabaseProxy {
+            port,
+            target,
+            running: Some(forward(listener, target)),
+            url,
+        }
+    }
+
+    /// The URL of the schema through the proxy.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Cuts every connection and stops listening.
+    pub async fn cut(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+            let _ = running.await;
+        }
+    }
+
+    /// Listens again, on the same port.
+    pub async fn resume(&mut self) {
+        assert!(self.running.is_none(), "the proxy is running");
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
+        self.running = Some(forward(listener, self.target));
+    }
+}
+
+impl Drop for DatabaseProxy {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+        }
+    }
+}
+
+/// Forwards every connection to `listener` to `target` until aborted, which
+/// drops (and so closes) every forwarded connection.
+fn forward(listener: TcpListener, target: SocketAddr) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                continue;
+            };
+            connections.spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    })
+}

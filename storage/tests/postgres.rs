@@ -1,0 +1,125 @@
+//! What only [`PostgresStore`] does: the database going away and coming
+//! back. The store reaches the test database through a proxy
+//! ([`DatabaseProxy`]) that the test cuts and resumes.
+
+mod pg;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use pg::{DatabaseProxy, TestSchema};
+use rebound_storage::{MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store};
+
+fn put(id: u64) -> Op {
+    Op::PutMessage {
+        queue: 1,
+        message: MessageRecord {
+            message_id: id,
+            body: Bytes::from_static(b"body"),
+            durable: true,
+            ..Default::default()
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_fail_unavailable_while_the_database_is_away_and_work_again_once_it_is_back() {
+    let Some(schema) = TestSchema::create("postgres outage") else {
+        return;
+    };
+    let mut proxy = DatabaseProxy::start(&schema).await;
+    let store = PostgresStore::open(&PostgresOptions::new(proxy.url())).unwrap();
+    store
+        .commit(vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                name: "q".into(),
+                ..Default::default()
+            }),
+            put(1),
+        ])
+        .await
+        .unwrap();
+
+    proxy.cut().await;
+    let failed = store.commit(vec![put(2)]).await;
+    assert!(matches!(failed, Err(StorageError::Unavailable(_))), "{failed:?}");
+    let failed = store.commit(vec![put(3)]).await;
+    assert!(matches!(failed, Err(StorageError::Unavailable(_))), "{failed:?}");
+
+    proxy.resume().await;
+    // The same store, not reopened: the next group connects again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.commit(vec![put(4)]).await {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("still failing once the database is back: {e}"),
+        }
+    }
+    let store2 = std::sync::Arc::new(store);
+    let recovered = tokio::task::spawn_blocking(move || store2.recover())
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.id).collect();
+    assert_eq!(ids, [1, 4], "what failed is not stored");
+}
+
+/// Groups in the database at once must not reorder commits that touch the
+/// same rows: a send, then its ack issued before the send's group is done,
+/// leave nothing behind; a state written after its message stays with it.
+/// (Without the footprint check, acks overtake their sends here every run.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_touching_the_same_rows_apply_in_order_whatever_is_in_flight() {
+    let Some(schema) = TestSchema::create("postgres ordering") else {
+        return;
+    };
+    let store = PostgresStore::open(&PostgresOptions::new(schema.url())).unwrap();
+    store
+        .commit(vec![Op::PutQueue(QueueRecord {
+            id: 1,
+            name: "q".into(),
+            ..Default::default()
+        })])
+        .await
+        .unwrap();
+    let state = rebound_storage::DeliveryState {
+        delivery_count: 2,
+        ..Default::default()
+    };
+    let mut pending = Vec::new();
+    for id in 1..=300 {
+        pending.push(store.commit(vec![put(id)]));
+        // Let the committer take the put alone, now and then.
+        for _ in 0..(id % 4) * 50 {
+            std::hint::spin_loop();
+        }
+        if id % 3 == 0 {
+            pending.push(store.commit(vec![Op::PutState {
+                queue: 1,
+                id,
+                state: state.clone(),
+            }]));
+        } else {
+            pending.push(store.commit(vec![Op::RemoveMessage { queue: 1, id }]));
+        }
+        if id % 50 == 0 {
+            for commit in pending.drain(..) {
+                commit.await.unwrap();
+            }
+        }
+    }
+    let recovered = store.recover().unwrap();
+    let left: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.id).collect();
+    assert_eq!(left, (1..=100).map(|i| i * 3).collect::<Vec<_>>());
+    assert!(
+        recovered.queues[0]
+            .messages
+            .iter()
+            .all(|m| m.state.as_ref() == Some(&state))
+    );
+}

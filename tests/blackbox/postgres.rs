@@ -1,0 +1,96 @@
+//! A broker on PostgreSQL whose database goes away and comes back: sends fail
+//! with UNAVAILABLE (never acknowledged without being stored) and work again
+//! without a restart. (The messaging, redelivery, transaction and operations
+//! tests run on PostgreSQL too, through `also_on_postgres!`.)
+use std::time::{Duration, Instant};
+
+use rebound_client::{Code, OutgoingMessage, RoutingType};
+
+use crate::support::pg::{DatabaseProxy, TestSchema};
+use crate::support::{Broker, rebound};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_it_is_back() {
+    let Some(schema) = TestSchema::create("black-box PostgreSQL outage") else {
+        return;
+    };
+    let mut proxy = DatabaseProxy::start(&schema).await;
+    let broker = Broker::start_custom(
+        "",
+        "127.0.0.1:0",
+        &["--storage", "postgres", "--postgres-url", proxy.url()],
+    )
+    .await;
+    let client = broker.client().await;
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "before"))
+        .await
+        .unwrap();
+
+    proxy.cut().await;
+    let err = client
+        .send(OutgoingMessage::new("orders", "while away"))
+        .await
+        .expect_err("nothing is acknowledged while the database is away");
+    assert_eq!(err.code(), Some(Code::Unavailable), "{err}");
+    assert!(err.to_string().contains("the database is unavailable"), "{err}");
+
+    proxy.resume().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.send(OutgoingMessage::new("orders", "after")).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline && e.code() == Some(Code::Unavailable) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("sends still fail once the database is back: {e}"),
+        }
+    }
+    let mut consumer = client.consume("orders", 10).await.unwrap();
+    let mut bodies = Vec::new();
+    while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
+        bodies.push(String::from_utf8_lossy(&d.message.body).into_owned());
+        consumer.ack(&[d.id]).await.unwrap();
+    }
+    assert_eq!(bodies, ["before", "after"]);
+}
+
+#[tokio::test]
+async fn serve_on_postgres_without_a_reachable_database_says_why_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--http-listen", ""];
+        args.extend(["--data-dir", data_dir.to_str().unwrap(), "--storage", "postgres"]);
+        args.extend(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let out = rebound(serve(&[])).await;
+    out.failure(1);
+    assert!(
+        out.stderr
+            .contains("storage = \"postgres\" needs a database: set postgres-url"),
+        "{}",
+        out.stderr
+    );
+    // Bound and dropped: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://rebound@127.0.0.1:{port}/rebound");
+    let out = rebound(serve(&["--postgres-url", &url])).await;
+    out.failure(1);
+    assert!(
+        out.stderr
+            .contains("cannot open the store in PostgreSQL: the database is unavailable"),
+        "{}",
+        out.stderr
+    );
+    assert!(!data_dir.exists(), "no data dir on PostgreSQL");
+}
