@@ -131,7 +131,7 @@ impl Broker {
             duplicates = flags;
         }
         let mut unrouted = 0;
-        let mut arrivals = Vec::new();
+        let mut arrivals = Arrivals::default();
         let mut settings = SettingsMemo::default();
         let commit = {
             let reg = self.read();
@@ -159,7 +159,7 @@ impl Broker {
         if let Some(reservation) = reservation {
             reservation.durable();
         }
-        deliver_arrivals(arrivals, now_ms());
+        arrivals.deliver(now_ms());
         Ok((unrouted, duplicates))
     }
 }
@@ -234,6 +234,37 @@ impl SettingsMemo {
     }
 }
 
+/// Messages placed in a commit, to hand to their queues once it is durable.
+/// Stored ones are announced to their queues when placed (the queue's depager
+/// must not read them before they are enqueued, see `queue/tail.rs`); arrivals
+/// dropped undelivered (the commit failed or was never made) are withdrawn.
+#[derive(Default)]
+pub(super) struct Arrivals(Vec<(Arc<Queue>, Entry, u64)>);
+
+impl Arrivals {
+    /// Hands the messages to their queues: one lock and one wake-up of the
+    /// queue's dispatcher per run of arrivals for the same queue, not one per
+    /// message.
+    pub(super) fn deliver(mut self, now: u64) {
+        let mut arrivals = std::mem::take(&mut self.0).into_iter().peekable();
+        while let Some((queue, entry, due_ms)) = arrivals.next() {
+            let mut entries = vec![(entry, due_ms)];
+            while let Some((_, entry, due_ms)) = arrivals.next_if(|(next, _, _)| Arc::ptr_eq(next, &queue)) {
+                entries.push((entry, due_ms));
+            }
+            queue.enqueue(entries, now);
+        }
+    }
+}
+
+impl Drop for Arrivals {
+    fn drop(&mut self) {
+        for (queue, entry, _) in self.0.iter().filter(|(_, entry, _)| entry.stored) {
+            queue.abandon([entry.id]);
+        }
+    }
+}
+
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere. A message due later (`due_ms`,
 /// 0 = now) is stored with a delivery state saying when. The last target takes the
@@ -244,7 +275,7 @@ pub(super) fn place(
     due_ms: u64,
     targets: Vec<Arc<Queue>>,
     ops: &mut Vec<Op>,
-    arrivals: &mut Vec<(Arc<Queue>, Entry, u64)>,
+    arrivals: &mut Arrivals,
 ) {
     let size = record.encoded_len() as u64;
     let mut targets = targets.into_iter().peekable();
@@ -269,6 +300,7 @@ pub(super) fn place(
         };
         if stored {
             let id = record.message_id;
+            queue.arriving([id]);
             ops.push(Op::PutMessage {
                 queue: queue.id,
                 message: record,
@@ -284,19 +316,6 @@ pub(super) fn place(
                 });
             }
         }
-        arrivals.push((queue, entry, due_ms));
-    }
-}
-
-/// Hands new messages to their queues: one lock and one wake-up of the queue's
-/// dispatcher per run of arrivals for the same queue, not one per message.
-pub(super) fn deliver_arrivals(arrivals: Vec<(Arc<Queue>, Entry, u64)>, now: u64) {
-    let mut arrivals = arrivals.into_iter().peekable();
-    while let Some((queue, entry, due_ms)) = arrivals.next() {
-        let mut entries = vec![(entry, due_ms)];
-        while let Some((_, entry, due_ms)) = arrivals.next_if(|(next, _, _)| Arc::ptr_eq(next, &queue)) {
-            entries.push((entry, due_ms));
-        }
-        queue.enqueue(entries, now);
+        arrivals.0.push((queue, entry, due_ms));
     }
 }

@@ -17,18 +17,21 @@
 mod entry;
 mod groups;
 mod state;
+mod tail;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rebound_config::RoutingType;
-use rebound_storage::{MessageId, QueueId};
+use rebound_storage::{MessageId, QueueId, ScannedMessage};
 use tokio::sync::{Notify, mpsc};
 
 pub use entry::{
     BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
 };
 use state::{Consumer, Place, ReadySet, State};
+use tail::Goes;
+pub use tail::ReadLimit;
 
 use crate::outage::{Gate, Outage};
 
@@ -49,6 +52,11 @@ pub struct Queue {
     state: Mutex<State>,
     /// Wakes the queue's dispatcher: new messages, new credit, a message back.
     pub wake: Notify,
+    /// Wakes the queue's depager: the head fell below half its bound.
+    pub depage: Notify,
+    /// Held by whoever reads or changes the paged tail in storage (the depager,
+    /// management operations): one at a time.
+    pub tail: tokio::sync::Mutex<()>,
 }
 
 impl Queue {
@@ -71,6 +79,8 @@ impl Queue {
             filter,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            depage: Notify::new(),
+            tail: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -97,15 +107,138 @@ impl Queue {
             return false;
         }
         for (entry, due_ms) in entries {
+            // Only a new arrival finds the head full; one coming back stays in memory.
+            let head_full = count && {
+                let (messages, bytes) = st.head();
+                st.tail.full(messages, bytes)
+            };
             if count {
                 st.counters.added += 1;
             }
             st.bytes += entry.size;
-            st.insert(entry, due_ms, now_ms);
+            if st.tail.admit(entry.id, entry.stored, entry.size, head_full) == Goes::Memory {
+                st.insert(entry, due_ms, now_ms);
+            }
         }
         drop(st);
         self.wake.notify_one();
         true
+    }
+
+    /// Stored messages about to be committed for this queue (see `tail.rs`):
+    /// the depager waits for them to be enqueued or [`Queue::abandon`]ed.
+    pub fn arriving(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.arriving(id));
+    }
+
+    /// Their commit failed.
+    pub fn abandon(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.abandoned(id));
+    }
+
+    /// Sets the bound of the messages kept in memory.
+    pub fn set_read_limit(&self, limit: ReadLimit) {
+        let mut st = self.lock();
+        st.tail.limit = limit;
+        let wants = st.wants_depage();
+        drop(st);
+        if wants {
+            self.depage.notify_one();
+        }
+    }
+
+    /// After a restart: the queue's stored messages with ids above the last one
+    /// recovered and below `horizon` were not read (start-up reads heads only).
+    pub fn recovered_more(&self, horizon: MessageId) {
+        let mut st = self.lock();
+        st.tail.uncounted = Some(tail::Uncounted {
+            counted_to: st.tail.cursor,
+            horizon,
+        });
+        drop(st);
+        self.depage.notify_one();
+    }
+
+    /// The range the depager should count next, if any: ids after, before.
+    pub fn to_count(&self) -> Option<(MessageId, MessageId)> {
+        self.lock().tail.to_count()
+    }
+
+    /// Paged messages counted (see [`Queue::to_count`]).
+    pub fn counted(&self, count: &rebound_storage::QueueCount) {
+        let mut st = self.lock();
+        st.tail
+            .counted(count.messages, count.bytes, count.last, !count.more);
+        st.bytes += count.bytes;
+    }
+
+    /// Starts a depager read if the head wants one: the id to read after, and
+    /// how many messages and bytes at most. Followed by [`Queue::finish_read`]
+    /// or [`Queue::abort_read`]. Only with [`Queue::tail`] held.
+    pub fn start_read(&self) -> Option<(MessageId, u64, u64)> {
+        let mut st = self.lock();
+        if !st.wants_depage() {
+            return None;
+        }
+        let (messages, bytes) = st.head();
+        Some(st.tail.start_read(messages, bytes))
+    }
+
+    /// A read failed.
+    pub fn abort_read(&self) {
+        self.lock().tail.abort_read();
+    }
+
+    /// Loads what a depager read found into memory (as much of it as may be,
+    /// see `tail.rs`); returns how many it loaded.
+    pub fn finish_read(&self, read: Vec<ScannedMessage>, now_ms: u64) -> usize {
+        let ids: Vec<(MessageId, u64)> = read
+            .iter()
+            .map(|m| (m.record.message_id, prost::Message::encoded_len(&m.record) as u64))
+            .collect();
+        let mut st = self.lock();
+        if st.closed {
+            return 0;
+        }
+        let loaded = st.tail.finish_read(&ids);
+        st.bytes = st.bytes + loaded.added_bytes - loaded.forgotten_bytes;
+        for message in read.into_iter().take(loaded.take) {
+            let (entry, due_ms) = Entry::read_back(message.record, message.state);
+            st.insert(entry, due_ms, now_ms);
+        }
+        drop(st);
+        if loaded.take > 0 {
+            self.wake.notify_one();
+        }
+        loaded.take
+    }
+
+    /// Takes a paged message out of the queue (a management operation removes
+    /// or moves it; [`Queue::tail`] held): None if it is no longer paged.
+    pub fn take_paged(&self, message: ScannedMessage) -> Option<Entry> {
+        let mut st = self.lock();
+        if message.record.message_id <= st.tail.cursor || st.closed {
+            return None;
+        }
+        let (entry, _) = Entry::read_back(message.record, message.state);
+        if st.tail.left(entry.id, entry.size) {
+            st.bytes -= entry.size;
+        }
+        Some(entry)
+    }
+
+    /// The highest id the depager has passed: stored messages above it are paged.
+    pub fn cursor(&self) -> MessageId {
+        self.lock().tail.cursor
+    }
+
+    /// Wakes the depager if the head wants more.
+    fn shrunk(&self, st: &State) {
+        if st.wants_depage() {
+            self.depage.notify_one();
+        }
     }
 
     /// Attaches a consumer with initial credit; deliveries arrive on the receiver.
@@ -198,6 +331,7 @@ impl Queue {
                 None => unknown.push(did),
             }
         }
+        self.shrunk(&st);
         (taken, unknown)
     }
 
@@ -254,6 +388,9 @@ impl Queue {
             if !delivering && let Some(entry) = st.take(id) {
                 expired.push(entry);
             }
+        }
+        if !expired.is_empty() {
+            self.shrunk(st);
         }
         let mut picks = Vec::new();
         // Outage mode: nothing while paused, then one probe.
@@ -380,6 +517,7 @@ impl Queue {
                 } else {
                     st.take(pick.entry.id);
                     st.counters.dropped += 1;
+                    self.shrunk(st);
                 }
             }
         }
@@ -393,6 +531,7 @@ impl Queue {
             Place::Delivering { .. } => None,
             _ => st.take(id),
         };
+        self.shrunk(&st);
         drop(st);
         // Its group may have moved on.
         self.wake.notify_one();
@@ -409,6 +548,7 @@ impl Queue {
             .map(|(&id, _)| id)
             .collect();
         let taken = ids.into_iter().filter_map(|id| st.take(id)).collect();
+        self.shrunk(&st);
         drop(st);
         self.wake.notify_one();
         taken
@@ -428,6 +568,7 @@ impl Queue {
         st.cached = 0;
         drop(st);
         self.wake.notify_one();
+        self.depage.notify_one();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -480,7 +621,10 @@ impl Queue {
     pub fn snapshot(&self) -> Snapshot {
         let st = self.lock();
         Snapshot {
-            messages: st.entries.len() as u64,
+            messages: st.entries.len() as u64 + st.tail.count,
+            paged: st.tail.count,
+            paged_bytes: st.tail.bytes,
+            counting: st.tail.uncounted.is_some(),
             delivering: st.delivering,
             scheduled: st.scheduled.len() as u64,
             consumers: st.consumers.len() as u32,
@@ -517,5 +661,7 @@ impl Queue {
 
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod paging_tests;
 #[cfg(test)]
 mod tests;

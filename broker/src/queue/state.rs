@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
 use super::groups::{Admitted, Groups};
+use super::tail::Tail;
 use crate::outage::Outage;
 use crate::timeline::Timeline;
 
@@ -58,7 +59,7 @@ pub(super) struct Consumer {
 
 #[derive(Debug, Default)]
 pub(super) struct State {
-    /// Every message of the queue. A B-tree rather than a hash map: a deep backlog
+    /// Every message of the queue in memory. A B-tree rather than a hash map: a deep backlog
     /// costs its entries and not a doubling table (about 80 B less per message).
     pub(super) entries: BTreeMap<MessageId, Slot>,
     pub(super) ready: ReadySet,
@@ -67,7 +68,10 @@ pub(super) struct State {
     pub(super) consumers: Vec<Consumer>,
     pub(super) next_consumer: usize,
     pub(super) delivering: u64,
+    /// Bytes of every message of the queue, paged ones included.
     pub(super) bytes: u64,
+    /// Its paged messages.
+    pub(super) tail: Tail,
     /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
     pub(super) cached: u64,
     pub(super) counters: Counters,
@@ -77,6 +81,17 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Messages and bytes in memory.
+    pub(super) fn head(&self) -> (u64, u64) {
+        (self.entries.len() as u64, self.bytes - self.tail.bytes)
+    }
+
+    /// Whether the depager should read more.
+    pub(super) fn wants_depage(&self) -> bool {
+        let (messages, bytes) = self.head();
+        self.tail.wants_depage(messages, bytes)
+    }
+
     pub(super) fn insert(&mut self, mut entry: Entry, due_ms: u64, now_ms: u64) {
         if entry.stored && entry.record.is_some() {
             if self.cached + entry.size <= BODY_CACHE_BYTES {
