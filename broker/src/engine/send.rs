@@ -277,7 +277,6 @@ pub(super) fn place(
     ops: &mut Vec<Op>,
     arrivals: &mut Arrivals,
 ) {
-    let size = record.encoded_len() as u64;
     let mut targets = targets.into_iter().peekable();
     while let Some(queue) = targets.next() {
         let mut record = match targets.peek() {
@@ -285,6 +284,8 @@ pub(super) fn place(
             None => std::mem::take(&mut record),
         };
         record.routing_type = routing::to_store(queue.routing_type);
+        // As the store counts it (what the queue reads back when it depages).
+        let size = record.encoded_len() as u64;
         let stored = record.durable && queue.durable;
         let entry = Entry {
             id: record.message_id,

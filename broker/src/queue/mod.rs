@@ -215,23 +215,18 @@ impl Queue {
         loaded.take
     }
 
-    /// Takes a paged message out of the queue (a management operation removes
-    /// or moves it; [`Queue::tail`] held): None if it is no longer paged.
-    pub fn take_paged(&self, message: ScannedMessage) -> Option<Entry> {
+    /// Takes a paged message, read from storage as `entry`, out of the queue (a
+    /// management operation removes or moves it, [`Queue::tail`] held): None if
+    /// it is not paged (any more, or not yet enqueued).
+    pub fn take_paged(&self, entry: Entry) -> Option<Entry> {
         let mut st = self.lock();
-        if message.record.message_id <= st.tail.cursor || st.closed {
+        if entry.id <= st.tail.cursor || st.tail.is_pending(entry.id) || st.closed {
             return None;
         }
-        let (entry, _) = Entry::read_back(message.record, message.state);
         if st.tail.left(entry.id, entry.size) {
             st.bytes -= entry.size;
         }
         Some(entry)
-    }
-
-    /// The highest id the depager has passed: stored messages above it are paged.
-    pub fn cursor(&self) -> MessageId {
-        self.lock().tail.cursor
     }
 
     /// Wakes the depager if the head wants more.
@@ -575,10 +570,12 @@ impl Queue {
         self.lock().closed
     }
 
-    /// Up to `limit` entries in queue order: ready, ready in a group (its front, or
-    /// behind it), delivering, scheduled.
-    pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
+    /// Up to `limit` entries in memory in queue order: ready, ready in a group (its
+    /// front, or behind it), delivering, scheduled; and the cursor at that moment
+    /// (the paged messages are the stored ones above it).
+    pub fn browse(&self, limit: usize) -> (Vec<(Entry, BrowseState)>, MessageId) {
         let st = self.lock();
+        let cursor = st.tail.cursor;
         let ready = st.ready.iter().map(|&(_, id)| id);
         let grouped = st
             .entries
@@ -600,7 +597,7 @@ impl Queue {
             })
             .collect();
         scheduled.sort_unstable();
-        ready
+        let entries = ready
             .chain(grouped)
             .chain(delivering)
             .chain(scheduled.into_iter().map(|(_, id)| id))
@@ -615,7 +612,8 @@ impl Queue {
                 };
                 Some((slot.entry.clone(), state))
             })
-            .collect()
+            .collect();
+        (entries, cursor)
     }
 
     pub fn snapshot(&self) -> Snapshot {

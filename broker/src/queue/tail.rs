@@ -88,6 +88,11 @@ impl Tail {
         self.pending.insert(id);
     }
 
+    /// Whether `id` is committed (or being committed) but not enqueued yet.
+    pub(super) fn is_pending(&self, id: MessageId) -> bool {
+        self.pending.contains(&id)
+    }
+
     /// Its commit failed: it never arrives.
     pub(super) fn abandoned(&mut self, id: MessageId) {
         self.pending.remove(&id);
