@@ -14,7 +14,10 @@
 //!
 //! The broker runs with 64 KiB journal segments (`journal-file-size`), so
 //! that it moves journaled writes into the message store many times per run
-//! and the kills also land in the middle of those checkpoints.
+//! and the kills also land in the middle of those checkpoints. A second run
+//! also keeps at most 10 messages of the queue in memory
+//! (`max-read-page-messages`), so that the kills land while messages are paged
+//! in and out.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +37,14 @@ const UPTIME_MS: std::ops::Range<u64> = 150..1200;
 const BATCH: usize = 20;
 /// Journal segments small enough to checkpoint every few hundred messages.
 const CONFIG: &str = "journal-file-size = 65536";
+/// The same, with a queue that pages beyond 10 messages.
+const PAGING_CONFIG: &str = r##"
+journal-file-size = 65536
+
+[[address-settings]]
+match = "crash"
+max-read-page-messages = 10
+"##;
 /// How long a client task may take to notice the broker is gone.
 const NOTICE: Duration = Duration::from_secs(10);
 
@@ -148,7 +159,16 @@ async fn consume(url: String, ledger: Arc<Ledger>) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack() {
-    let mut broker = Broker::start_with_config(CONFIG).await;
+    kill9_under_load(CONFIG).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_while_paging_in_and_out_loses_nothing_acknowledged() {
+    kill9_under_load(PAGING_CONFIG).await;
+}
+
+async fn kill9_under_load(config: &str) {
+    let mut broker = Broker::start_with_config(config).await;
     broker
         .client()
         .await

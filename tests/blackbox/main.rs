@@ -27,6 +27,7 @@ mod metrics;
 mod operations;
 mod operator;
 mod outage;
+mod paging;
 mod permissions;
 mod publish;
 mod redelivery;

@@ -271,13 +271,16 @@ impl Broker {
         Ok(removed)
     }
 
-    /// Takes a walked message out of its queue, if it is still there and idle.
+    /// Takes a walked message out of its queue, if it is still there and idle. A
+    /// paged one may have been read into memory since the walk read it (the
+    /// depager runs between chunks).
     fn take(queue: &Queue, browsed: &Browsed) -> Option<Entry> {
-        if browsed.paged {
-            queue.take_paged(browsed.entry.clone())
-        } else {
-            queue.take_idle(browsed.entry.id)
+        if browsed.paged
+            && let Some(entry) = queue.take_paged(browsed.entry.clone())
+        {
+            return Some(entry);
         }
+        queue.take_idle(browsed.entry.id)
     }
 
     async fn drop_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
