@@ -119,8 +119,7 @@ impl<V: Clone> Memtable<V> {
             .map(|t| &**t)
             .chain(std::iter::once(&tables.active))
         {
-            let mut taken = 0;
-            for (key, value) in table.range(from.to_vec()..=to.to_vec()) {
+            for (taken, (key, value)) in table.range(from.to_vec()..=to.to_vec()).enumerate() {
                 if taken == max {
                     // This table has more after the previous key.
                     if complete.as_ref().is_none_or(|c| *c > *key) {
@@ -129,7 +128,6 @@ impl<V: Clone> Memtable<V> {
                     break;
                 }
                 writes.insert(key.clone(), value.clone());
-                taken += 1;
             }
         }
         if let Some(bound) = &complete {

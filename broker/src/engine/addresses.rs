@@ -400,7 +400,7 @@ impl Broker {
             let plan = plan_declared(&reg, config)?;
             self.settings.replace(config);
             for queue in reg.queues.values() {
-                self.apply_read_limit(&queue);
+                self.apply_read_limit(queue);
             }
             self.create_declared(&mut reg, plan)
         };
