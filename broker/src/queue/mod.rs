@@ -561,6 +561,7 @@ impl Queue {
         st.expiring.clear();
         st.groups = Default::default();
         st.cached = 0;
+        st.scheduled_bytes = 0;
         drop(st);
         self.wake.notify_one();
         self.depage.notify_one();

@@ -280,3 +280,23 @@ proptest! {
         prop_assert_eq!(sorted.into_iter().collect::<BTreeSet<_>>(), enqueued);
     }
 }
+
+#[test]
+fn messages_due_later_do_not_hold_back_those_behind_them() {
+    let q = queue(2);
+    let store: BTreeMap<MessageId, ()> = (1..=5).map(|id| (id, ())).collect();
+    q.arriving(1..=5);
+    // Two due far ahead, then three ready: the first two ready ones fit the head.
+    q.enqueue([1, 2].map(|id| (arrival(id).0, 1_000_000)), 0);
+    q.enqueue([3, 4, 5].map(arrival), 0);
+    let snap = q.snapshot();
+    assert_eq!((snap.messages, snap.scheduled, snap.paged), (5, 2, 1));
+    assert!(q.take_idle(3).is_some() && q.take_idle(4).is_some());
+    let (after, max, _) = q.start_read().expect("the ready part of the head is empty");
+    assert_eq!(q.finish_read(scanned(&store, after, max), 0), 1);
+    assert!(q.take_idle(5).is_some());
+    let snap = q.snapshot();
+    assert_eq!((snap.messages, snap.scheduled, snap.paged), (2, 2, 0));
+    assert_eq!(drain(&q), vec![1, 2]);
+    assert_eq!(q.bytes(), 0);
+}

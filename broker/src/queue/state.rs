@@ -72,6 +72,8 @@ pub(super) struct State {
     pub(super) bytes: u64,
     /// Its paged messages.
     pub(super) tail: Tail,
+    /// Bytes of the messages in the timeline (`scheduled`).
+    pub(super) scheduled_bytes: u64,
     /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
     pub(super) cached: u64,
     pub(super) counters: Counters,
@@ -81,9 +83,15 @@ pub(super) struct State {
 }
 
 impl State {
-    /// Messages and bytes in memory.
+    /// Messages and bytes in memory that count towards the head's bound: not
+    /// those waiting in the timeline for a later delivery (as in Artemis, whose
+    /// scheduled messages are not counted by the read limits), so that messages
+    /// due far ahead never hold back those behind them.
     pub(super) fn head(&self) -> (u64, u64) {
-        (self.entries.len() as u64, self.bytes - self.tail.bytes)
+        (
+            (self.entries.len() - self.scheduled.len()) as u64,
+            self.bytes - self.tail.bytes - self.scheduled_bytes,
+        )
     }
 
     /// Whether the depager should read more.
@@ -128,6 +136,7 @@ impl State {
         }
         if due {
             self.scheduled.insert(due_ms, id);
+            self.scheduled_bytes += entry.size;
             Place::Scheduled(due_ms)
         } else {
             self.ready_place(entry)
@@ -154,6 +163,9 @@ impl State {
         let Some(slot) = self.entries.remove(&id) else {
             return;
         };
+        if matches!(slot.place, Place::Scheduled(_)) {
+            self.scheduled_bytes -= slot.entry.size;
+        }
         let place = self.place(&slot.entry, 0, now_ms);
         self.entries.insert(id, Slot { place, ..slot });
     }
@@ -190,7 +202,10 @@ impl State {
                     consumer.ready.remove(&key);
                 }
             }
-            Place::Scheduled(due) => self.scheduled.remove(due, id),
+            Place::Scheduled(due) => {
+                self.scheduled.remove(due, id);
+                self.scheduled_bytes -= slot.entry.size;
+            }
             Place::Delivering { .. } => self.delivering -= 1,
             Place::Behind(_) => {}
         }
@@ -221,6 +236,7 @@ impl State {
         let place = match slot.place {
             Place::Behind(due) if due > 0 => {
                 self.scheduled.insert(due, next);
+                self.scheduled_bytes += slot.entry.size;
                 Place::Scheduled(due)
             }
             _ => self.ready_place(&slot.entry),

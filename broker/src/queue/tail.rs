@@ -2,7 +2,8 @@
 //!
 //! Memory must not grow with the depth of a backlog, so a queue holds in memory
 //! at most `max-read-page-messages` / `max-read-page-bytes` of its messages
-//! (ready, scheduled and being delivered, as Artemis counts them). A stored
+//! (ready and being delivered, as Artemis counts them; messages waiting in the
+//! timeline for a later delivery are not counted, see `State::head`). A stored
 //! message that arrives while the head is full, or while older messages are
 //! already paged, is only counted here: its record is in the store already, so
 //! paging writes nothing. The depager (`engine/depage.rs`) reads paged messages
