@@ -72,6 +72,9 @@ pub struct Prepared {
     pub due_ms: u64,
     /// Its duplicate id, when its address detects duplicates (`id-cache-size` > 0).
     pub duplicate_id: Option<Bytes>,
+    /// Accepted past a size limit under `address-full-policy = PAGE`: its queues
+    /// page it at once rather than keep it in memory (`queue/tail.rs`).
+    pub to_disk: bool,
 }
 
 /// Checks a message a producer sent (its id and timestamp are the broker's to set)

@@ -278,6 +278,7 @@ mod tests {
             },
             due_ms: 0,
             duplicate_id: None,
+            to_disk: false,
         };
         let id = txs.begin(1, &limits).unwrap();
         txs.add_sends(id, 1, vec![record(40), record(40)], &limits)

@@ -242,8 +242,10 @@ pub fn routing_name(routing_type: RoutingType) -> &'static str {
 /// A queue and its counters in documented order; the one list behind the JSON,
 /// `queue stat` and the `queue list` table.
 /// The state, outage start and next probe (ms since the epoch; null when not in
-/// outage mode, or while a probe is out) come last, as outage mode added them.
-pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 19] {
+/// outage mode, or while a probe is out) come after the counters, as outage mode
+/// added them; then the paged messages and bytes (included in `messages` and
+/// `bytes`), and whether they are still being counted after a restart.
+pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 22] {
     let ms = |value: u64| (value > 0).then_some(value);
     [
         ("name", q.name.clone().into()),
@@ -265,6 +267,9 @@ pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 19] {
         ("state", if q.outage { "outage" } else { "normal" }.into()),
         ("outage_since_ms", ms(q.outage_since_ms).into()),
         ("next_probe_at_ms", ms(q.next_probe_at_ms).into()),
+        ("paged_messages", q.paged_messages.into()),
+        ("paged_bytes", q.paged_bytes.into()),
+        ("counting", q.counting.into()),
     ]
 }
 

@@ -359,6 +359,8 @@ mod tests {
             max-outage-pause = 5000
             outage-counts-attempts = true
             id-cache-size = 7
+            max-read-page-messages = 20
+            max-read-page-bytes = 2048
             "##,
         );
         assert_eq!(config.listen.as_deref(), Some("localhost:5672"));
@@ -418,6 +420,7 @@ mod tests {
             ),
             (512, 0, 60_000, 7)
         );
+        assert_eq!((s.max_read_page_messages, s.max_read_page_bytes), (20, 2048));
         assert_eq!(
             s.redelivery_schedule.unwrap().step_for(5),
             Some(&StepAction::Delete)

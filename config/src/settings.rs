@@ -158,6 +158,16 @@ macro_rules! for_each_setting {
             /// Default 20,000, as in Artemis.
             id_cache_size: u32 = "id-cache-size",
                 i64 => check::count, default = 20_000;
+            /// Paging: messages a queue keeps in memory (ready and being
+            /// delivered; not those waiting for a later delivery); the rest of
+            /// its stored backlog stays on disk and is read back as the head
+            /// drains. Default 10,000.
+            max_read_page_messages: u64 = "max-read-page-messages",
+                i64 => check::positive, default = 10_000;
+            /// Paging: bytes of messages a queue keeps in memory, counted as
+            /// `max-read-page-messages` is. Default 4 MiB.
+            max_read_page_bytes: u64 = "max-read-page-bytes",
+                i64 => check::positive, default = 4 << 20;
         }
     };
 }

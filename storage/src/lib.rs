@@ -326,7 +326,38 @@ pub trait Store: Send + Sync + 'static {
     /// Everything needed to rebuild the broker's in-memory indexes at
     /// start-up, without keeping bodies. Messages of queues that have no
     /// queue record are not returned.
-    fn recover(&self) -> Result<Recovered, StorageError>;
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        self.recover_head(usize::MAX)
+    }
+
+    /// [`Store::recover`], with at most the first `head` messages of each
+    /// queue ([`RecoveredQueue::more`] says whether it has more): start-up
+    /// then costs the queues' heads, not their backlogs, which the broker
+    /// reads later ([`Store::scan_queue`], [`Store::count_queue`]).
+    fn recover_head(&self, head: usize) -> Result<Recovered, StorageError>;
+
+    /// The messages of `queue` with ids above `after`, ascending, whole
+    /// (bodies included) with their delivery states: at most `max_messages`,
+    /// and no more once `max_bytes` of them (encoded) are read, but always
+    /// at least one if there is one. Every commit that completed is seen.
+    fn scan_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ScannedMessage>, StorageError>;
+
+    /// How many messages `queue` holds with ids above `after` and below
+    /// `before`, and their bytes (as [`IndexEntry::size`]), counting at most
+    /// `max_messages`; without decoding them.
+    fn count_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+        max_messages: usize,
+    ) -> Result<QueueCount, StorageError>;
 
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
@@ -457,8 +488,32 @@ pub struct RecoveredDuplicateId {
 pub struct RecoveredQueue {
     /// The queue definition.
     pub record: QueueRecord,
-    /// Its messages, ascending by id.
+    /// Its messages, ascending by id (the first ones, see [`Store::recover_head`]).
     pub messages: Vec<IndexEntry>,
+    /// Whether the queue holds more messages than `messages`.
+    pub more: bool,
+}
+
+/// A message as [`Store::scan_queue`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScannedMessage {
+    /// The message, body included.
+    pub record: MessageRecord,
+    /// Its delivery state, if one was written.
+    pub state: Option<DeliveryState>,
+}
+
+/// What [`Store::count_queue`] counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueCount {
+    /// Messages counted.
+    pub messages: u64,
+    /// Their bytes, as [`IndexEntry::size`] says.
+    pub bytes: u64,
+    /// The id of the last one counted (`after` if none was).
+    pub last: MessageId,
+    /// Whether the range has more than `max_messages` messages.
+    pub more: bool,
 }
 
 /// What the broker indexes about a stored message; the body stays on disk.

@@ -27,8 +27,8 @@ use crate::error::StorageError;
 use crate::limits;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
 use crate::{
-    Commit, IndexEntry, MessageId, Op, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, Store,
-    StoreStats,
+    Commit, IndexEntry, MessageId, Op, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
+    ScannedMessage, Store, StoreStats,
 };
 
 /// The [`Store`] in memory. Cheap to create; [`MemoryStore::reopen`] models
@@ -127,10 +127,13 @@ impl Data {
         }
     }
 
-    fn recover_queue(&self, record: &QueueRecord) -> RecoveredQueue {
-        let messages = self
+    fn recover_queue(&self, record: &QueueRecord, head: usize) -> RecoveredQueue {
+        let mut all = self
             .messages
-            .range((record.id, MessageId::MIN)..=(record.id, MessageId::MAX))
+            .range((record.id, MessageId::MIN)..=(record.id, MessageId::MAX));
+        let messages = all
+            .by_ref()
+            .take(head)
             .map(|(&key, message)| IndexEntry {
                 id: key.1,
                 priority: message.priority,
@@ -144,7 +147,21 @@ impl Data {
         RecoveredQueue {
             record: record.clone(),
             messages,
+            more: all.next().is_some(),
         }
+    }
+
+    fn queue_range(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+    ) -> impl Iterator<Item = (&(QueueId, MessageId), &MessageRecord)> {
+        let range = (queue, after.saturating_add(1))..(queue, before);
+        (after < before)
+            .then(|| self.messages.range(range))
+            .into_iter()
+            .flatten()
     }
 }
 
@@ -179,11 +196,62 @@ impl Store for MemoryStore {
         Ok(self.data().states.get(&(queue, id)).cloned())
     }
 
-    fn recover(&self) -> Result<Recovered, StorageError> {
+    fn scan_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ScannedMessage>, StorageError> {
+        let data = self.data();
+        let mut bytes = 0;
+        let mut out = Vec::new();
+        for (key, record) in data.queue_range(queue, after, MessageId::MAX) {
+            if out.len() == max_messages || (bytes >= max_bytes && !out.is_empty()) {
+                break;
+            }
+            bytes += prost::Message::encoded_len(record) as u64;
+            out.push(ScannedMessage {
+                record: record.clone(),
+                state: data.states.get(key).cloned(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn count_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+        max_messages: usize,
+    ) -> Result<QueueCount, StorageError> {
+        let data = self.data();
+        let mut count = QueueCount {
+            last: after,
+            ..QueueCount::default()
+        };
+        for (key, record) in data.queue_range(queue, after, before) {
+            if count.messages == max_messages as u64 {
+                count.more = true;
+                break;
+            }
+            count.messages += 1;
+            count.bytes += prost::Message::encoded_len(record) as u64;
+            count.last = key.1;
+        }
+        Ok(count)
+    }
+
+    fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {
         let data = self.data();
         Ok(Recovered {
             addresses: data.addresses.values().cloned().collect(),
-            queues: data.queues.values().map(|q| data.recover_queue(q)).collect(),
+            queues: data
+                .queues
+                .values()
+                .map(|q| data.recover_queue(q, head))
+                .collect(),
             duplicate_ids: data
                 .duplicate_ids
                 .iter()

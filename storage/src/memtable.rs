@@ -98,6 +98,44 @@ impl<V: Clone> Memtable<V> {
         Ok(keys.into_iter().collect())
     }
 
+    /// The latest journaled writes of the keys in `from..=to`, at most `max`
+    /// keys from each table, and the key up to which that is every write
+    /// (`None`: all of `from..=to`). An ordered read merges them over the
+    /// engine's range up to that key, then goes on after it.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        max: usize,
+    ) -> (BTreeMap<Vec<u8>, Option<V>>, Option<Vec<u8>>) {
+        let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
+        let mut complete: Option<Vec<u8>> = None;
+        let mut writes = BTreeMap::new();
+        // Oldest first, so that a newer write replaces an older one.
+        for table in tables
+            .frozen
+            .iter()
+            .map(|t| &**t)
+            .chain(std::iter::once(&tables.active))
+        {
+            for (taken, (key, value)) in table.range(from.to_vec()..=to.to_vec()).enumerate() {
+                if taken == max {
+                    // This table has more after the previous key.
+                    if complete.as_ref().is_none_or(|c| *c > *key) {
+                        complete = Some(writes_last_before(table, key));
+                    }
+                    break;
+                }
+                writes.insert(key.clone(), value.clone());
+            }
+        }
+        if let Some(bound) = &complete {
+            writes.retain(|key, _| key <= bound);
+        }
+        (writes, complete)
+    }
+
     /// Freezes the active table and returns it for the engine.
     pub(crate) fn freeze(&self) -> Arc<Table<V>> {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
@@ -111,6 +149,15 @@ impl<V: Clone> Memtable<V> {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         tables.frozen.pop_front();
     }
+}
+
+/// The key of `table` just before `key` (which is not its first).
+fn writes_last_before<V>(table: &Table<V>, key: &[u8]) -> Vec<u8> {
+    table
+        .range(..key.to_vec())
+        .next_back()
+        .map(|(k, _)| k.clone())
+        .expect("a table taken from has a key before the one it stopped at")
 }
 
 #[cfg(test)]
@@ -133,6 +180,36 @@ mod tests {
         m.release();
         assert_eq!(m.get(&[1, 2]), None);
         assert_eq!(m.get(&[1, 1]), Some(None));
+    }
+
+    #[test]
+    fn ranges_are_complete_up_to_the_bound_they_return() {
+        let m = Memtable::default();
+        m.merge([w(1, Some(1)), w(2, Some(2)), w(5, Some(5))].into_iter());
+        m.freeze();
+        m.merge([w(2, None), w(3, Some(3)), w(4, Some(4)), w(6, Some(6))].into_iter());
+        let (all, complete) = m.range(&[1, 0], &[1, 9], 10);
+        assert_eq!(complete, None);
+        assert_eq!(
+            all.into_iter().collect::<Vec<_>>(),
+            vec![
+                w(1, Some(1)),
+                w(2, None),
+                w(3, Some(3)),
+                w(4, Some(4)),
+                w(5, Some(5)),
+                w(6, Some(6))
+            ]
+        );
+        // Two keys per table: the frozen one stops after 2, the active after 3.
+        let (some, complete) = m.range(&[1, 0], &[1, 9], 2);
+        assert_eq!(complete, Some(vec![1, 2]));
+        assert_eq!(
+            some.into_iter().collect::<Vec<_>>(),
+            vec![w(1, Some(1)), w(2, None)]
+        );
+        let (rest, _) = m.range(&[1, 3], &[1, 4], 2);
+        assert_eq!(rest.len(), 2);
     }
 
     #[test]

@@ -68,8 +68,8 @@ use crate::records::{
     self, AddressRecord, DeliveryState, DuplicateIdRecord, MessageIndex, MessageRecord, QueueRecord,
 };
 use crate::{
-    Commit, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueId, Recovered,
-    RecoveredDuplicateId, RecoveredQueue, Store, StoreStats,
+    Commit, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueCount, QueueId,
+    Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -271,25 +271,96 @@ impl SledStore {
             .collect()
     }
 
-    fn recover_queue(&self, record: QueueRecord) -> Result<RecoveredQueue, StorageError> {
+    /// Calls `visit` with the current value of every key in `from..=to`, in
+    /// key order, the memtable's writes over sled's, until it returns false.
+    fn visit_range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StorageError>,
+    ) -> Result<(), StorageError> {
+        /// Writes taken from each memtable table per round.
+        const ROUND: usize = 4096;
+        let mut from = from.to_vec();
+        loop {
+            // The memtable first, as in `keys_with_prefix`: what the
+            // checkpointer moves to sled meanwhile is then read twice, and the
+            // memtable's copy wins.
+            let (writes, complete) = self.memtable.range(&from, to, ROUND);
+            let bound = complete.clone().unwrap_or_else(|| to.to_vec());
+            let mut engine = self.db.range(from.clone()..=bound).peekable();
+            let mut writes = writes.into_iter().peekable();
+            loop {
+                let engine_key = match engine.peek() {
+                    Some(Err(_)) => return Err(engine.next().expect("peeked").expect_err("peeked").into()),
+                    Some(Ok((key, _))) => Some(key.clone()),
+                    None => None,
+                };
+                let take_write = match (&engine_key, writes.peek()) {
+                    (None, None) => break,
+                    (None, Some(_)) => true,
+                    (Some(_), None) => false,
+                    (Some(e), Some((w, _))) => {
+                        if e.as_ref() == w.as_slice() {
+                            engine.next();
+                        }
+                        e.as_ref() >= w.as_slice()
+                    }
+                };
+                let more = if take_write {
+                    match writes.next().expect("peeked") {
+                        (key, Some(value)) => visit(&key, &value)?,
+                        (_, None) => true,
+                    }
+                } else {
+                    let (key, value) = engine.next().expect("peeked")?;
+                    visit(&key, &value)?
+                };
+                if !more {
+                    return Ok(());
+                }
+            }
+            match complete {
+                Some(mut last) => {
+                    last.push(0);
+                    from = last;
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// The encoded size of a stored message with its body, as
+    /// [`IndexEntry::size`] says, warning if its body file is missing.
+    fn stored_size(&self, queue: QueueId, id: MessageId, key: &[u8], value: &[u8]) -> u32 {
+        let mut size = value.len() as i64;
+        if let Some(body) = large_dir::stored_marker(key, value) {
+            size += body.inline_size_delta();
+            if !self.large.path(queue, id, body.generation).exists() {
+                tracing::warn!(
+                    key = %keys::hex(key),
+                    "the body file of a large message is missing; reading it will fail"
+                );
+            }
+        }
+        // At most MAX_RECORD_BYTES for what this store writes.
+        u32::try_from(size.max(0)).unwrap_or(u32::MAX)
+    }
+
+    fn recover_queue(&self, record: QueueRecord, head: usize) -> Result<RecoveredQueue, StorageError> {
         // Both scans ascend by id: a merge join pairs each message with its
         // state, if any, and skips states without a message.
         let mut states = per_message(&self.db, &keys::queue_states(record.id));
         let mut next_state = states.next().transpose()?;
         let mut messages = Vec::new();
+        let mut more = false;
         for entry in per_message(&self.db, &keys::queue_messages(record.id)) {
+            if messages.len() == head {
+                more = true;
+                break;
+            }
             let (id, key, value) = entry?;
             let index: MessageIndex = records::decode(&key, &value)?;
-            let mut size = value.len() as i64;
-            if let Some(body) = &index.large {
-                size += body.inline_size_delta();
-                if !self.large.path(record.id, id, body.generation).exists() {
-                    tracing::warn!(
-                        key = %keys::hex(&key),
-                        "the body file of a large message is missing; reading it will fail"
-                    );
-                }
-            }
             let mut state = None;
             while let Some((state_id, state_key, state_value)) = &next_state {
                 if *state_id > id {
@@ -300,18 +371,20 @@ impl SledStore {
                 }
                 next_state = states.next().transpose()?;
             }
-            // At most MAX_RECORD_BYTES for what this store writes.
-            let size = u32::try_from(size.max(0)).unwrap_or(u32::MAX);
             messages.push(IndexEntry {
                 id,
                 priority: index.priority,
                 expiration_ms: index.expiration_ms,
-                size,
+                size: self.stored_size(record.id, id, &key, &value),
                 state,
                 group: records::group_of(&index.properties).map(str::to_owned),
             });
         }
-        Ok(RecoveredQueue { record, messages })
+        Ok(RecoveredQueue {
+            record,
+            messages,
+            more,
+        })
     }
 }
 
@@ -396,7 +469,88 @@ impl Store for SledStore {
         self.get(&keys::state(queue, id))
     }
 
-    fn recover(&self) -> Result<Recovered, StorageError> {
+    fn scan_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ScannedMessage>, StorageError> {
+        let Some(first) = after.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let mut bytes = 0u64;
+        let mut out: Vec<ScannedMessage> = Vec::new();
+        let (from, to) = (keys::message(queue, first), keys::message(queue, MessageId::MAX));
+        self.visit_range(&from, &to, |key, value| {
+            if out.len() == max_messages || (bytes >= max_bytes && !out.is_empty()) {
+                return Ok(false);
+            }
+            let id = message_id(key)?;
+            let record = match records::decode::<MarkerView>(key, value)?.large {
+                None => records::decode(key, value)?,
+                // A body in a file: read as `read_message` does; gone = acked meanwhile.
+                Some(_) => match self.read_message(queue, id)? {
+                    Some(record) => record,
+                    None => return Ok(true),
+                },
+            };
+            bytes += prost::Message::encoded_len(&record) as u64;
+            out.push(ScannedMessage { record, state: None });
+            Ok(true)
+        })?;
+        // States are few (redelivered or scheduled messages): one more range.
+        if let (Some(first), Some(last)) = (out.first(), out.last()) {
+            let (first, last) = (first.record.message_id, last.record.message_id);
+            let mut states = std::collections::HashMap::new();
+            self.visit_range(
+                &keys::state(queue, first),
+                &keys::state(queue, last),
+                |key, value| {
+                    states.insert(message_id(key)?, records::decode::<DeliveryState>(key, value)?);
+                    Ok(true)
+                },
+            )?;
+            for message in &mut out {
+                message.state = states.remove(&message.record.message_id);
+            }
+        }
+        Ok(out)
+    }
+
+    fn count_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+        max_messages: usize,
+    ) -> Result<QueueCount, StorageError> {
+        let mut count = QueueCount {
+            last: after,
+            ..QueueCount::default()
+        };
+        let (Some(first), Some(last)) = (after.checked_add(1), before.checked_sub(1)) else {
+            return Ok(count);
+        };
+        if first > last {
+            return Ok(count);
+        }
+        let (from, to) = (keys::message(queue, first), keys::message(queue, last));
+        self.visit_range(&from, &to, |key, value| {
+            if count.messages == max_messages as u64 {
+                count.more = true;
+                return Ok(false);
+            }
+            let id = message_id(key)?;
+            count.messages += 1;
+            count.bytes += u64::from(self.stored_size(queue, id, key, value));
+            count.last = id;
+            Ok(true)
+        })?;
+        Ok(count)
+    }
+
+    fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {
         // The scans below read sled alone: wait until it holds every commit.
         // A closed store cannot wait, but needs not once its close has
         // checkpointed everything (reads keep working after a close).
@@ -408,7 +562,7 @@ impl Store for SledStore {
         let queues = self
             .scan::<QueueRecord>(&[keys::QUEUE])?
             .into_iter()
-            .map(|record| self.recover_queue(record))
+            .map(|record| self.recover_queue(record, head))
             .collect::<Result<_, _>>()?;
         let duplicate_ids = self.recover_duplicate_ids()?;
         Ok(Recovered {
@@ -435,6 +589,21 @@ impl Store for SledStore {
     }
 }
 
+/// The message id of a per-message key (`0x01|q|id` or `0x02|q|id`).
+fn message_id(key: &[u8]) -> Result<MessageId, StorageError> {
+    match Key::decode(key) {
+        Ok(Key::Message { id, .. } | Key::State { id, .. }) => Ok(id),
+        Ok(other) => Err(StorageError::Corrupt {
+            key: keys::hex(key),
+            reason: format!("{other:?} where a message or state key belongs"),
+        }),
+        Err(e) => Err(StorageError::Corrupt {
+            key: keys::hex(key),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// The entries under a per-message prefix (`0x01|q` or `0x02|q`) with the
 /// message id decoded from each key.
 fn per_message(
@@ -443,14 +612,7 @@ fn per_message(
 ) -> impl Iterator<Item = Result<(MessageId, sled::IVec, sled::IVec), StorageError>> + use<> {
     db.scan_prefix(prefix).map(|entry| {
         let (key, value) = entry?;
-        match Key::decode(&key) {
-            Ok(Key::Message { id, .. } | Key::State { id, .. }) => Ok((id, key, value)),
-            Ok(other) => unreachable!("{other:?} under a per-message prefix"),
-            Err(e) => Err(StorageError::Corrupt {
-                key: keys::hex(&key),
-                reason: e.to_string(),
-            }),
-        }
+        Ok((message_id(&key)?, key, value))
     })
 }
 

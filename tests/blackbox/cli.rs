@@ -27,7 +27,7 @@ const RECEIVE_KEYS: [&str; 12] = [
 ];
 
 /// The keys of `rebound queue list --json` and `queue stat --json`.
-const QUEUE_KEYS: [&str; 19] = [
+const QUEUE_KEYS: [&str; 22] = [
     "name",
     "address",
     "routing_type",
@@ -47,6 +47,9 @@ const QUEUE_KEYS: [&str; 19] = [
     "state",
     "outage_since_ms",
     "next_probe_at_ms",
+    "paged_messages",
+    "paged_bytes",
+    "counting",
 ];
 
 /// Creates an anycast queue `name` on an address of the same name.

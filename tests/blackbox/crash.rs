@@ -14,7 +14,10 @@
 //!
 //! The broker runs with 64 KiB journal segments (`journal-file-size`), so
 //! that it moves journaled writes into the message store many times per run
-//! and the kills also land in the middle of those checkpoints.
+//! and the kills also land in the middle of those checkpoints. A second run
+//! also keeps at most 10 messages of the queue in memory
+//! (`max-read-page-messages`), so that the kills land while messages are paged
+//! in and out.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +37,14 @@ const UPTIME_MS: std::ops::Range<u64> = 150..1200;
 const BATCH: usize = 20;
 /// Journal segments small enough to checkpoint every few hundred messages.
 const CONFIG: &str = "journal-file-size = 65536";
+/// The same, with a queue that pages beyond 10 messages.
+const PAGING_CONFIG: &str = r##"
+journal-file-size = 65536
+
+[[address-settings]]
+match = "crash"
+max-read-page-messages = 10
+"##;
 /// How long a client task may take to notice the broker is gone.
 const NOTICE: Duration = Duration::from_secs(10);
 
@@ -149,90 +160,99 @@ async fn consume(url: String, ledger: Arc<Ledger>) -> Result<(), String> {
 also_on_postgres! {
     #[tokio::test(flavor = "multi_thread")]
     async fn kill9_under_load_loses_no_acknowledged_send_and_undoes_no_confirmed_ack() {
-        let mut broker = Broker::start_with_config(CONFIG).await;
-        broker
-            .client()
-            .await
-            .create_queue(QUEUE, QUEUE, RoutingType::Anycast, true)
-            .await
-            .unwrap();
-        let ledger = Arc::new(Ledger::default());
-
-        for round in 1..=KILLS {
-            let url = broker.url();
-            let producers: Vec<_> = (0..2)
-                .map(|_| tokio::spawn(produce(url.clone(), ledger.clone())))
-                .collect();
-            let consumers: Vec<_> = (0..2)
-                .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
-                .collect();
-            let uptime = rand::random_range(UPTIME_MS);
-            tokio::time::sleep(Duration::from_millis(uptime)).await;
-            broker.kill9();
-            eprintln!(
-                "crash {round}: killed after {uptime} ms; {} sends acknowledged, {} acks confirmed so far",
-                ledger.acknowledged.lock().unwrap().len(),
-                ledger.confirmed.lock().unwrap().len()
-            );
-            for producer in producers {
-                tokio::time::timeout(NOTICE, producer)
-                    .await
-                    .expect("a producer notices the crash")
-                    .unwrap();
-            }
-            for consumer in consumers {
-                let outcome = tokio::time::timeout(NOTICE, consumer)
-                    .await
-                    .expect("a consumer notices the crash")
-                    .unwrap();
-                if let Err(broken) = outcome {
-                    panic!("round {round}: {broken}");
-                }
-            }
-            broker.restart().await;
-        }
-
-        // Everything acknowledged and never acked must still be queued, once.
-        let client = broker.client().await;
-        let queued = client.queue(QUEUE).await.unwrap().messages;
-        let mut consumer = client.consume(QUEUE, 1000).await.unwrap();
-        let mut left = HashSet::new();
-        while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
-            let id = check(&ledger, &d.message.body).unwrap();
-            assert!(
-                !ledger.confirmed.lock().unwrap().contains(&id),
-                "message {id} came back after its ack was confirmed"
-            );
-            assert!(left.insert(id), "message {id} is queued twice");
-            consumer.ack(&[d.id]).await.unwrap();
-        }
-        consumer.close().await.unwrap();
-        assert_eq!(
-            left.len() as u64,
-            queued,
-            "the queue's count matches what it delivers"
-        );
-
-        let acknowledged = ledger.acknowledged.lock().unwrap();
-        let confirmed = ledger.confirmed.lock().unwrap();
-        let ack_sent = ledger.ack_sent.lock().unwrap();
-        let mut lost: Vec<_> = acknowledged
-            .iter()
-            .filter(|id| !ack_sent.contains(id) && !left.contains(id))
-            .copied()
-            .collect();
-        lost.sort_unstable();
-        assert!(
-            lost.is_empty(),
-            "{} acknowledged sends lost, first: {:?}",
-            lost.len(),
-            &lost[..lost.len().min(20)]
-        );
-        assert!(
-            !acknowledged.is_empty() && !confirmed.is_empty(),
-            "the load ran: {} sent, {} acked",
-            acknowledged.len(),
-            confirmed.len()
-        );
+        kill9_under_load(CONFIG).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_while_paging_in_and_out_loses_nothing_acknowledged() {
+    kill9_under_load(PAGING_CONFIG).await;
+}
+
+async fn kill9_under_load(config: &str) {
+    let mut broker = Broker::start_with_config(config).await;
+    broker
+        .client()
+        .await
+        .create_queue(QUEUE, QUEUE, RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    let ledger = Arc::new(Ledger::default());
+
+    for round in 1..=KILLS {
+        let url = broker.url();
+        let producers: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(produce(url.clone(), ledger.clone())))
+            .collect();
+        let consumers: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
+            .collect();
+        let uptime = rand::random_range(UPTIME_MS);
+        tokio::time::sleep(Duration::from_millis(uptime)).await;
+        broker.kill9();
+        eprintln!(
+            "crash {round}: killed after {uptime} ms; {} sends acknowledged, {} acks confirmed so far",
+            ledger.acknowledged.lock().unwrap().len(),
+            ledger.confirmed.lock().unwrap().len()
+        );
+        for producer in producers {
+            tokio::time::timeout(NOTICE, producer)
+                .await
+                .expect("a producer notices the crash")
+                .unwrap();
+        }
+        for consumer in consumers {
+            let outcome = tokio::time::timeout(NOTICE, consumer)
+                .await
+                .expect("a consumer notices the crash")
+                .unwrap();
+            if let Err(broken) = outcome {
+                panic!("round {round}: {broken}");
+            }
+        }
+        broker.restart().await;
+    }
+
+    // Everything acknowledged and never acked must still be queued, once.
+    let client = broker.client().await;
+    let queued = client.queue(QUEUE).await.unwrap().messages;
+    let mut consumer = client.consume(QUEUE, 1000).await.unwrap();
+    let mut left = HashSet::new();
+    while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
+        let id = check(&ledger, &d.message.body).unwrap();
+        assert!(
+            !ledger.confirmed.lock().unwrap().contains(&id),
+            "message {id} came back after its ack was confirmed"
+        );
+        assert!(left.insert(id), "message {id} is queued twice");
+        consumer.ack(&[d.id]).await.unwrap();
+    }
+    consumer.close().await.unwrap();
+    assert_eq!(
+        left.len() as u64,
+        queued,
+        "the queue's count matches what it delivers"
+    );
+
+    let acknowledged = ledger.acknowledged.lock().unwrap();
+    let confirmed = ledger.confirmed.lock().unwrap();
+    let ack_sent = ledger.ack_sent.lock().unwrap();
+    let mut lost: Vec<_> = acknowledged
+        .iter()
+        .filter(|id| !ack_sent.contains(id) && !left.contains(id))
+        .copied()
+        .collect();
+    lost.sort_unstable();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged sends lost, first: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(20)]
+    );
+    assert!(
+        !acknowledged.is_empty() && !confirmed.is_empty(),
+        "the load ran: {} sent, {} acked",
+        acknowledged.len(),
+        confirmed.len()
+    );
 }

@@ -29,6 +29,7 @@ mod metrics;
 mod operations;
 mod operator;
 mod outage;
+mod paging;
 mod permissions;
 mod postgres;
 mod publish;

@@ -99,7 +99,7 @@ impl Broker {
         };
         self.commit(commit).await?;
         if let Some(queue) = queue {
-            self.spawn_dispatcher(queue);
+            self.start_queue(queue);
         }
         Ok(())
     }
@@ -311,7 +311,7 @@ impl Broker {
             (self.submit(ops), q)
         };
         self.commit(commit).await?;
-        self.spawn_dispatcher(queue.clone());
+        self.start_queue(queue.clone());
         Ok(queue)
     }
 
@@ -399,13 +399,16 @@ impl Broker {
             let mut reg = self.write();
             let plan = plan_declared(&reg, config)?;
             self.settings.replace(config);
+            for queue in reg.queues.values() {
+                self.apply_read_limit(queue);
+            }
             self.create_declared(&mut reg, plan)
         };
         // Blocked sends look again: a limit may have been raised.
         self.sizes.recheck();
         self.commit(commit).await?;
         for queue in created {
-            self.spawn_dispatcher(queue);
+            self.start_queue(queue);
         }
         Ok(())
     }

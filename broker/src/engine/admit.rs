@@ -61,7 +61,7 @@ impl Broker {
             let stored = match self.admit_one(&mut targets[t], pending, incoming).await? {
                 Admit::Drop(_) => false,
                 Admit::Page(_) => {
-                    self.page_hook(message);
+                    message.to_disk = true;
                     true
                 }
                 _ => true,
@@ -175,10 +175,4 @@ impl Broker {
             });
         }
     }
-
-    /// PAGING HOOK (its one call site is in [`Broker::admit`]): a message
-    /// accepted past a limit under PAGE, which should be stored on disk and not
-    /// kept in memory. Until paging is wired in here, PAGE stores it as any
-    /// other message.
-    fn page_hook(&self, _message: &mut Prepared) {}
 }

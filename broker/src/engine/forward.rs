@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use super::Broker;
 use super::addresses::Create;
 use super::ops::removal_ops;
-use super::send::{deliver_arrivals, place};
+use super::send::{Arrivals, place};
 use crate::dead_letter::{self, Destination, Reason};
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Registry;
@@ -163,18 +163,18 @@ impl Broker {
         let now = now_ms();
         record.message_id = self.store.generate_id()?;
         record.timestamp_ms = now;
-        let mut arrivals = Vec::new();
+        let mut arrivals = Arrivals::default();
         let commit = {
             let reg = self.read();
             let targets = targets(&reg, &record);
             if targets.is_empty() {
                 return Ok(false);
             }
-            place(record, 0, targets, &mut ops, &mut arrivals);
+            place(record, 0, false, targets, &mut ops, &mut arrivals);
             self.submit(ops)
         };
         self.commit(commit).await?;
-        deliver_arrivals(arrivals, now);
+        arrivals.deliver(now);
         Ok(true)
     }
 

@@ -4,12 +4,17 @@
 //! Operations apply to messages that are not being delivered; each move is one
 //! commit per message (`forward.rs`), so an interrupted operation leaves every
 //! message in exactly one place.
+//!
+//! They cover paged messages too (`queue/tail.rs`): a walk goes over the messages
+//! in memory, then over the paged ones in id order, read from storage a chunk at
+//! a time. Operations that take messages hold the queue's tail lock for a chunk,
+//! its commits included, so the depager cannot load a message being removed.
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rebound_selector::Selector;
-use rebound_storage::MessageRecord;
+use rebound_storage::{MessageId, MessageRecord};
 use tracing::info;
 
 use super::Broker;
@@ -53,9 +58,23 @@ pub struct Browsed {
     pub entry: Entry,
     pub record: Arc<MessageRecord>,
     pub state: BrowseState,
+    /// Read from storage: the queue holds it paged, not in memory.
+    pub paged: bool,
 }
 
-/// What [`Broker::scan`] looks at.
+/// Paged messages read per step of a walk.
+const PAGED_CHUNK: usize = 1000;
+
+/// Where a walk over a queue's messages is.
+#[derive(Debug, Clone, Copy)]
+enum Walk {
+    Memory,
+    /// The stored messages above this id.
+    Paged(MessageId),
+    Done,
+}
+
+/// What a walk looks at.
 struct Scan<'a> {
     filter: Option<&'a Selector>,
     /// Empty = any.
@@ -65,21 +84,54 @@ struct Scan<'a> {
     limit: usize,
 }
 
+/// A paged message read from storage, as a walk shows it.
+fn paged(record: MessageRecord, state: Option<rebound_storage::DeliveryState>) -> Option<Browsed> {
+    let (entry, due_ms) = Entry::read_back(record, state);
+    let record = entry.record.clone()?;
+    let state = if due_ms > now_ms() {
+        BrowseState::Scheduled(due_ms)
+    } else {
+        BrowseState::Ready
+    };
+    Some(Browsed {
+        entry,
+        record,
+        state,
+        paged: true,
+    })
+}
+
+impl<'a> Scan<'a> {
+    /// The messages of a selection that are not being delivered.
+    fn selection(filter: Option<&'a Selector>, selection: &'a Selection) -> Scan<'a> {
+        Scan {
+            filter,
+            message_ids: &selection.message_ids,
+            with_delivering: false,
+            limit: usize::MAX,
+        }
+    }
+}
+
+impl Walk {
+    fn done(self) -> bool {
+        matches!(self, Walk::Done)
+    }
+}
+
 impl Broker {
-    /// Up to `limit` messages in queue order (ready, delivering, scheduled) that
-    /// `filter` matches (empty = all), without consuming them.
+    /// Up to `limit` messages in queue order (ready, delivering, scheduled; then
+    /// the paged ones) that `filter` matches (empty = all), without consuming them.
     pub fn browse(&self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
         let queue = self.queue(name)?;
         let filter = self.client_filter(filter)?;
-        self.scan(
-            &queue,
-            Scan {
-                filter: filter.as_ref(),
-                message_ids: &BTreeSet::new(),
-                with_delivering: true,
-                limit,
-            },
-        )
+        let scan = Scan {
+            filter: filter.as_ref(),
+            message_ids: &BTreeSet::new(),
+            with_delivering: true,
+            limit,
+        };
+        self.collect(&queue, &scan)
     }
 
     /// One message of a queue, whatever its state.
@@ -91,7 +143,7 @@ impl Broker {
             with_delivering: true,
             limit: 1,
         };
-        self.scan(&queue, scan)?
+        self.collect(&queue, &scan)?
             .pop()
             .ok_or_else(|| BrokerError::MessageNotFound {
                 queue: name.to_owned(),
@@ -99,64 +151,136 @@ impl Broker {
             })
     }
 
-    /// The one walk over a queue's messages that browsing and every management
-    /// operation share.
-    fn scan(&self, queue: &Queue, scan: Scan<'_>) -> Result<Vec<Browsed>> {
-        let every = scan.filter.is_none() && scan.message_ids.is_empty() && scan.with_delivering;
+    /// Up to `scan.limit` messages of a walk.
+    fn collect(&self, queue: &Queue, scan: &Scan<'_>) -> Result<Vec<Browsed>> {
         let mut out = Vec::new();
-        // Without conditions the first `limit` entries are all it needs.
-        for (entry, state) in queue.browse(if every { scan.limit } else { usize::MAX }) {
-            if out.len() == scan.limit {
-                break;
-            }
-            if (state == BrowseState::Delivering && !scan.with_delivering)
-                || (!scan.message_ids.is_empty() && !scan.message_ids.contains(&entry.id))
-            {
-                continue;
-            }
-            let Some(record) = self.load(queue, &entry)? else {
-                continue;
-            };
-            if scan.filter.is_none_or(|f| f.matches(&Selectable(&record))) {
-                out.push(Browsed { entry, record, state });
-            }
+        let mut at = Walk::Memory;
+        while out.len() < scan.limit && !matches!(at, Walk::Done) {
+            let (chunk, next) = self.walk(queue, scan, at)?;
+            out.extend(chunk.into_iter().take(scan.limit - out.len()));
+            at = next;
         }
         Ok(out)
     }
 
-    /// The messages of a selection that are not being delivered.
-    fn selected(&self, selection: &Selection) -> Result<(Arc<Queue>, Vec<Browsed>)> {
-        let queue = self.queue(&selection.queue)?;
-        let filter = self.client_filter(&selection.filter)?;
-        let scan = Scan {
-            filter: filter.as_ref(),
-            message_ids: &selection.message_ids,
-            with_delivering: false,
-            limit: usize::MAX,
+    /// One step of the walk over a queue's messages that browsing and every
+    /// management operation share: the messages in memory, then a chunk of the
+    /// paged ones at a time. Returns what matches and where to go on.
+    fn walk(&self, queue: &Queue, scan: &Scan<'_>, at: Walk) -> Result<(Vec<Browsed>, Walk)> {
+        let mut out = Vec::new();
+        let keep = |entry: &Entry, record: &MessageRecord| {
+            (scan.message_ids.is_empty() || scan.message_ids.contains(&entry.id))
+                && scan.filter.is_none_or(|f| f.matches(&Selectable(record)))
         };
-        let selected = self.scan(&queue, scan)?;
-        Ok((queue, selected))
+        match at {
+            Walk::Done => Ok((out, Walk::Done)),
+            Walk::Memory => {
+                let every = scan.filter.is_none() && scan.message_ids.is_empty() && scan.with_delivering;
+                // Without conditions the first `limit` entries are all it needs.
+                let (entries, cursor) = queue.browse(if every { scan.limit } else { usize::MAX });
+                for (entry, state) in entries {
+                    if out.len() == scan.limit {
+                        break;
+                    }
+                    if (state == BrowseState::Delivering && !scan.with_delivering)
+                        || (!scan.message_ids.is_empty() && !scan.message_ids.contains(&entry.id))
+                    {
+                        continue;
+                    }
+                    let Some(record) = self.load(queue, &entry)? else {
+                        continue;
+                    };
+                    if keep(&entry, &record) {
+                        out.push(Browsed {
+                            entry,
+                            record,
+                            state,
+                            paged: false,
+                        });
+                    }
+                }
+                let next = if queue.durable {
+                    Walk::Paged(cursor)
+                } else {
+                    Walk::Done
+                };
+                Ok((out, next))
+            }
+            Walk::Paged(after) if !scan.message_ids.is_empty() => {
+                // Named messages are read one by one rather than walked to.
+                for &id in scan.message_ids.range(after.saturating_add(1)..) {
+                    if let Some(record) = self.store.read_message(queue.id, id)? {
+                        let state = self.store.read_state(queue.id, id)?;
+                        out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));
+                    }
+                }
+                Ok((out, Walk::Done))
+            }
+            Walk::Paged(after) => {
+                let read = self.store.scan_queue(queue.id, after, PAGED_CHUNK, u64::MAX)?;
+                let next = match read.last() {
+                    Some(last) if read.len() == PAGED_CHUNK => Walk::Paged(last.record.message_id),
+                    _ => Walk::Done,
+                };
+                for message in read {
+                    out.extend(paged(message.record, message.state).filter(|b| keep(&b.entry, &b.record)));
+                }
+                Ok((out, next))
+            }
+        }
     }
 
+    /// How many messages of a selection are not being delivered.
     pub fn count_messages(&self, selection: &Selection) -> Result<u64> {
-        Ok(self.selected(selection)?.1.len() as u64)
+        let queue = self.queue(&selection.queue)?;
+        let filter = self.client_filter(&selection.filter)?;
+        let scan = Scan::selection(filter.as_ref(), selection);
+        let mut count = 0;
+        let mut at = Walk::Memory;
+        while !at.done() {
+            let chunk;
+            (chunk, at) = self.walk(&queue, &scan, at)?;
+            count += chunk.len() as u64;
+        }
+        Ok(count)
     }
 
     /// Removes every message of a queue that is not being delivered.
     pub async fn purge(&self, name: &str) -> Result<u64> {
-        let queue = self.queue(name)?;
-        let entries = queue.purge();
-        self.drop_entries(&queue, entries).await
+        let selection = Selection {
+            queue: name.to_owned(),
+            ..Selection::default()
+        };
+        self.remove_messages(&selection).await
     }
 
     /// Removes the selected messages; counted as dropped.
     pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
-        let (queue, selected) = self.selected(selection)?;
-        let taken = selected
-            .iter()
-            .filter_map(|b| queue.take_idle(b.entry.id))
-            .collect();
-        self.drop_entries(&queue, taken).await
+        let queue = self.queue(&selection.queue)?;
+        let filter = self.client_filter(&selection.filter)?;
+        let scan = Scan::selection(filter.as_ref(), selection);
+        let mut removed = 0;
+        let mut at = Walk::Memory;
+        while !at.done() {
+            let _tail = queue.tail.lock().await;
+            let chunk;
+            (chunk, at) = self.walk(&queue, &scan, at)?;
+            let entries = chunk.iter().filter_map(|b| Broker::take(&queue, b)).collect();
+            removed += self.drop_entries(&queue, entries).await?;
+        }
+        Ok(removed)
+    }
+
+    /// Takes a walked message out of its queue, if it is still there and idle. A
+    /// paged one may have been read into memory since the walk read it (the
+    /// depager runs between chunks).
+    fn take(queue: &Queue, browsed: &Browsed) -> Option<Entry> {
+        if browsed.paged
+            && let Some(entry) = queue.take_paged(browsed.entry.clone())
+        {
+            return Some(entry);
+        }
+        queue.take_idle(browsed.entry.id)
     }
 
     async fn drop_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
@@ -171,29 +295,44 @@ impl Broker {
     pub async fn move_messages(self: &Arc<Self>, selection: &Selection, to_address: &str) -> Result<u64> {
         message::check_name("address", to_address)?;
         self.ensure_address(to_address, None, Create::OnSend).await?;
-        let (queue, selected) = self.selected(selection)?;
+        let queue = self.queue(&selection.queue)?;
+        let filter = self.client_filter(&selection.filter)?;
+        let scan = Scan::selection(filter.as_ref(), selection);
         let now = now_ms();
         let mut moved = 0;
-        for Browsed { entry, record, .. } in selected {
-            let Some(taken) = queue.take_idle(entry.id) else {
-                continue;
-            };
-            let copy = dead_letter::copy_for(
-                &record,
-                &taken,
-                &queue.name,
-                queue.routing_type,
-                to_address,
-                &Reason::Moved,
-                now,
-            );
-            match self
-                .move_entry(&queue, taken, copy, |reg, copy| reg.route(copy))
-                .await?
-            {
-                Moved::Done => moved += 1,
-                Moved::NoTarget(taken) => {
-                    queue.requeue([(taken, 0)], now);
+        let mut at = Walk::Memory;
+        while !at.done() {
+            let _tail = queue.tail.lock().await;
+            let chunk;
+            (chunk, at) = self.walk(&queue, &scan, at)?;
+            let mut taken = chunk
+                .into_iter()
+                .filter_map(|b| Some((Broker::take(&queue, &b)?, b)))
+                .collect::<Vec<_>>()
+                .into_iter();
+            while let Some((entry, Browsed { record, .. })) = taken.next() {
+                let copy = dead_letter::copy_for(
+                    &record,
+                    &entry,
+                    &queue.name,
+                    queue.routing_type,
+                    to_address,
+                    &Reason::Moved,
+                    now,
+                );
+                match self
+                    .move_entry(&queue, entry, copy, |reg, copy| reg.route(copy))
+                    .await
+                {
+                    Ok(Moved::Done) => moved += 1,
+                    Ok(Moved::NoTarget(entry)) => {
+                        queue.requeue([(entry, 0)], now);
+                    }
+                    Err(err) => {
+                        // Those taken and not tried yet stay in the queue.
+                        queue.requeue(taken.map(|(e, _)| (e, 0)), now);
+                        return Err(err);
+                    }
                 }
             }
         }
@@ -215,56 +354,77 @@ impl Broker {
         limit: Option<usize>,
         may_return_to: impl Fn(&str) -> std::result::Result<(), String>,
     ) -> Result<Vec<RetryOutcome>> {
-        let (dlq, selected) = self.selected(selection)?;
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
-        let mut outcomes = Vec::with_capacity(selected.len());
+        let dlq = self.queue(&selection.queue)?;
+        let filter = self.client_filter(&selection.filter)?;
+        let scan = Scan::selection(filter.as_ref(), selection);
+        let mut outcomes = Vec::new();
         let mut moving = 0;
-        for Browsed { entry, record, .. } in selected {
-            if limit.is_some_and(|limit| moving >= limit) {
-                break;
-            }
-            let mut outcome = RetryOutcome {
-                message_id: entry.id,
-                to_address: String::new(),
-                to_queue: String::new(),
-                skipped: None,
-            };
-            match self
-                .retry_plan(&record)
-                .and_then(|(address, queue)| may_return_to(&address).map(|()| (address, queue)))
+        let mut at = Walk::Memory;
+        'walk: while !at.done() {
+            let _tail = dlq.tail.lock().await;
+            let chunk;
+            (chunk, at) = self.walk(&dlq, &scan, at)?;
+            for Browsed {
+                entry,
+                record,
+                paged,
+                state,
+            } in chunk
             {
-                Ok((address, queue)) => {
-                    outcome.to_address = address;
-                    outcome.to_queue = queue;
+                if limit.is_some_and(|limit| moving >= limit) {
+                    break 'walk;
                 }
-                Err(why) => outcome.skipped = Some(why),
-            }
-            if dry_run || outcome.skipped.is_some() {
+                let mut outcome = RetryOutcome {
+                    message_id: entry.id,
+                    to_address: String::new(),
+                    to_queue: String::new(),
+                    skipped: None,
+                };
+                match self
+                    .retry_plan(&record)
+                    .and_then(|(address, queue)| may_return_to(&address).map(|()| (address, queue)))
+                {
+                    Ok((address, queue)) => {
+                        outcome.to_address = address;
+                        outcome.to_queue = queue;
+                    }
+                    Err(why) => outcome.skipped = Some(why),
+                }
+                if dry_run || outcome.skipped.is_some() {
+                    moving += usize::from(outcome.skipped.is_none());
+                    outcomes.push(outcome);
+                    continue;
+                }
+                let id = entry.id;
+                let browsed = Browsed {
+                    entry,
+                    record,
+                    paged,
+                    state,
+                };
+                let Some(taken) = Broker::take(&dlq, &browsed) else {
+                    outcome.skipped = Some("it is being delivered or is gone".into());
+                    outcomes.push(outcome);
+                    continue;
+                };
+                let copy = dead_letter::retry_copy(&browsed.record, &outcome.to_address);
+                let target = outcome.to_queue.clone();
+                let to_target = |reg: &crate::postoffice::Registry, _: &MessageRecord| {
+                    reg.queues.get(&target).cloned().into_iter().collect()
+                };
+                match self.move_entry(&dlq, taken, copy, to_target).await? {
+                    Moved::Done => info!(from = %dlq.name, message = id, to = %target, "retried message"),
+                    Moved::NoTarget(taken) => {
+                        dlq.requeue([(taken, 0)], now_ms());
+                        outcome.skipped = Some(format!("queue '{target}' no longer exists"));
+                    }
+                }
                 moving += usize::from(outcome.skipped.is_none());
                 outcomes.push(outcome);
-                continue;
-            }
-            let Some(taken) = dlq.take_idle(entry.id) else {
-                outcome.skipped = Some("it is being delivered or is gone".into());
-                outcomes.push(outcome);
-                continue;
-            };
-            let copy = dead_letter::retry_copy(&record, &outcome.to_address);
-            let target = outcome.to_queue.clone();
-            let to_target = |reg: &crate::postoffice::Registry, _: &MessageRecord| {
-                reg.queues.get(&target).cloned().into_iter().collect()
-            };
-            match self.move_entry(&dlq, taken, copy, to_target).await? {
-                Moved::Done => info!(from = %dlq.name, message = entry.id, to = %target, "retried message"),
-                Moved::NoTarget(taken) => {
-                    dlq.requeue([(taken, 0)], now_ms());
-                    outcome.skipped = Some(format!("queue '{target}' no longer exists"));
+                if let Some(pace) = pace {
+                    tokio::time::sleep(pace).await;
                 }
-            }
-            moving += usize::from(outcome.skipped.is_none());
-            outcomes.push(outcome);
-            if let Some(pace) = pace {
-                tokio::time::sleep(pace).await;
             }
         }
         Ok(outcomes)

@@ -16,6 +16,7 @@
 //! | `listing.rs` | read-only views: queues and addresses a page at a time |
 //! | `transact.rs` | committing and rolling back local transactions |
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
+//! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //!
@@ -41,6 +42,7 @@
 mod addresses;
 mod admit;
 mod consume;
+mod depage;
 mod dispatch;
 mod forward;
 mod listing;
@@ -106,9 +108,11 @@ impl Broker {
     /// the config exist, and starts every queue's dispatcher.
     pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
         let started = Instant::now();
-        let mut recovered = store.recover()?;
+        let mut recovered = store.recover_head(recovery::HEAD)?;
+        // Every message stored so far has a lower id.
+        let horizon = store.generate_id()?;
         let duplicate_ids = std::mem::take(&mut recovered.duplicate_ids);
-        let recovered = recovery::rebuild(recovered);
+        let recovered = recovery::rebuild(recovered, horizon);
         let sizes = recovered.registry.size.clone();
         let broker = Arc::new(Broker {
             store,
@@ -130,7 +134,7 @@ impl Broker {
         });
         broker.commit(broker.submit(trimmed)).await?;
         for queue in broker.read().queues.values() {
-            broker.spawn_dispatcher(queue.clone());
+            broker.start_queue(queue.clone());
         }
         broker.apply(config).await?;
         info!(
@@ -141,6 +145,13 @@ impl Broker {
             "recovered"
         );
         Ok(broker)
+    }
+
+    /// Starts a new or recovered queue's tasks, its head bounded by its settings.
+    fn start_queue(self: &Arc<Self>, queue: Arc<Queue>) {
+        self.apply_read_limit(&queue);
+        self.spawn_depager(queue.clone());
+        self.spawn_dispatcher(queue);
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Registry> {

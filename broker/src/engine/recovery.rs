@@ -1,9 +1,11 @@
 //! Start-up: the registry of addresses and queues rebuilt from what the store
-//! recovered, each queue's index in place (bodies stay on disk), delivery counts
-//! and scheduled redeliveries as they were stored.
+//! recovered, the head of each queue's index in place (bodies stay on disk),
+//! delivery counts and scheduled redeliveries as they were stored. The rest of
+//! a deep queue stays paged (`queue/tail.rs`): its depager counts it and reads
+//! it in later, so start-up does not grow with the backlog.
 use std::sync::Arc;
 
-use rebound_storage::Recovered;
+use rebound_storage::{MessageId, Recovered};
 use tracing::warn;
 
 use super::parse_filter;
@@ -11,6 +13,11 @@ use crate::postoffice::{Address, Registry};
 use crate::queue::{Entry, Queue};
 use crate::routing;
 use crate::time::now_ms;
+
+/// Messages recovered per queue at start-up: the default `max-read-page-messages`.
+/// A queue whose bound differs starts above it (new arrivals are paged until it
+/// drains below) or below it (its depager reads the rest at once).
+pub(super) const HEAD: usize = 10_000;
 
 /// What [`rebuild`] made.
 pub(super) struct Rebuilt {
@@ -21,7 +28,8 @@ pub(super) struct Rebuilt {
     pub messages: usize,
 }
 
-pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
+/// `horizon`: an id above every stored one.
+pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
     let mut registry = Registry::default();
     for record in recovered.addresses {
         registry
@@ -67,6 +75,9 @@ pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
             }),
             now,
         );
+        if rq.more {
+            queue.recovered_more(horizon);
+        }
         registry
             .addresses
             .entry(queue.address.clone())

@@ -100,6 +100,7 @@ impl Broker {
                 record,
                 due_ms,
                 duplicate_id,
+                to_disk: false,
             });
         }
         Ok(records)
@@ -141,16 +142,22 @@ impl Broker {
             };
         }
         let mut unrouted = 0;
-        let mut arrivals = Vec::new();
+        let mut arrivals = Arrivals::default();
         let commit = {
             let reg = self.read();
-            for Prepared { record, due_ms, .. } in prepared {
+            for Prepared {
+                record,
+                due_ms,
+                to_disk,
+                ..
+            } in prepared
+            {
                 let targets = reg.route(&record);
                 if targets.is_empty() {
                     unrouted += 1;
                     continue;
                 }
-                place(record, due_ms, targets, &mut ops, &mut arrivals);
+                place(record, due_ms, to_disk, targets, &mut ops, &mut arrivals);
             }
             self.submit(ops)
         };
@@ -158,7 +165,7 @@ impl Broker {
         if let Some(reservation) = reservation {
             reservation.durable();
         }
-        deliver_arrivals(arrivals, now_ms());
+        arrivals.deliver(now_ms());
         Ok((unrouted, duplicates))
     }
 }
@@ -233,19 +240,57 @@ impl SettingsMemo {
     }
 }
 
+/// Messages placed in a commit, to hand to their queues once it is durable.
+/// Stored ones are announced to their queues when placed (the queue's depager
+/// must not read them before they are enqueued, see `queue/tail.rs`); arrivals
+/// dropped undelivered (the commit failed or was never made) are withdrawn.
+#[derive(Default)]
+pub(super) struct Arrivals(Vec<(Arc<Queue>, Entry, u64, bool)>);
+
+impl Arrivals {
+    /// Hands the messages to their queues: one lock and one wake-up of the
+    /// queue's dispatcher per run of arrivals for the same queue, not one per
+    /// message.
+    pub(super) fn deliver(mut self, now: u64) {
+        let mut arrivals = std::mem::take(&mut self.0).into_iter().peekable();
+        while let Some((queue, entry, due_ms, to_disk)) = arrivals.next() {
+            let mut entries = vec![(entry, due_ms)];
+            while let Some((_, entry, due_ms, _)) =
+                arrivals.next_if(|(next, _, _, disk)| Arc::ptr_eq(next, &queue) && *disk == to_disk)
+            {
+                entries.push((entry, due_ms));
+            }
+            if to_disk {
+                queue.enqueue_to_disk(entries, now);
+            } else {
+                queue.enqueue(entries, now);
+            }
+        }
+    }
+}
+
+impl Drop for Arrivals {
+    fn drop(&mut self) {
+        for (queue, entry, _, _) in self.0.iter().filter(|(_, entry, _, _)| entry.stored) {
+            queue.abandon([entry.id]);
+        }
+    }
+}
+
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere. A message due later (`due_ms`,
-/// 0 = now) is stored with a delivery state saying when. The last target takes the
+/// 0 = now) is stored with a delivery state saying when; one `to_disk` is paged by
+/// its queues at once (PAGE past a size limit). The last target takes the
 /// record itself, so a message to one queue is copied once (for the queue's
 /// cache), not twice.
 pub(super) fn place(
     mut record: MessageRecord,
     due_ms: u64,
+    to_disk: bool,
     targets: Vec<Arc<Queue>>,
     ops: &mut Vec<Op>,
-    arrivals: &mut Vec<(Arc<Queue>, Entry, u64)>,
+    arrivals: &mut Arrivals,
 ) {
-    let size = record.encoded_len() as u64;
     let mut targets = targets.into_iter().peekable();
     while let Some(queue) = targets.next() {
         let mut record = match targets.peek() {
@@ -253,6 +298,8 @@ pub(super) fn place(
             None => std::mem::take(&mut record),
         };
         record.routing_type = routing::to_store(queue.routing_type);
+        // As the store counts it (what the queue reads back when it depages).
+        let size = record.encoded_len() as u64;
         let stored = record.durable && queue.durable;
         let entry = Entry {
             id: record.message_id,
@@ -268,6 +315,7 @@ pub(super) fn place(
         };
         if stored {
             let id = record.message_id;
+            queue.arriving([id]);
             ops.push(Op::PutMessage {
                 queue: queue.id,
                 message: record,
@@ -283,19 +331,6 @@ pub(super) fn place(
                 });
             }
         }
-        arrivals.push((queue, entry, due_ms));
-    }
-}
-
-/// Hands new messages to their queues: one lock and one wake-up of the queue's
-/// dispatcher per run of arrivals for the same queue, not one per message.
-pub(super) fn deliver_arrivals(arrivals: Vec<(Arc<Queue>, Entry, u64)>, now: u64) {
-    let mut arrivals = arrivals.into_iter().peekable();
-    while let Some((queue, entry, due_ms)) = arrivals.next() {
-        let mut entries = vec![(entry, due_ms)];
-        while let Some((_, entry, due_ms)) = arrivals.next_if(|(next, _, _)| Arc::ptr_eq(next, &queue)) {
-            entries.push((entry, due_ms));
-        }
-        queue.enqueue(entries, now);
+        arrivals.0.push((queue, entry, due_ms, to_disk));
     }
 }

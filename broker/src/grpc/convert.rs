@@ -212,6 +212,9 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
         dropped: snap.counters.dropped,
         expired: snap.counters.expired,
         bytes: snap.bytes,
+        paged_messages: snap.paged,
+        paged_bytes: snap.paged_bytes,
+        counting: snap.counting,
         outage: snap.outage != Status::Normal,
         outage_since_ms: match snap.outage {
             Status::Outage { since_ms, .. } => since_ms,

@@ -37,7 +37,7 @@ type Labels<'a> = [(&'static str, &'a str); 3];
 type Figure = (&'static str, &'static str, fn(&Snapshot) -> u64);
 
 /// The per-queue gauges.
-const GAUGES: [Figure; 6] = [
+const GAUGES: [Figure; 8] = [
     (
         "queue_messages",
         "Messages in the queue (ready, delivering and scheduled).",
@@ -60,6 +60,16 @@ const GAUGES: [Figure; 6] = [
         "queue_bytes",
         "Bytes (bodies and properties) of the queue's messages.",
         |s| s.bytes,
+    ),
+    (
+        "queue_paged_messages",
+        "Messages kept on disk only (paging), included in queue_messages.",
+        |s| s.paged,
+    ),
+    (
+        "queue_paged_bytes",
+        "Bytes of the paged messages, included in queue_bytes.",
+        |s| s.paged_bytes,
     ),
     (
         "queue_outage",

@@ -2,7 +2,7 @@
 //! picks, counters and snapshots.
 use std::sync::Arc;
 
-use rebound_storage::{FailureRecord, MessageId, MessageRecord};
+use rebound_storage::{DeliveryState, FailureRecord, MessageId, MessageRecord};
 use tokio::sync::mpsc;
 
 use crate::message::bounded_reason;
@@ -37,6 +37,24 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// A stored message read back from storage (recovered or depaged) with its
+    /// delivery state, and when it is due (0: now).
+    pub fn read_back(record: MessageRecord, state: Option<DeliveryState>) -> (Entry, u64) {
+        let state = state.unwrap_or_default();
+        let entry = Entry {
+            id: record.message_id,
+            priority: record.priority.min(9) as u8,
+            expiration_ms: record.expiration_ms,
+            size: prost::Message::encoded_len(&record) as u64,
+            delivery_count: state.delivery_count,
+            failures: state.failures,
+            stored: true,
+            group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
+            record: Some(Arc::new(record)),
+        };
+        (entry, state.scheduled_at_ms)
+    }
+
     /// Keeps a failure, its reason cut to [`crate::message::MAX_REASON_BYTES`]:
     /// failures are stored with the message and copied onto its dead letter, and
     /// the store bounds both.
@@ -76,7 +94,14 @@ pub struct Counters {
 /// A point-in-time view of a queue, for stats.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
+    /// Every message, paged ones included.
     pub messages: u64,
+    /// Messages on disk only (`queue/tail.rs`), and their bytes.
+    pub paged: u64,
+    pub paged_bytes: u64,
+    /// Paged messages are still being counted after a restart: `messages`,
+    /// `paged` and the bytes are lower bounds until then.
+    pub counting: bool,
     pub delivering: u64,
     pub scheduled: u64,
     pub consumers: u32,

@@ -17,18 +17,21 @@
 mod entry;
 mod groups;
 mod state;
+mod tail;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rebound_config::RoutingType;
-use rebound_storage::{MessageId, QueueId};
+use rebound_storage::{MessageId, QueueId, ScannedMessage};
 use tokio::sync::{Notify, mpsc};
 
 pub use entry::{
     BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
 };
 use state::{Consumer, Place, ReadySet, State};
+use tail::Goes;
+pub use tail::ReadLimit;
 
 use crate::address_size::Meter;
 use crate::outage::{Gate, Outage};
@@ -36,6 +39,17 @@ use crate::outage::{Gate, Outage};
 /// How far a filtered consumer's pick looks into the ready messages; beyond that it
 /// waits for the next round rather than hold the queue's lock for a long scan.
 const FILTER_SCAN_LIMIT: usize = 1000;
+
+/// How a message comes to [`Queue::add`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// Sent or moved here: paged if the head is full or older ones are paged.
+    New,
+    /// Sent past a size limit under PAGE: paged if stored.
+    ToDisk,
+    /// Back after a delivery, or recovered: kept in memory.
+    Back,
+}
 
 /// A queue bound to an address.
 #[derive(Debug)]
@@ -50,6 +64,11 @@ pub struct Queue {
     state: Mutex<State>,
     /// Wakes the queue's dispatcher: new messages, new credit, a message back.
     pub wake: Notify,
+    /// Wakes the queue's depager: the head fell below half its bound.
+    pub depage: Notify,
+    /// Held by whoever reads or changes the paged tail in storage (the depager,
+    /// management operations): one at a time.
+    pub tail: tokio::sync::Mutex<()>,
 }
 
 impl Queue {
@@ -72,6 +91,8 @@ impl Queue {
             filter,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            depage: Notify::new(),
+            tail: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -83,26 +104,44 @@ impl Queue {
 
     /// Adds new messages (sent or moved here); `due_ms` > now schedules them.
     pub fn enqueue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
-        self.add(entries, now_ms, true)
+        self.add(entries, now_ms, Arrival::New)
+    }
+
+    /// Adds new messages that go to the paged tail whatever room the head has
+    /// (stored ones; those not stored stay in memory): sent past a size limit
+    /// under `address-full-policy = PAGE`.
+    pub fn enqueue_to_disk(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
+        self.add(entries, now_ms, Arrival::ToDisk)
     }
 
     /// Puts back messages this queue already counted: recovered at start-up, or back
     /// after a failed or released delivery. Returns false if the queue was deleted.
     pub fn requeue(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64) -> bool {
-        self.add(entries, now_ms, false)
+        self.add(entries, now_ms, Arrival::Back)
     }
 
-    fn add(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64, count: bool) -> bool {
+    fn add(&self, entries: impl IntoIterator<Item = (Entry, u64)>, now_ms: u64, arrival: Arrival) -> bool {
         let mut st = self.lock();
         if st.closed {
             return false;
         }
         for (entry, due_ms) in entries {
-            if count {
+            // Only a new arrival finds the head full; one coming back stays in memory.
+            let head_full = match arrival {
+                Arrival::New => {
+                    let (messages, bytes) = st.head();
+                    st.tail.full(messages, bytes)
+                }
+                Arrival::ToDisk => true,
+                Arrival::Back => false,
+            };
+            if arrival != Arrival::Back {
                 st.counters.added += 1;
             }
             st.grow(entry.size);
-            st.insert(entry, due_ms, now_ms);
+            if st.tail.admit(entry.id, entry.stored, entry.size, head_full) == Goes::Memory {
+                st.insert(entry, due_ms, now_ms);
+            }
         }
         drop(st);
         self.wake.notify_one();
@@ -120,6 +159,118 @@ impl Queue {
             new.add(st.bytes);
         }
         st.meter = meter;
+    }
+
+    /// Stored messages about to be committed for this queue (see `tail.rs`):
+    /// the depager waits for them to be enqueued or [`Queue::abandon`]ed.
+    pub fn arriving(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.arriving(id));
+    }
+
+    /// Their commit failed.
+    pub fn abandon(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.abandoned(id));
+    }
+
+    /// Sets the bound of the messages kept in memory.
+    pub fn set_read_limit(&self, limit: ReadLimit) {
+        let mut st = self.lock();
+        st.tail.limit = limit;
+        let wants = st.wants_depage();
+        drop(st);
+        if wants {
+            self.depage.notify_one();
+        }
+    }
+
+    /// After a restart: the queue's stored messages with ids above the last one
+    /// recovered and below `horizon` were not read (start-up reads heads only).
+    pub fn recovered_more(&self, horizon: MessageId) {
+        let mut st = self.lock();
+        st.tail.uncounted = Some(tail::Uncounted {
+            counted_to: st.tail.cursor,
+            horizon,
+        });
+        drop(st);
+        self.depage.notify_one();
+    }
+
+    /// The range the depager should count next, if any: ids after, before.
+    pub fn to_count(&self) -> Option<(MessageId, MessageId)> {
+        self.lock().tail.to_count()
+    }
+
+    /// Paged messages counted (see [`Queue::to_count`]).
+    pub fn counted(&self, count: &rebound_storage::QueueCount) {
+        let mut st = self.lock();
+        st.tail
+            .counted(count.messages, count.bytes, count.last, !count.more);
+        st.grow(count.bytes);
+    }
+
+    /// Starts a depager read if the head wants one: the id to read after, and
+    /// how many messages and bytes at most. Followed by [`Queue::finish_read`]
+    /// or [`Queue::abort_read`]. Only with [`Queue::tail`] held.
+    pub fn start_read(&self) -> Option<(MessageId, u64, u64)> {
+        let mut st = self.lock();
+        if !st.wants_depage() {
+            return None;
+        }
+        let (messages, bytes) = st.head();
+        Some(st.tail.start_read(messages, bytes))
+    }
+
+    /// A read failed.
+    pub fn abort_read(&self) {
+        self.lock().tail.abort_read();
+    }
+
+    /// Loads what a depager read found into memory (as much of it as may be,
+    /// see `tail.rs`); returns how many it loaded.
+    pub fn finish_read(&self, read: Vec<ScannedMessage>, now_ms: u64) -> usize {
+        let ids: Vec<(MessageId, u64)> = read
+            .iter()
+            .map(|m| (m.record.message_id, prost::Message::encoded_len(&m.record) as u64))
+            .collect();
+        let mut st = self.lock();
+        if st.closed {
+            return 0;
+        }
+        let loaded = st.tail.finish_read(&ids);
+        st.grow(loaded.added_bytes);
+        st.shrink(loaded.forgotten_bytes);
+        for message in read.into_iter().take(loaded.take) {
+            let (entry, due_ms) = Entry::read_back(message.record, message.state);
+            st.insert(entry, due_ms, now_ms);
+        }
+        drop(st);
+        if loaded.take > 0 {
+            self.wake.notify_one();
+        }
+        loaded.take
+    }
+
+    /// Takes a paged message, read from storage as `entry`, out of the queue (a
+    /// management operation removes or moves it, [`Queue::tail`] held): None if
+    /// it is not paged (any more, or not yet enqueued).
+    pub fn take_paged(&self, entry: Entry) -> Option<Entry> {
+        let mut st = self.lock();
+        if entry.id <= st.tail.cursor || st.tail.is_pending(entry.id) || st.closed {
+            return None;
+        }
+        if st.tail.left(entry.id, entry.size) {
+            st.shrink(entry.size);
+        }
+        Some(entry)
+    }
+
+    /// Wakes the depager if the head wants more.
+    fn shrunk(&self, st: &State) {
+        if st.wants_depage() {
+            self.depage.notify_one();
+        }
     }
 
     /// Attaches a consumer with initial credit; deliveries arrive on the receiver.
@@ -212,6 +363,7 @@ impl Queue {
                 None => unknown.push(did),
             }
         }
+        self.shrunk(&st);
         (taken, unknown)
     }
 
@@ -268,6 +420,9 @@ impl Queue {
             if !delivering && let Some(entry) = st.take(id) {
                 expired.push(entry);
             }
+        }
+        if !expired.is_empty() {
+            self.shrunk(st);
         }
         let mut picks = Vec::new();
         // Outage mode: nothing while paused, then one probe.
@@ -394,6 +549,7 @@ impl Queue {
                 } else {
                     st.take(pick.entry.id);
                     st.counters.dropped += 1;
+                    self.shrunk(st);
                 }
             }
         }
@@ -407,6 +563,7 @@ impl Queue {
             Place::Delivering { .. } => None,
             _ => st.take(id),
         };
+        self.shrunk(&st);
         drop(st);
         // Its group may have moved on.
         self.wake.notify_one();
@@ -423,6 +580,7 @@ impl Queue {
             .map(|(&id, _)| id)
             .collect();
         let taken = ids.into_iter().filter_map(|id| st.take(id)).collect();
+        self.shrunk(&st);
         drop(st);
         self.wake.notify_one();
         taken
@@ -440,18 +598,22 @@ impl Queue {
         st.expiring.clear();
         st.groups = Default::default();
         st.cached = 0;
+        st.scheduled_bytes = 0;
         drop(st);
         self.wake.notify_one();
+        self.depage.notify_one();
     }
 
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
-    /// Up to `limit` entries in queue order: ready, ready in a group (its front, or
-    /// behind it), delivering, scheduled.
-    pub fn browse(&self, limit: usize) -> Vec<(Entry, BrowseState)> {
+    /// Up to `limit` entries in memory in queue order: ready, ready in a group (its
+    /// front, or behind it), delivering, scheduled; and the cursor at that moment
+    /// (the paged messages are the stored ones above it).
+    pub fn browse(&self, limit: usize) -> (Vec<(Entry, BrowseState)>, MessageId) {
         let st = self.lock();
+        let cursor = st.tail.cursor;
         let ready = st.ready.iter().map(|&(_, id)| id);
         let grouped = st
             .entries
@@ -473,7 +635,7 @@ impl Queue {
             })
             .collect();
         scheduled.sort_unstable();
-        ready
+        let entries = ready
             .chain(grouped)
             .chain(delivering)
             .chain(scheduled.into_iter().map(|(_, id)| id))
@@ -488,13 +650,17 @@ impl Queue {
                 };
                 Some((slot.entry.clone(), state))
             })
-            .collect()
+            .collect();
+        (entries, cursor)
     }
 
     pub fn snapshot(&self) -> Snapshot {
         let st = self.lock();
         Snapshot {
-            messages: st.entries.len() as u64,
+            messages: st.entries.len() as u64 + st.tail.count,
+            paged: st.tail.count,
+            paged_bytes: st.tail.bytes,
+            counting: st.tail.uncounted.is_some(),
             delivering: st.delivering,
             scheduled: st.scheduled.len() as u64,
             consumers: st.consumers.len() as u32,
@@ -531,5 +697,7 @@ impl Queue {
 
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod paging_tests;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
 use super::groups::{Admitted, Groups};
+use super::tail::Tail;
 use crate::address_size::Meter;
 use crate::outage::Outage;
 use crate::timeline::Timeline;
@@ -59,7 +60,7 @@ pub(super) struct Consumer {
 
 #[derive(Debug, Default)]
 pub(super) struct State {
-    /// Every message of the queue. A B-tree rather than a hash map: a deep backlog
+    /// Every message of the queue in memory. A B-tree rather than a hash map: a deep backlog
     /// costs its entries and not a doubling table (about 80 B less per message).
     pub(super) entries: BTreeMap<MessageId, Slot>,
     pub(super) ready: ReadySet,
@@ -68,9 +69,14 @@ pub(super) struct State {
     pub(super) consumers: Vec<Consumer>,
     pub(super) next_consumer: usize,
     pub(super) delivering: u64,
+    /// Bytes of every message of the queue, paged ones included.
     pub(super) bytes: u64,
     /// Moved with `bytes` while the queue is bound to its address.
     pub(super) meter: Option<Meter>,
+    /// Its paged messages.
+    pub(super) tail: Tail,
+    /// Bytes of the messages in the timeline (`scheduled`).
+    pub(super) scheduled_bytes: u64,
     /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
     pub(super) cached: u64,
     pub(super) counters: Counters,
@@ -87,11 +93,28 @@ impl State {
         }
     }
 
-    fn shrink(&mut self, bytes: u64) {
+    pub(super) fn shrink(&mut self, bytes: u64) {
         self.bytes -= bytes;
         if let Some(meter) = &self.meter {
             meter.sub(bytes);
         }
+    }
+
+    /// Messages and bytes in memory that count towards the head's bound: not
+    /// those waiting in the timeline for a later delivery (as in Artemis, whose
+    /// scheduled messages are not counted by the read limits), so that messages
+    /// due far ahead never hold back those behind them.
+    pub(super) fn head(&self) -> (u64, u64) {
+        (
+            (self.entries.len() - self.scheduled.len()) as u64,
+            self.bytes - self.tail.bytes - self.scheduled_bytes,
+        )
+    }
+
+    /// Whether the depager should read more.
+    pub(super) fn wants_depage(&self) -> bool {
+        let (messages, bytes) = self.head();
+        self.tail.wants_depage(messages, bytes)
     }
 
     pub(super) fn insert(&mut self, mut entry: Entry, due_ms: u64, now_ms: u64) {
@@ -130,6 +153,7 @@ impl State {
         }
         if due {
             self.scheduled.insert(due_ms, id);
+            self.scheduled_bytes += entry.size;
             Place::Scheduled(due_ms)
         } else {
             self.ready_place(entry)
@@ -156,6 +180,9 @@ impl State {
         let Some(slot) = self.entries.remove(&id) else {
             return;
         };
+        if matches!(slot.place, Place::Scheduled(_)) {
+            self.scheduled_bytes -= slot.entry.size;
+        }
         let place = self.place(&slot.entry, 0, now_ms);
         self.entries.insert(id, Slot { place, ..slot });
     }
@@ -192,7 +219,10 @@ impl State {
                     consumer.ready.remove(&key);
                 }
             }
-            Place::Scheduled(due) => self.scheduled.remove(due, id),
+            Place::Scheduled(due) => {
+                self.scheduled.remove(due, id);
+                self.scheduled_bytes -= slot.entry.size;
+            }
             Place::Delivering { .. } => self.delivering -= 1,
             Place::Behind(_) => {}
         }
@@ -223,6 +253,7 @@ impl State {
         let place = match slot.place {
             Place::Behind(due) if due > 0 => {
                 self.scheduled.insert(due, next);
+                self.scheduled_bytes += slot.entry.size;
                 Place::Scheduled(due)
             }
             _ => self.ready_place(&slot.entry),

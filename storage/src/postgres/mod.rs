@@ -151,7 +151,7 @@ use std::sync::Mutex;
 
 use crate::error::StorageError;
 use crate::records::{DeliveryState, MessageRecord};
-use crate::{Commit, MessageId, Op, QueueId, Recovered, Store, StoreStats};
+use crate::{Commit, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats};
 
 use group_commit::Committer;
 use ids::IdBlock;
@@ -221,8 +221,33 @@ impl Store for PostgresStore {
             .block(move |pool| async move { reads::state(&pool, queue, id).await })
     }
 
-    fn recover(&self) -> Result<Recovered, StorageError> {
-        self.db.block(|pool| async move { reads::recover(&pool).await })
+    fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {
+        self.db
+            .block(move |pool| async move { reads::recover_head(&pool, head).await })
+    }
+
+    fn scan_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ScannedMessage>, StorageError> {
+        self.db.block(move |pool| async move {
+            reads::scan_queue(&pool, queue, after, max_messages, max_bytes).await
+        })
+    }
+
+    fn count_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+        max_messages: usize,
+    ) -> Result<QueueCount, StorageError> {
+        self.db.block(move |pool| async move {
+            reads::count_queue(&pool, queue, after, before, max_messages).await
+        })
     }
 
     /// `syncs` counts the group transactions committed; `disk_bytes` is 0.

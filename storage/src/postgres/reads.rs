@@ -12,7 +12,10 @@ use tokio_postgres::IsolationLevel;
 use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord, decode};
-use crate::{IndexEntry, MessageId, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, keys};
+use crate::{
+    IndexEntry, MessageId, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
+    ScannedMessage, keys,
+};
 
 /// Index entries per round trip during recovery.
 const INDEX_PAGE_ROWS: i64 = 10_000;
@@ -55,14 +58,14 @@ pub(super) async fn state(
         .transpose()
 }
 
-/// Everything [`Store::recover`](crate::Store::recover) returns, from one
-/// snapshot.
-pub(super) async fn recover(pool: &Pool) -> Result<Recovered, StorageError> {
-    recover_in_pages(pool, INDEX_PAGE_ROWS).await
+/// Everything [`Store::recover_head`](crate::Store::recover_head) returns,
+/// from one snapshot: each queue's first `head` index entries.
+pub(super) async fn recover_head(pool: &Pool, head: usize) -> Result<Recovered, StorageError> {
+    recover_in_pages(pool, head, INDEX_PAGE_ROWS).await
 }
 
-/// [`recover`], reading each queue's index `page_rows` entries at a time.
-async fn recover_in_pages(pool: &Pool, page_rows: i64) -> Result<Recovered, StorageError> {
+/// [`recover_head`], reading each queue's index `page_rows` entries at a time.
+async fn recover_in_pages(pool: &Pool, head: usize, page_rows: i64) -> Result<Recovered, StorageError> {
     let mut client = pool.get().await.map_err(pool_error)?;
     let tx = client
         .build_transaction()
@@ -91,16 +94,25 @@ async fn recover_in_pages(pool: &Pool, page_rows: i64) -> Result<Recovered, Stor
         let id = row.get::<_, i64>(0) as QueueId;
         let record: QueueRecord = decode(&keys::queue(id), row.get(1))?;
         let mut messages = Vec::new();
+        // One entry past the head says whether the queue has more.
+        let wanted = head.saturating_add(1);
         loop {
             let after = messages.last().map(|m: &IndexEntry| m.id);
-            let page = index_page(&tx, id, after, page_rows).await?;
-            let full = page.len() as i64 == page_rows;
+            let limit = page_rows.min(rows(wanted - messages.len()));
+            let page = index_page(&tx, id, after, limit).await?;
+            let full = page.len() as i64 == limit;
             messages.extend(page);
-            if !full {
+            if !full || messages.len() == wanted {
                 break;
             }
         }
-        queues.push(RecoveredQueue { record, messages });
+        let more = messages.len() > head;
+        messages.truncate(head);
+        queues.push(RecoveredQueue {
+            record,
+            messages,
+            more,
+        });
     }
     let duplicate_ids = tx
         .query(
@@ -121,6 +133,99 @@ async fn recover_in_pages(pool: &Pool, page_rows: i64) -> Result<Recovered, Stor
         addresses,
         queues,
         duplicate_ids,
+    })
+}
+
+/// A count of rows as SQL takes it.
+fn rows(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// What [`Store::scan_queue`](crate::Store::scan_queue) returns: whole
+/// messages with their states, at most `max_messages`, and none past
+/// `max_bytes` but the first.
+pub(super) async fn scan_queue(
+    pool: &Pool,
+    queue: QueueId,
+    after: MessageId,
+    max_messages: usize,
+    max_bytes: u64,
+) -> Result<Vec<ScannedMessage>, StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client
+        .prepare_cached(
+            "SELECT m.id, m.size, m.record, s.record
+             FROM messages m
+             LEFT JOIN delivery_states s ON s.queue = m.queue AND s.id = m.id
+             WHERE m.queue = $1 AND m.id > $2
+             ORDER BY m.id
+             LIMIT $3",
+        )
+        .await
+        .map_err(db_error)?;
+    let found = client
+        .query(
+            &statement,
+            &[&i64::from(queue), &(after as i64), &rows(max_messages)],
+        )
+        .await
+        .map_err(db_error)?;
+    let mut bytes = 0u64;
+    let mut scanned = Vec::with_capacity(found.len());
+    for row in found {
+        let id = row.get::<_, i64>(0) as MessageId;
+        let size = row.get::<_, i32>(1) as u64;
+        if !scanned.is_empty() && bytes + size > max_bytes {
+            break;
+        }
+        bytes += size;
+        scanned.push(ScannedMessage {
+            record: decode(&keys::message(queue, id), row.get(2))?,
+            state: row
+                .get::<_, Option<&[u8]>>(3)
+                .map(|record| decode(&keys::state(queue, id), record))
+                .transpose()?,
+        });
+    }
+    Ok(scanned)
+}
+
+/// What [`Store::count_queue`](crate::Store::count_queue) returns, counted by
+/// the database from the index columns (no record leaves it).
+pub(super) async fn count_queue(
+    pool: &Pool,
+    queue: QueueId,
+    after: MessageId,
+    before: MessageId,
+    max_messages: usize,
+) -> Result<QueueCount, StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client
+        .prepare_cached(
+            "SELECT count(*) FILTER (WHERE n <= $4),
+                    coalesce(sum(size) FILTER (WHERE n <= $4), 0)::bigint,
+                    max(id) FILTER (WHERE n <= $4),
+                    count(*) > $4
+             FROM (SELECT id, size, row_number() OVER (ORDER BY id) AS n
+                   FROM (SELECT id, size FROM messages
+                         WHERE queue = $1 AND id > $2 AND id < $3
+                         ORDER BY id LIMIT $4 + 1) r) numbered",
+        )
+        .await
+        .map_err(db_error)?;
+    let max = rows(max_messages).min(i64::MAX - 1);
+    let row = client
+        .query_one(
+            &statement,
+            &[&i64::from(queue), &(after as i64), &(before as i64), &max],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(QueueCount {
+        messages: row.get::<_, i64>(0) as u64,
+        bytes: row.get::<_, i64>(1) as u64,
+        last: row.get::<_, Option<i64>>(2).map_or(after, |id| id as MessageId),
+        more: row.get(3),
     })
 }
 
@@ -236,7 +341,7 @@ mod tests {
         let whole = store.recover().unwrap();
         let paged = store
             .db
-            .block(|pool| async move { recover_in_pages(&pool, 7).await })
+            .block(|pool| async move { recover_in_pages(&pool, usize::MAX, 7).await })
             .unwrap();
         assert_eq!(paged, whole);
         assert_eq!(whole.queues[0].messages.len(), 25);

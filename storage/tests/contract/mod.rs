@@ -8,6 +8,7 @@
 //! crashes, group commit) is tested next to that engine, not here.
 
 mod fixtures;
+mod scan;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use rebound_storage::{
 };
 
 pub use fixtures::large;
+pub use scan::*;
 
 /// Opens stores of one engine for one test.
 pub trait Harness {
@@ -51,7 +53,10 @@ macro_rules! store_contract {
                 stats_count_durable_commits_and_their_ops,
                 size_limits_are_those_of_every_engine,
                 large_bodies_round_trip_through_commit_reopen_and_read,
-                large_messages_are_rewritten_moved_and_removed
+                large_messages_are_rewritten_moved_and_removed,
+                scans_read_a_queue_in_order_after_a_cursor,
+                scans_merge_old_and_recent_writes_in_chunks,
+                counts_and_recovered_heads_agree_with_the_index
             );
             store_contract!(@tests $harness, #[tokio::test(flavor = "multi_thread", worker_threads = 2)];
                 concurrent_commits_are_all_durable,

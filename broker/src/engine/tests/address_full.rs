@@ -1,6 +1,6 @@
 //! `address-full-policy` and the limits it applies: BLOCK waits and is woken by
 //! what makes room (or a reload), times out with a clear error; FAIL refuses;
-//! DROP discards and counts; PAGE accepts; `global-max-size` spans addresses;
+//! DROP discards and counts; PAGE accepts and pages; `global-max-size` spans addresses;
 //! messages the broker moves itself (dead letters) are never refused.
 use super::*;
 use crate::error::BrokerError;
@@ -150,10 +150,12 @@ async fn a_dropped_message_keeps_the_duplicate_flags_in_the_order_sent() {
 }
 
 #[tokio::test]
-async fn page_accepts_past_the_limit() {
+async fn page_accepts_past_the_limit_and_pages_what_is_past_it() {
     let broker = broker_with_empty_q("PAGE").await;
     send(&broker, "q", &[BODY, BODY, BODY]).await;
-    assert_eq!(broker.queue("q").unwrap().snapshot().messages, 3);
+    let snap = broker.queue("q").unwrap().snapshot();
+    // The first fits; the two past max-size-bytes went to disk, not to memory.
+    assert_eq!((snap.messages, snap.paged), (3, 2));
 }
 
 #[tokio::test]

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rebound_storage::{
-    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueId, Recovered, StorageError,
-    Store, StoreStats,
+    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueCount, QueueId, Recovered,
+    ScannedMessage, StorageError, Store, StoreStats,
 };
 
 /// What a test does to the store's commits.
@@ -39,8 +39,28 @@ impl<H: Hook> Store for Intercepted<H> {
         self.inner.read_state(queue, id)
     }
 
-    fn recover(&self) -> Result<Recovered, StorageError> {
-        self.inner.recover()
+    fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {
+        self.inner.recover_head(head)
+    }
+
+    fn scan_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ScannedMessage>, StorageError> {
+        self.inner.scan_queue(queue, after, max_messages, max_bytes)
+    }
+
+    fn count_queue(
+        &self,
+        queue: QueueId,
+        after: MessageId,
+        before: MessageId,
+        max_messages: usize,
+    ) -> Result<QueueCount, StorageError> {
+        self.inner.count_queue(queue, after, before, max_messages)
     }
 
     fn stats(&self) -> StoreStats {

@@ -11,6 +11,7 @@ mod lifecycle;
 mod limits;
 mod manage;
 mod outage;
+mod paging;
 mod random_input;
 mod redelivery;
 mod refusals;

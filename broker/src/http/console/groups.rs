@@ -114,6 +114,7 @@ mod tests {
             },
             record: Arc::new(record),
             state: BrowseState::Ready,
+            paged: false,
         }
     }
 

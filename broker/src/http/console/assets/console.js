@@ -344,6 +344,7 @@ class QueuePage {
         card("In / s", fmt.rate(q.in_per_s)), card("Out / s", fmt.rate(q.out_per_s)),
         card("Redelivered", fmt.int(q.redelivered)), card("Dead-lettered", fmt.int(q.dead_lettered)),
         card("Bytes", fmt.bytes(q.bytes)),
+        card("Paged", fmt.int(q.paged_messages) + " · " + fmt.bytes(q.paged_bytes) + (q.counting ? " · counting" : "")),
         card("State", q.state === "outage"
           ? "outage since " + new Date(q.outage_since_ms).toLocaleTimeString() + (q.next_probe_at_ms
             ? " · next probe " + new Date(q.next_probe_at_ms).toLocaleTimeString() : " · probe out")

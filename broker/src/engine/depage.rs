@@ -1,0 +1,108 @@
+//! A durable queue's depager: the task that reads its paged messages back into
+//! memory (`queue/tail.rs` says what is paged and why).
+//!
+//! It sleeps until the queue's head falls below half its bound, then reads the
+//! next paged messages in id order, enough to fill the head again, in one
+//! ordered read of the store (off the queue's lock, on a blocking thread), and
+//! loads them. Reading at half the bound, a whole half-head at a time, keeps
+//! the read ahead of a draining consumer. After a restart it first counts, a
+//! chunk at a time, the paged messages start-up did not read, so that the
+//! queue's figures become exact without delaying the start.
+//!
+//! It holds the queue's [`Queue::tail`] lock while it reads, so management
+//! operations that walk the paged messages never race it.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::error;
+
+use super::Broker;
+use crate::queue::{Queue, ReadLimit};
+use crate::time::now_ms;
+
+/// Paged messages counted per step after a restart.
+const COUNT_CHUNK: usize = 200_000;
+
+/// How long to wait before reading again when a read could load nothing (the
+/// next paged message is still being committed).
+const PENDING_BACKOFF: Duration = Duration::from_millis(1);
+
+impl Broker {
+    /// Bounds a queue's head as its address-settings say.
+    pub(super) fn apply_read_limit(&self, queue: &Queue) {
+        let settings = self.settings_for(&queue.address);
+        queue.set_read_limit(ReadLimit {
+            messages: settings.max_read_page_messages,
+            bytes: settings.max_read_page_bytes,
+        });
+    }
+
+    /// Starts a durable queue's depager as one of the engine's tasks.
+    pub(super) fn spawn_depager(self: &Arc<Self>, queue: Arc<Queue>) {
+        if queue.durable {
+            self.spawn(run(self.clone(), queue));
+        }
+    }
+}
+
+async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
+    loop {
+        if queue.is_closed() || broker.is_shutting_down() {
+            return;
+        }
+        if let Err(err) = step(&broker, &queue).await {
+            error!(queue = %queue.name, %err, "reading paged messages failed; retrying in a second");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        if queue.to_count().is_some() {
+            continue;
+        }
+        tokio::select! {
+            _ = queue.depage.notified() => {}
+            _ = broker.shutdown().cancelled() => return,
+        }
+    }
+}
+
+/// Counts one chunk of what is left to count, then reads as long as the head
+/// wants more.
+async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<()> {
+    let _tail = queue.tail.lock().await;
+    if let Some((after, before)) = queue.to_count() {
+        let store = broker.store.clone();
+        let id = queue.id;
+        let count = blocking(move || store.count_queue(id, after, before, COUNT_CHUNK)).await?;
+        queue.counted(&count);
+    }
+    while let Some((after, messages, bytes)) = queue.start_read() {
+        let store = broker.store.clone();
+        let id = queue.id;
+        let max = usize::try_from(messages).unwrap_or(usize::MAX);
+        match blocking(move || store.scan_queue(id, after, max, bytes)).await {
+            Ok(read) => {
+                if queue.finish_read(read, now_ms()) == 0 {
+                    tokio::time::sleep(PENDING_BACKOFF).await;
+                }
+            }
+            Err(err) => {
+                queue.abort_read();
+                return Err(err);
+            }
+        }
+        if queue.is_closed() || broker.is_shutting_down() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs a store read on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, rebound_storage::StorageError> + Send + 'static,
+) -> crate::error::Result<T> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(result) => Ok(result?),
+        Err(join) => std::panic::resume_unwind(join.into_panic()),
+    }
+}

@@ -1,0 +1,242 @@
+//! Paging: a queue's stored backlog beyond a bounded head stays on disk only.
+//!
+//! Memory must not grow with the depth of a backlog, so a queue holds in memory
+//! at most `max-read-page-messages` / `max-read-page-bytes` of its messages
+//! (ready and being delivered, as Artemis counts them; messages waiting in the
+//! timeline for a later delivery are not counted, see `State::head`). A stored
+//! message that arrives while the head is full, or while older messages are
+//! already paged, is only counted here: its record is in the store already, so
+//! paging writes nothing. The depager (`engine/depage.rs`) reads paged messages
+//! back in id order, in large batches, when the head falls below half its
+//! bound. Messages not in the store (non-durable) and messages that come back
+//! (nacks, released deliveries) always stay in memory.
+//!
+//! The invariant, with `cursor` the highest id the depager has passed: every
+//! stored message of the queue with an id up to `cursor` is in memory, every
+//! one above it is paged (and counted, but for a range still being counted
+//! after a restart).
+//!
+//! The race this has to close: a send is committed first and enqueued after,
+//! and commits finish out of id order. A depager read could see a message that
+//! is committed but not yet enqueued, load it, and then the enqueue would add
+//! it a second time. So a stored arrival is *pending* from before its commit
+//! until it is enqueued ([`Tail::arriving`]), and the depager never passes a
+//! pending id; a message enqueued as paged while a read was in flight
+//! (*late*) stops the cursor before it unless the read saw it.
+use std::collections::BTreeSet;
+
+use rebound_storage::MessageId;
+
+/// The head's bound: `max-read-page-messages` and `max-read-page-bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimit {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+impl Default for ReadLimit {
+    /// No bound until the queue's settings are applied.
+    fn default() -> ReadLimit {
+        ReadLimit {
+            messages: u64::MAX,
+            bytes: u64::MAX,
+        }
+    }
+}
+
+/// After a restart, paged messages with ids in `(counted_to, horizon)` are not
+/// counted yet (start-up reads only the heads of queues).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uncounted {
+    pub counted_to: MessageId,
+    pub horizon: MessageId,
+}
+
+impl Uncounted {
+    fn contains(&self, id: MessageId) -> bool {
+        id > self.counted_to && id < self.horizon
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Tail {
+    pub(super) cursor: MessageId,
+    /// Paged messages counted, and their bytes.
+    pub(super) count: u64,
+    pub(super) bytes: u64,
+    pub(super) uncounted: Option<Uncounted>,
+    pub(super) limit: ReadLimit,
+    /// Stored arrivals in a commit not yet enqueued.
+    pending: BTreeSet<MessageId>,
+    /// While a depager read is in flight: the ids paged at arrival meanwhile.
+    late: Option<Vec<MessageId>>,
+}
+
+/// Where a message added to the queue goes.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Goes {
+    Memory,
+    Paged,
+}
+
+impl Tail {
+    pub(super) fn is_empty(&self) -> bool {
+        self.count == 0 && self.uncounted.is_none()
+    }
+
+    /// A stored message is about to be committed for this queue.
+    pub(super) fn arriving(&mut self, id: MessageId) {
+        self.pending.insert(id);
+    }
+
+    /// Whether `id` is committed (or being committed) but not enqueued yet.
+    pub(super) fn is_pending(&self, id: MessageId) -> bool {
+        self.pending.contains(&id)
+    }
+
+    /// Its commit failed: it never arrives.
+    pub(super) fn abandoned(&mut self, id: MessageId) {
+        self.pending.remove(&id);
+    }
+
+    /// Decides where a message goes and counts it if it is paged. `head_full`:
+    /// a new arrival finds the head at its bound (a message coming back never
+    /// does: it stays in memory).
+    pub(super) fn admit(&mut self, id: MessageId, stored: bool, size: u64, head_full: bool) -> Goes {
+        if !stored {
+            return Goes::Memory;
+        }
+        self.pending.remove(&id);
+        if id <= self.cursor {
+            return Goes::Memory;
+        }
+        if !self.is_empty() || head_full {
+            self.count += 1;
+            self.bytes += size;
+            if let Some(late) = &mut self.late {
+                late.push(id);
+            }
+            return Goes::Paged;
+        }
+        self.cursor = id;
+        Goes::Memory
+    }
+
+    /// Whether a head of `messages` and `bytes` is at its bound.
+    pub(super) fn full(&self, messages: u64, bytes: u64) -> bool {
+        messages >= self.limit.messages || bytes >= self.limit.bytes
+    }
+
+    /// Whether the depager should read: there are paged messages and the head
+    /// is below half its bound.
+    pub(super) fn wants_depage(&self, messages: u64, bytes: u64) -> bool {
+        !self.is_empty() && messages < self.limit.messages.div_ceil(2) && bytes < self.limit.bytes.div_ceil(2)
+    }
+
+    /// A depager read starts: after which id, and how much it may read.
+    pub(super) fn start_read(&mut self, messages: u64, bytes: u64) -> (MessageId, u64, u64) {
+        self.late = Some(Vec::new());
+        (
+            self.cursor,
+            self.limit.messages.saturating_sub(messages).max(1),
+            self.limit.bytes.saturating_sub(bytes).max(1),
+        )
+    }
+
+    /// A depager read failed: nothing changes.
+    pub(super) fn abort_read(&mut self) {
+        self.late = None;
+    }
+
+    /// A depager read of messages `read` (id and size, ascending, all above the
+    /// cursor) is back: how many of them to load into memory (a prefix), the
+    /// cursor moved past them and the tail's figures updated.
+    pub(super) fn finish_read(&mut self, read: &[(MessageId, u64)]) -> Loaded {
+        let late = self.late.take().unwrap_or_default();
+        if read.is_empty() && late.is_empty() {
+            // Nothing above the cursor, and nothing arrived during the read: no
+            // range is left to count, and what the count says is paged is not in
+            // the store (removed behind the queue's back), so it is forgotten
+            // rather than waited for.
+            self.uncounted = None;
+            self.count = 0;
+            return Loaded {
+                take: 0,
+                added_bytes: 0,
+                forgotten_bytes: std::mem::take(&mut self.bytes),
+            };
+        }
+        let read_set: BTreeSet<MessageId> = read.iter().map(|&(id, _)| id).collect();
+        // The read may have missed what was enqueued while it ran.
+        let missed = late.into_iter().filter(|id| !read_set.contains(id)).min();
+        let stop = [self.pending.first().copied(), missed]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(MessageId::MAX);
+        let take = read
+            .iter()
+            .take_while(|&&(id, _)| id < stop && id > self.cursor)
+            .count();
+        let mut added_bytes = 0;
+        for &(id, size) in &read[..take] {
+            if !self.left(id, size) {
+                added_bytes += size;
+            }
+        }
+        if let Some(&(last, _)) = read[..take].last() {
+            self.cursor = last;
+        }
+        if let Some(u) = &mut self.uncounted {
+            u.counted_to = u.counted_to.max(self.cursor);
+            if u.counted_to.saturating_add(1) >= u.horizon {
+                self.uncounted = None;
+            }
+        }
+        Loaded {
+            take,
+            added_bytes,
+            forgotten_bytes: 0,
+        }
+    }
+
+    /// A paged message `id` of `size` bytes leaves the tail (loaded into memory
+    /// or removed by management). Returns whether it had been counted, i.e.
+    /// whether the queue's byte total already includes it.
+    pub(super) fn left(&mut self, id: MessageId, size: u64) -> bool {
+        let counted = !self.uncounted.is_some_and(|u| u.contains(id));
+        if counted {
+            self.count = self.count.saturating_sub(1);
+            self.bytes = self.bytes.saturating_sub(size);
+        }
+        counted
+    }
+
+    /// The next range to count after a restart, if any: after, before.
+    pub(super) fn to_count(&self) -> Option<(MessageId, MessageId)> {
+        self.uncounted.map(|u| (u.counted_to, u.horizon))
+    }
+
+    /// Counted `messages` of `bytes` up to `last`; `done` when the range is.
+    pub(super) fn counted(&mut self, messages: u64, bytes: u64, last: MessageId, done: bool) {
+        self.count += messages;
+        self.bytes += bytes;
+        if let Some(u) = &mut self.uncounted {
+            u.counted_to = u.counted_to.max(last);
+            if done {
+                self.uncounted = None;
+            }
+        }
+    }
+}
+
+/// What [`Tail::finish_read`] decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Loaded {
+    /// How many messages of the read to load.
+    pub(super) take: usize,
+    /// Bytes of those the queue had not counted yet.
+    pub(super) added_bytes: u64,
+    /// Bytes of paged messages forgotten.
+    pub(super) forgotten_bytes: u64,
+}
