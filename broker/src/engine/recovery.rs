@@ -51,6 +51,7 @@ pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
         messages += rq.messages.len();
         queue.requeue(
             rq.messages.into_iter().map(|m| {
+                let state_stored = m.state.is_some();
                 let state = m.state.unwrap_or_default();
                 let entry = Entry {
                     id: m.id,
@@ -60,6 +61,7 @@ pub(super) fn rebuild(recovered: Recovered) -> Rebuilt {
                     delivery_count: state.delivery_count,
                     failures: state.failures,
                     stored: true,
+                    state_stored,
                     group: m.group.map(Arc::from),
                     record: None,
                 };

@@ -15,6 +15,7 @@ mod redelivery;
 mod refusals;
 mod scheduled;
 mod shutdown;
+mod states;
 mod transactions;
 
 use std::sync::Arc;
