@@ -256,6 +256,7 @@ mod tests {
                 reason: "db down".into(),
             }],
             stored: true,
+            state_stored: true,
             group: None,
             record: None,
         };
@@ -309,6 +310,7 @@ mod tests {
             delivery_count: 2,
             failures: Vec::new(),
             stored: true,
+            state_stored: true,
             group: None,
             record: None,
         };
@@ -373,6 +375,7 @@ mod tests {
             delivery_count: u32::MAX,
             failures: Vec::new(),
             stored: true,
+            state_stored: true,
             group: None,
             record: None,
         };

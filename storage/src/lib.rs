@@ -404,6 +404,16 @@ pub enum Op {
         /// The message.
         id: MessageId,
     },
+    /// Removes a message reference that never had a delivery state, as the
+    /// caller knows (it wrote none and recovered none): [`Op::RemoveMessage`]
+    /// without the state's delete, which is a write (a tombstone) like any other.
+    /// A state that does exist stays behind.
+    RemoveStatelessMessage {
+        /// The queue.
+        queue: QueueId,
+        /// The message.
+        id: MessageId,
+    },
     /// Adds (or replaces) entry `seq` of an address's duplicate-id cache.
     PutDuplicateId {
         /// The address whose cache it is.

@@ -41,6 +41,7 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
         Op::DeleteAddress(_)
         | Op::DeleteQueue(_)
         | Op::RemoveMessage { .. }
+        | Op::RemoveStatelessMessage { .. }
         | Op::RemoveDuplicateId { .. } => Ok(()),
     }
 }

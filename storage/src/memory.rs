@@ -118,6 +118,9 @@ impl Data {
                 self.messages.remove(&(queue, id));
                 self.states.remove(&(queue, id));
             }
+            Op::RemoveStatelessMessage { queue, id } => {
+                self.messages.remove(&(queue, id));
+            }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, seq), id);
             }

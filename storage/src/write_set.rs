@@ -81,6 +81,7 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged.delete(keys::message(queue, id).to_vec());
                 staged.delete(keys::state(queue, id).to_vec());
             }
+            Op::RemoveStatelessMessage { queue, id } => staged.delete(keys::message(queue, id).to_vec()),
             Op::PutDuplicateId { address, seq, id } => {
                 staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
             }

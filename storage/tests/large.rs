@@ -114,11 +114,11 @@ async fn remove_message_deletes_its_file() {
     assert_eq!(files(dir.path()), names(&["q1-m2.body"]));
     assert_eq!(store.read_message(1, 1).unwrap(), None);
 
-    // Put and remove in one commit: no file is ever left.
+    // Put and remove (one that never had a state) in one commit: no file is ever left.
     store
         .commit(vec![
             put(1, &message(3, 1 << 20)),
-            Op::RemoveMessage { queue: 1, id: 3 },
+            Op::RemoveStatelessMessage { queue: 1, id: 3 },
         ])
         .await
         .unwrap();

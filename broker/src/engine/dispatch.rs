@@ -38,14 +38,16 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
             Ok(Some(record)) => filter.matches(&Selectable(&record)),
             _ => false,
         };
-        let (picks, expired, next_due) = queue.pick(now, &matches);
+        // Read once: a picked entry that will get its count stored must know it has a state.
+        let persist = broker.settings.persist_count_before_delivery();
+        let (picks, expired, next_due) = queue.pick(now, persist, &matches);
         if !expired.is_empty()
             && let Err(err) = broker.expire(&queue, expired).await
         {
             error!(queue = %queue.name, %err, "expiring messages failed");
         }
         if !picks.is_empty() {
-            hand_over(&broker, &queue, picks).await;
+            hand_over(&broker, &queue, picks, persist).await;
         }
         let sleep = next_due.map(|due| Duration::from_millis(due.saturating_sub(now)));
         tokio::select! {
@@ -64,9 +66,11 @@ async fn sleep_for(duration: Option<Duration>) {
 }
 
 /// Sends picked messages to their consumers, one batch per consumer.
-async fn hand_over(broker: &Broker, queue: &Queue, picks: Vec<Pick>) {
-    if broker.settings.persist_count_before_delivery()
-        && let Err(err) = broker.persist_counts(queue, picks.iter().map(|p| &p.entry)).await
+async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist: bool) {
+    if persist
+        && let Err(err) = broker
+            .persist_counts(queue, picks.iter_mut().map(|p| &mut p.entry))
+            .await
     {
         error!(queue = %queue.name, %err, "could not persist delivery counts; not delivering");
         picks.iter().for_each(|p| queue.unpick(p));

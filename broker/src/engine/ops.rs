@@ -5,19 +5,25 @@ use rebound_storage::{DeliveryState, Op};
 
 use crate::queue::{Entry, Queue};
 
-/// The storage ops that remove `entries` of `queue` (those it stored).
+/// The storage ops that remove `entries` of `queue` (those it stored), with their
+/// delivery state where one may exist.
 pub(super) fn removal_ops<'a>(queue: &Queue, entries: impl IntoIterator<Item = &'a Entry>) -> Vec<Op> {
     entries
         .into_iter()
         .filter(|e| e.stored)
-        .map(|e| Op::RemoveMessage {
-            queue: queue.id,
-            id: e.id,
+        .map(|e| {
+            let (queue, id) = (queue.id, e.id);
+            match e.state_stored {
+                true => Op::RemoveMessage { queue, id },
+                false => Op::RemoveStatelessMessage { queue, id },
+            }
         })
         .collect()
 }
 
-pub(super) fn state_op(queue: &Queue, entry: &Entry, scheduled_at_ms: u64) -> Op {
+/// The op that stores `entry`'s delivery state; the entry remembers that it has one.
+pub(super) fn state_op(queue: &Queue, entry: &mut Entry, scheduled_at_ms: u64) -> Op {
+    entry.state_stored = true;
     Op::PutState {
         queue: queue.id,
         id: entry.id,

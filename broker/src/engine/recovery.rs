@@ -59,6 +59,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
         messages += rq.messages.len();
         queue.requeue(
             rq.messages.into_iter().map(|m| {
+                let state_stored = m.state.is_some();
                 let state = m.state.unwrap_or_default();
                 let entry = Entry {
                     id: m.id,
@@ -68,6 +69,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
                     delivery_count: state.delivery_count,
                     failures: state.failures,
                     stored: true,
+                    state_stored,
                     group: m.group.map(Arc::from),
                     record: None,
                 };

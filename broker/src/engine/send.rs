@@ -309,6 +309,7 @@ pub(super) fn place(
             delivery_count: 0,
             failures: Vec::new(),
             stored,
+            state_stored: due_ms > 0,
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             // Stored or not, the queue may keep it for a delivery without a read.
             record: Some(Arc::new(record.clone())),

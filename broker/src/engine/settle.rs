@@ -115,7 +115,7 @@ impl Broker {
             .map(|mut e| {
                 e.delivery_count = e.delivery_count.saturating_sub(1);
                 if e.stored && persist {
-                    ops.push(state_op(queue, &e, 0));
+                    ops.push(state_op(queue, &mut e, 0));
                 }
                 (e, 0)
             })
@@ -180,7 +180,7 @@ impl Broker {
                 if in_outage && !policy.counts_attempts {
                     entry.delivery_count = entry.delivery_count.saturating_sub(1);
                     if entry.stored {
-                        ops.push(state_op(queue, &entry, 0));
+                        ops.push(state_op(queue, &mut entry, 0));
                     }
                     back.push((entry, 0));
                     continue;
@@ -193,7 +193,7 @@ impl Broker {
                             0
                         };
                         if entry.stored {
-                            ops.push(state_op(queue, &entry, due));
+                            ops.push(state_op(queue, &mut entry, due));
                         }
                         back.push((entry, due));
                     }
@@ -216,7 +216,7 @@ impl Broker {
     pub(super) async fn persist_counts(
         &self,
         queue: &Queue,
-        entries: impl Iterator<Item = &Entry>,
+        entries: impl Iterator<Item = &mut Entry>,
     ) -> Result<()> {
         let ops = entries
             .filter(|e| e.stored)

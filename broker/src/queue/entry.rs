@@ -29,6 +29,12 @@ pub struct Entry {
     pub failures: Vec<FailureRecord>,
     /// Whether the message is in storage (durable message on a durable queue).
     pub stored: bool,
+    /// Whether a delivery state of it may be in storage: false only while none was
+    /// written or read back (a new message that is not scheduled), so that its
+    /// removal skips the state's delete. Unsure means true; every state write sets it
+    /// (the engine's `state_op`, and [`crate::queue::Queue::pick`] when counts are
+    /// stored before delivery).
+    pub state_stored: bool,
     /// Its message group (`_AMQ_GROUP_ID` or `JMSXGroupID`), see `queue/groups.rs`.
     pub group: Option<Arc<str>>,
     /// The message itself: always when it is not stored; for a stored message a copy

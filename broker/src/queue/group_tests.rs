@@ -19,13 +19,14 @@ fn entry(id: MessageId, group: Option<&str>) -> Entry {
         delivery_count: 0,
         failures: Vec::new(),
         stored: true,
+        state_stored: true,
         group: group.map(Arc::from),
         record: None,
     }
 }
 
 fn pick(q: &Queue, now: u64) -> Vec<Pick> {
-    q.pick(now, &|_, _| true).0
+    q.pick(now, false, &|_, _| true).0
 }
 
 fn ids(picks: &[Pick]) -> Vec<MessageId> {

@@ -397,11 +397,15 @@ impl Queue {
 
     /// Picks messages for consumers with credit, round-robin, after moving due
     /// scheduled messages back to ready. `matches` tells whether an entry passes a
-    /// consumer's filter. Returns the picks, the messages that expired, and when the
+    /// consumer's filter; `persist_counts` that the dispatcher stores the delivery
+    /// counts of the picks before delivery, which gives them a stored state (marked
+    /// here, under the lock, so that no path can take the entry before it knows).
+    /// Returns the picks, the messages that expired, and when the
     /// dispatcher should look again (the next scheduled or expiry time).
     pub fn pick(
         &self,
         now_ms: u64,
+        persist_counts: bool,
         matches: &dyn Fn(&Entry, &rebound_selector::Selector) -> bool,
     ) -> (Vec<Pick>, Vec<Entry>, Option<u64>) {
         let mut st = self.lock();
@@ -482,6 +486,7 @@ impl Queue {
                 delivery_id,
             };
             slot.entry.delivery_count += 1;
+            slot.entry.state_stored |= persist_counts;
             if let Some(group) = &slot.entry.group {
                 st.groups.bind(group, cid);
             }

@@ -16,6 +16,7 @@ fn entry(id: MessageId, priority: u8) -> Entry {
         delivery_count: 0,
         failures: Vec::new(),
         stored: true,
+        state_stored: true,
         group: None,
         record: None,
     }
@@ -30,20 +31,20 @@ fn each_delivery_uses_one_credit() {
     let q = queue();
     q.enqueue((1..=5).map(|id| (entry(id, 4), 0)), 100);
     let _rx = q.attach(7, 2, None).unwrap();
-    let (picks, _, _) = q.pick(100, &|_, _| true);
+    let (picks, _, _) = q.pick(100, false, &|_, _| true);
     assert_eq!(ids(&picks), vec![1, 2]);
-    assert!(q.pick(100, &|_, _| true).0.is_empty(), "no credit left");
+    assert!(q.pick(100, false, &|_, _| true).0.is_empty(), "no credit left");
     let (taken, unknown) = q.take_delivered(7, &[picks[0].delivery_id, 999]);
     assert_eq!(taken.len(), 1);
     assert_eq!(unknown, vec![999]);
     assert!(
-        q.pick(100, &|_, _| true).0.is_empty(),
+        q.pick(100, false, &|_, _| true).0.is_empty(),
         "settling grants no credit"
     );
     q.grant(7, 1, u32::MAX);
-    assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![3]);
+    assert_eq!(ids(&q.pick(100, false, &|_, _| true).0), vec![3]);
     q.grant(7, 10, u32::MAX);
-    assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![4, 5]);
+    assert_eq!(ids(&q.pick(100, false, &|_, _| true).0), vec![4, 5]);
 }
 
 #[test]
@@ -51,10 +52,13 @@ fn closing_stops_grants() {
     let q = queue();
     q.enqueue((1..=5).map(|id| (entry(id, 4), 0)), 100);
     let _rx = q.attach(1, 1, None).unwrap();
-    assert_eq!(q.pick(100, &|_, _| true).0.len(), 1);
+    assert_eq!(q.pick(100, false, &|_, _| true).0.len(), 1);
     q.stop(1);
     q.grant(1, 5, u32::MAX);
-    assert!(q.pick(100, &|_, _| true).0.is_empty(), "no credit after close");
+    assert!(
+        q.pick(100, false, &|_, _| true).0.is_empty(),
+        "no credit after close"
+    );
 }
 
 #[test]
@@ -62,7 +66,7 @@ fn priority_then_send_order_and_returned_messages_keep_their_place() {
     let q = queue();
     q.enqueue([(entry(1, 4), 0), (entry(2, 9), 0), (entry(3, 4), 0)], 100);
     let _rx = q.attach(1, 1, None).unwrap();
-    let first = q.pick(100, &|_, _| true).0;
+    let first = q.pick(100, false, &|_, _| true).0;
     assert_eq!(ids(&first), vec![2]);
     let (taken, _) = q.take_delivered(1, &[first[0].delivery_id]);
     let mut back = taken.into_iter().next().unwrap();
@@ -71,7 +75,7 @@ fn priority_then_send_order_and_returned_messages_keep_their_place() {
     let mut order = Vec::new();
     for _ in 0..3 {
         q.grant(1, 1, u32::MAX);
-        let p = q.pick(100, &|_, _| true).0;
+        let p = q.pick(100, false, &|_, _| true).0;
         order.extend(ids(&p));
         q.take_delivered(1, &[p[0].delivery_id]);
     }
@@ -83,11 +87,11 @@ fn scheduled_messages_do_not_block_and_come_back_when_due() {
     let q = queue();
     q.enqueue([(entry(1, 4), 500), (entry(2, 4), 0)], 100);
     let _rx = q.attach(1, 10, None).unwrap();
-    let (picks, _, next) = q.pick(100, &|_, _| true);
+    let (picks, _, next) = q.pick(100, false, &|_, _| true);
     assert_eq!(ids(&picks), vec![2]);
     assert_eq!(next, Some(500));
     assert_eq!(q.snapshot().scheduled, 1);
-    assert_eq!(ids(&q.pick(500, &|_, _| true).0), vec![1]);
+    assert_eq!(ids(&q.pick(500, false, &|_, _| true).0), vec![1]);
     assert_eq!(q.snapshot().scheduled, 0);
 }
 
@@ -97,7 +101,7 @@ fn competing_consumers_share_round_robin_and_detach_returns_outstanding() {
     q.enqueue((1..=4).map(|id| (entry(id, 4), 0)), 100);
     let _a = q.attach(1, 10, None).unwrap();
     let _b = q.attach(2, 10, None).unwrap();
-    let picks = q.pick(100, &|_, _| true).0;
+    let picks = q.pick(100, false, &|_, _| true).0;
     let by = |c| picks.iter().filter(|p| p.consumer == c).count();
     assert_eq!((by(1), by(2)), (2, 2));
     let (back, closing) = q.detach(1);
@@ -113,10 +117,10 @@ fn expired_messages_leave_the_queue() {
     let mut e = entry(1, 4);
     e.expiration_ms = 150;
     q.enqueue([(e, 0), (entry(2, 4), 0)], 100);
-    let (_, expired, next) = q.pick(100, &|_, _| true);
+    let (_, expired, next) = q.pick(100, false, &|_, _| true);
     assert!(expired.is_empty());
     assert_eq!(next, Some(150));
-    let (_, expired, _) = q.pick(150, &|_, _| true);
+    let (_, expired, _) = q.pick(150, false, &|_, _| true);
     assert_eq!(expired.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
     let snap = q.snapshot();
     assert_eq!((snap.messages, snap.bytes), (1, 10));
@@ -129,10 +133,10 @@ fn a_filtered_consumer_gets_only_what_matches_and_does_not_block_others() {
     let even = Arc::new(rebound_selector::Selector::parse("even = TRUE").unwrap());
     let _f = q.attach(1, 10, Some(even)).unwrap();
     let is_even = |e: &Entry, _: &rebound_selector::Selector| e.id.is_multiple_of(2);
-    let picks = q.pick(100, &is_even).0;
+    let picks = q.pick(100, false, &is_even).0;
     assert_eq!(ids(&picks), vec![2, 4, 6]);
     let _all = q.attach(2, 10, None).unwrap();
-    assert_eq!(ids(&q.pick(100, &is_even).0), vec![1, 3, 5]);
+    assert_eq!(ids(&q.pick(100, false, &is_even).0), vec![1, 3, 5]);
 }
 
 #[test]
@@ -145,13 +149,13 @@ fn stored_bodies_are_cached_only_up_to_the_budget() {
     };
     q.enqueue([(big(1), 0), (big(2), 0), (big(3), 0)], 100);
     let _rx = q.attach(1, 10, None).unwrap();
-    let picks = q.pick(100, &|_, _| true).0;
+    let picks = q.pick(100, false, &|_, _| true).0;
     let cached: Vec<bool> = picks.iter().map(|p| p.entry.record.is_some()).collect();
     assert_eq!(cached, vec![true, true, false]);
     // An ack frees its share of the budget for the next message.
     q.take_delivered(1, &[picks[0].delivery_id]);
     q.enqueue([(big(4), 0)], 100);
-    assert!(q.pick(100, &|_, _| true).0[0].entry.record.is_some());
+    assert!(q.pick(100, false, &|_, _| true).0[0].entry.record.is_some());
 }
 
 #[test]
@@ -159,11 +163,15 @@ fn a_forgotten_pick_leaves_the_queue_and_returns_the_credit() {
     let q = queue();
     q.enqueue([(entry(1, 4), 0), (entry(2, 4), 0)], 100);
     let _rx = q.attach(1, 1, None).unwrap();
-    let picks = q.pick(100, &|_, _| true).0;
+    let picks = q.pick(100, false, &|_, _| true).0;
     q.forget(&picks[0]);
     let snap = q.snapshot();
     assert_eq!((snap.messages, snap.delivering, snap.counters.dropped), (1, 0, 1));
-    assert_eq!(ids(&q.pick(100, &|_, _| true).0), vec![2], "the credit came back");
+    assert_eq!(
+        ids(&q.pick(100, false, &|_, _| true).0),
+        vec![2],
+        "the credit came back"
+    );
 }
 
 #[test]
@@ -171,8 +179,8 @@ fn unpick_restores_the_message() {
     let q = queue();
     q.enqueue([(entry(1, 4), 0)], 100);
     let _rx = q.attach(1, 1, None).unwrap();
-    let picks = q.pick(100, &|_, _| true).0;
+    let picks = q.pick(100, false, &|_, _| true).0;
     q.unpick(&picks[0]);
-    let again = q.pick(100, &|_, _| true).0;
+    let again = q.pick(100, false, &|_, _| true).0;
     assert_eq!(again[0].entry.delivery_count, 1);
 }

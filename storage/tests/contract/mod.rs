@@ -44,6 +44,7 @@ macro_rules! store_contract {
                 committed_data_is_recovered_in_order_after_reopen,
                 reopen_after_drop_without_close_keeps_commits,
                 remove_message_removes_the_message_and_its_state,
+                remove_stateless_message_removes_the_message_only,
                 delete_queue_removes_its_messages_and_states_only,
                 messages_of_an_unknown_queue_are_not_recovered,
                 states_are_put_replaced_and_read,
@@ -427,6 +428,36 @@ pub async fn remove_message_removes_the_message_and_its_state(h: &mut dyn Harnes
         let recovered = store.recover().unwrap();
         assert_eq!(recovered.queues[0].messages.len(), 1);
         assert_eq!(recovered.queues[0].messages[0].state, Some(state(2)));
+    };
+    check(&*store);
+    check(&*h.reopen(store));
+}
+
+/// RemoveStatelessMessage takes the message and writes nothing for a state: one
+/// that exists (a caller's mistake) stays, invisible to recovery.
+pub async fn remove_stateless_message_removes_the_message_only(h: &mut dyn Harness) {
+    let store = h.open();
+    store
+        .commit(vec![
+            Op::PutQueue(queue(1, "q1")),
+            put(1, 1),
+            put(1, 2),
+            put_state(1, 2, &state(2)),
+        ])
+        .await
+        .unwrap();
+    store
+        .commit(vec![
+            Op::RemoveStatelessMessage { queue: 1, id: 1 },
+            Op::RemoveStatelessMessage { queue: 1, id: 2 },
+        ])
+        .await
+        .unwrap();
+    let check = |store: &dyn Store| {
+        assert_eq!(store.read_message(1, 1).unwrap(), None);
+        assert_eq!(store.read_message(1, 2).unwrap(), None);
+        assert_eq!(store.read_state(1, 2).unwrap(), Some(state(2)));
+        assert!(store.recover().unwrap().queues[0].messages.is_empty());
     };
     check(&*store);
     check(&*h.reopen(store));

@@ -17,6 +17,7 @@ mod redelivery;
 mod refusals;
 mod scheduled;
 mod shutdown;
+mod states;
 mod transactions;
 
 use std::sync::Arc;

@@ -105,3 +105,15 @@ async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
         assert_eq!(store.read_message(queue.id, id).unwrap(), None);
     }
 }
+
+#[tokio::test]
+async fn a_delivered_scheduled_message_is_acked_with_its_state() {
+    let (broker, store) = broker("").await;
+    let due = (now_ms() + 100) as i64;
+    let ids = broker.send(vec![scheduled("q", "soon", due)]).await.unwrap().ids;
+    let queue = broker.queue("q").unwrap().id;
+    let mut sub = broker.subscribe("q", 10, "").await.unwrap();
+    let got = receive(&mut sub, 1).await;
+    settle(&broker, &sub, &[got[0].delivery_id], Settlement::Ack, None).await;
+    assert_eq!(store.read_state(queue, ids[0]).unwrap(), None);
+}

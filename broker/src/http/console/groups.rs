@@ -109,6 +109,7 @@ mod tests {
                 delivery_count: 0,
                 failures: Vec::new(),
                 stored: true,
+                state_stored: true,
                 group: None,
                 record: None,
             },
