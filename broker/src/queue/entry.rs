@@ -46,6 +46,7 @@ impl Entry {
     /// A stored message read back from storage (recovered or depaged) with its
     /// delivery state, and when it is due (0: now).
     pub fn read_back(record: MessageRecord, state: Option<DeliveryState>) -> (Entry, u64) {
+        let state_stored = state.is_some();
         let state = state.unwrap_or_default();
         let entry = Entry {
             id: record.message_id,
@@ -55,6 +56,7 @@ impl Entry {
             delivery_count: state.delivery_count,
             failures: state.failures,
             stored: true,
+            state_stored,
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             record: Some(Arc::new(record)),
         };

@@ -97,6 +97,13 @@ impl Writes {
                 self.messages.insert((queue, id), None);
                 self.states.insert((queue, id), None);
             }
+            Op::RemoveStatelessMessage { queue, id } => {
+                self.messages.insert((queue, id), None);
+                // A state this very group wrote goes too; none in the table is deleted.
+                if let Some(state) = self.states.get_mut(&(queue, id)) {
+                    *state = None;
+                }
+            }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, seq), Some(id.to_vec()));
             }
