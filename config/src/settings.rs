@@ -517,7 +517,7 @@ mod tests {
         let resolved = SettingsRepository::default().resolve("x");
         let keys: Vec<_> = resolved.entries.iter().map(|e| e.key).collect();
         assert_eq!(keys, SETTING_KEYS);
-        assert_eq!(keys.len(), 32);
+        assert_eq!(keys.len(), 34);
         assert_eq!(source_of(&resolved, "redelivery-delay"), Source::Default);
         assert_eq!(
             source_of(&resolved, "max-redelivery-delay"),

@@ -141,9 +141,14 @@ fn rows(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// An id bound as the `bigint` column compares it (`u64::MAX`: no bound).
+fn id_bound(id: MessageId) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
+}
+
 /// What [`Store::scan_queue`](crate::Store::scan_queue) returns: whole
-/// messages with their states, at most `max_messages`, and none past
-/// `max_bytes` but the first.
+/// messages with their states, at most `max_messages`, the last the one that
+/// reaches `max_bytes`.
 pub(super) async fn scan_queue(
     pool: &Pool,
     queue: QueueId,
@@ -166,7 +171,7 @@ pub(super) async fn scan_queue(
     let found = client
         .query(
             &statement,
-            &[&i64::from(queue), &(after as i64), &rows(max_messages)],
+            &[&i64::from(queue), &id_bound(after), &rows(max_messages)],
         )
         .await
         .map_err(db_error)?;
@@ -174,11 +179,11 @@ pub(super) async fn scan_queue(
     let mut scanned = Vec::with_capacity(found.len());
     for row in found {
         let id = row.get::<_, i64>(0) as MessageId;
-        let size = row.get::<_, i32>(1) as u64;
-        if !scanned.is_empty() && bytes + size > max_bytes {
+        // As the other engines: the message that reaches `max_bytes` is the last.
+        if bytes >= max_bytes && !scanned.is_empty() {
             break;
         }
-        bytes += size;
+        bytes += row.get::<_, i32>(1) as u64;
         scanned.push(ScannedMessage {
             record: decode(&keys::message(queue, id), row.get(2))?,
             state: row
@@ -202,14 +207,14 @@ pub(super) async fn count_queue(
     let client = pool.get().await.map_err(pool_error)?;
     let statement = client
         .prepare_cached(
-            "SELECT count(*) FILTER (WHERE n <= $4),
-                    coalesce(sum(size) FILTER (WHERE n <= $4), 0)::bigint,
-                    max(id) FILTER (WHERE n <= $4),
-                    count(*) > $4
+            "SELECT count(*) FILTER (WHERE n <= $4::bigint),
+                    coalesce(sum(size) FILTER (WHERE n <= $4::bigint), 0)::bigint,
+                    max(id) FILTER (WHERE n <= $4::bigint),
+                    count(*) > $4::bigint
              FROM (SELECT id, size, row_number() OVER (ORDER BY id) AS n
                    FROM (SELECT id, size FROM messages
                          WHERE queue = $1 AND id > $2 AND id < $3
-                         ORDER BY id LIMIT $4 + 1) r) numbered",
+                         ORDER BY id LIMIT $4::bigint + 1) r) numbered",
         )
         .await
         .map_err(db_error)?;
@@ -217,7 +222,7 @@ pub(super) async fn count_queue(
     let row = client
         .query_one(
             &statement,
-            &[&i64::from(queue), &(after as i64), &(before as i64), &max],
+            &[&i64::from(queue), &id_bound(after), &id_bound(before), &max],
         )
         .await
         .map_err(db_error)?;
