@@ -26,17 +26,8 @@ pub(super) async fn message(
     queue: QueueId,
     id: MessageId,
 ) -> Result<Option<MessageRecord>, StorageError> {
-    let client = pool.get().await.map_err(pool_error)?;
-    let statement = client
-        .prepare_cached("SELECT record FROM messages WHERE queue = $1 AND id = $2")
-        .await
-        .map_err(db_error)?;
-    let row = client
-        .query_opt(&statement, &[&i64::from(queue), &(id as i64)])
-        .await
-        .map_err(db_error)?;
-    row.map(|row| decode(&keys::message(queue, id), row.get(0)))
-        .transpose()
+    let sql = "SELECT record FROM messages WHERE queue = $1 AND id = $2";
+    record(pool, sql, queue, id, &keys::message(queue, id)).await
 }
 
 /// The delivery state of message `id` of `queue`.
@@ -45,17 +36,25 @@ pub(super) async fn state(
     queue: QueueId,
     id: MessageId,
 ) -> Result<Option<DeliveryState>, StorageError> {
+    let sql = "SELECT record FROM delivery_states WHERE queue = $1 AND id = $2";
+    record(pool, sql, queue, id, &keys::state(queue, id)).await
+}
+
+/// The record `sql` selects for `(queue, id)`, decoded (`key` names it in errors).
+async fn record<M: prost::Message + Default>(
+    pool: &Pool,
+    sql: &str,
+    queue: QueueId,
+    id: MessageId,
+    key: &[u8],
+) -> Result<Option<M>, StorageError> {
     let client = pool.get().await.map_err(pool_error)?;
-    let statement = client
-        .prepare_cached("SELECT record FROM delivery_states WHERE queue = $1 AND id = $2")
-        .await
-        .map_err(db_error)?;
+    let statement = client.prepare_cached(sql).await.map_err(db_error)?;
     let row = client
-        .query_opt(&statement, &[&i64::from(queue), &(id as i64)])
+        .query_opt(&statement, &[&i64::from(queue), &id_bound(id)])
         .await
         .map_err(db_error)?;
-    row.map(|row| decode(&keys::state(queue, id), row.get(0)))
-        .transpose()
+    row.map(|row| decode(key, row.get(0))).transpose()
 }
 
 /// Everything [`Store::recover_head`](crate::Store::recover_head) returns,
