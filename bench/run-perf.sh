@@ -9,7 +9,10 @@
 #                                           than stopped, so the restart replays the journal
 #
 # Uses target/release/rebound (cargo build --release -p rebound-cli), or the
-# binary REBOUND_BIN names, on port 61999.
+# binary REBOUND_BIN names, on port 61999. With STORAGE=postgres the brokers keep
+# their state in the PostgreSQL database of REBOUND_POSTGRES_URL (or of
+# REBOUND_TEST_POSTGRES_URL, which .ci/postgres.sh sets) instead of a data dir:
+#   bash .ci/postgres.sh env STORAGE=postgres bench/run-perf.sh 3 durable fan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rebound=${REBOUND_BIN:-target/release/rebound}
@@ -19,14 +22,19 @@ scratch=$(mktemp -d /tmp/rebound-bench.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
+storage=()
+if [[ ${STORAGE:-} == postgres ]]; then
+  storage=(--storage postgres --postgres-url "${REBOUND_POSTGRES_URL:-${REBOUND_TEST_POSTGRES_URL:?no PostgreSQL URL}}")
+fi
+
 # Starts a broker on $scratch/data; sets started_ms: from exec to its listening line.
 start() {
   local t0 line
   t0=$(date +%s%N)
-  coproc BROKER { exec "$rebound" serve --config bench/perf.toml --listen "$server" --http-listen 127.0.0.1:0 --data-dir "$scratch/data" 2>>"$scratch/broker.log"; }
+  coproc BROKER { exec "$rebound" serve --config bench/perf.toml --listen "$server" --http-listen 127.0.0.1:0 --data-dir "$scratch/data" "${storage[@]}" 2>>"$scratch/broker.log"; }
   pid=$BROKER_PID
-  read -r line <&"${BROKER[0]}"
-  [[ $line == "rebound listening on "* ]] || { echo "broker did not start: $line" >&2; exit 1; }
+  read -r line <&"${BROKER[0]}" || line=
+  [[ $line == "rebound listening on "* ]] || { echo "broker did not start:" >&2; tail -5 "$scratch/broker.log" >&2; exit 1; }
   started_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 }
 
