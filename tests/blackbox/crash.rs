@@ -169,6 +169,23 @@ async fn kill9_while_paging_in_and_out_loses_nothing_acknowledged() {
     kill9_under_load(PAGING_CONFIG).await;
 }
 
+/// The queue's message count, once the broker has counted what start-up left
+/// on disk (`counting`: until then the count is a lower bound).
+async fn counted(client: &Client) -> u64 {
+    let deadline = tokio::time::Instant::now() + NOTICE;
+    loop {
+        let info = client.queue(QUEUE).await.unwrap();
+        if !info.counting {
+            return info.messages;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still counting after {NOTICE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn kill9_under_load(config: &str) {
     let mut broker = Broker::start_with_config(config).await;
     broker
@@ -215,7 +232,7 @@ async fn kill9_under_load(config: &str) {
 
     // Everything acknowledged and never acked must still be queued, once.
     let client = broker.client().await;
-    let queued = client.queue(QUEUE).await.unwrap().messages;
+    let queued = counted(&client).await;
     let mut consumer = client.consume(QUEUE, 1000).await.unwrap();
     let mut left = HashSet::new();
     while let Some(d) = consumer.next_timeout(Duration::from_secs(2)).await.unwrap() {
