@@ -4,7 +4,9 @@
 # refuses root), a free 127.0.0.1 port, the unix socket in the temp dir, fsync and
 # synchronous_commit on; a database `rebound`, whose URL the command finds in
 # REBOUND_TEST_POSTGRES_URL. The instance is stopped and removed when the command
-# ends, whatever its outcome; the script exits with the command's status.
+# ends, whatever its outcome; the script exits with the command's status. TLS is
+# on, with a throwaway CA (.ci/throwaway-tls.sh) whose certificate the command
+# finds in REBOUND_TEST_POSTGRES_CA; plain connections are accepted too.
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 
@@ -23,15 +25,20 @@ stop() {
 }
 trap stop EXIT
 
+bash "$(dirname "$0")/throwaway-tls.sh" "$dir/tls"
+chmod 600 "$dir/tls/server.key"
+[ ${#as_pg[@]} -eq 0 ] || chown -R postgres: "$dir/tls"
+
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
   || { cat "$dir/initdb.log" >&2; exit 1; }
 "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o \
-  "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on -c synchronous_commit=on -c max_connections=300" >/dev/null \
+  "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on -c synchronous_commit=on -c max_connections=300 -c ssl=on -c ssl_cert_file=$dir/tls/server.pem -c ssl_key_file=$dir/tls/server.key" >/dev/null \
   || { cat "$dir/server.log" >&2; exit 1; }
 "${as_pg[@]}" "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres rebound
 
 export REBOUND_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/rebound"
+export REBOUND_TEST_POSTGRES_CA="$dir/tls/ca.pem"
 echo "$0: PostgreSQL $("$bin/postgres" --version | awk '{print $3}') at $REBOUND_TEST_POSTGRES_URL" >&2
 status=0
 "$@" || status=$?

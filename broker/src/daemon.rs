@@ -288,6 +288,11 @@ fn open_store(
             if let Some(size) = config.postgres_pool_size {
                 options.pool_size = size;
             }
+            if let Some(path) = &config.postgres_ca_file {
+                let roots = rebound_config::tls::read_certificates(path)
+                    .map_err(|e| anyhow::anyhow!("postgres-ca-file: {e}"))?;
+                options.tls_roots = Some(roots);
+            }
             let store = PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?;
             Ok((Arc::new(store), "postgres".to_owned()))
         }

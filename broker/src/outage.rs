@@ -272,11 +272,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn policy(threshold: Option<u32>, ratio: Option<f64>) -> Policy {
-        let mut settings = EffectiveSettings::default();
-        settings.outage_threshold = threshold;
-        settings.outage_failure_ratio = ratio;
-        settings.outage_window = 10;
-        Policy::of(&settings)
+        Policy::of(&EffectiveSettings {
+            outage_threshold: threshold,
+            outage_failure_ratio: ratio,
+            outage_window: 10,
+            ..EffectiveSettings::default()
+        })
     }
 
     #[test]
@@ -443,12 +444,13 @@ mod tests {
             cap in 1u64..200_000,
             probes in 1u32..40,
         ) {
-            let mut settings = EffectiveSettings::default();
-            settings.outage_threshold = Some(1);
-            settings.outage_pause_ms = base;
-            settings.outage_pause_multiplier = multiplier;
-            settings.max_outage_pause_ms = cap;
-            let p = Policy::of(&settings);
+            let p = Policy::of(&EffectiveSettings {
+                outage_threshold: Some(1),
+                outage_pause_ms: base,
+                outage_pause_multiplier: multiplier,
+                max_outage_pause_ms: cap,
+                ..EffectiveSettings::default()
+            });
             let mut o = Outage::default();
             o.failed(0, 0, &p);
             let mut now = 0;

@@ -31,6 +31,7 @@
 //! storage = "sled"                # or "postgres": the store in a PostgreSQL database
 //! postgres-url = "postgres://rebound@127.0.0.1:5432/rebound"  # with storage = "postgres"
 //! postgres-pool-size = 8          # connections to it (2 to 256, default 8)
+//! postgres-ca-file = "ca.pem"     # TLS to it, verifying its certificate (default: plain)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)

@@ -59,6 +59,10 @@ pub struct Config {
     /// Most connections to it, within [`POSTGRES_POOL_SIZE_RANGE`](crate::POSTGRES_POOL_SIZE_RANGE)
     /// (`postgres-pool-size`); `None` = the store's default.
     pub postgres_pool_size: Option<usize>,
+    /// PEM file with the CAs the database's certificate must chain to
+    /// (`postgres-ca-file`): set, every connection uses TLS and verifies the
+    /// server; read and checked as the config loads.
+    pub postgres_ca_file: Option<PathBuf>,
     /// The `[limits]` table; all defaults when absent.
     pub limits: Limits,
     /// The `[[address-settings]]` entries.
@@ -117,6 +121,7 @@ struct RawConfig {
     storage: Option<Spanned<String>>,
     postgres_url: Option<Spanned<String>>,
     postgres_pool_size: Option<Spanned<i64>>,
+    postgres_ca_file: Option<Spanned<PathBuf>>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -191,6 +196,9 @@ impl RawConfig {
             })?,
             postgres_pool_size: checked(doc, self.postgres_pool_size, storage::postgres_pool_size, || {
                 "postgres-pool-size".into()
+            })?,
+            postgres_ca_file: checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
+                "postgres-ca-file".into()
             })?,
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
@@ -619,7 +627,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -725,6 +733,13 @@ mod tests {
             "test.toml:2:11: storage: must be \"sled\" or \"postgres\" (got \"pg\")"
         );
         assert_eq!(err("postgres-url = \"db:5432\"").key(), Some("postgres-url"));
+        let missing = err("postgres-ca-file = \"/nonexistent/rebound/ca.pem\"").to_string();
+        assert!(
+            missing.starts_with(
+                "test.toml:1:20: postgres-ca-file: /nonexistent/rebound/ca.pem: cannot read file: "
+            ),
+            "{missing}"
+        );
         assert_eq!(
             err("postgres-pool-size = 1").to_string(),
             "test.toml:1:22: postgres-pool-size: must be between 2 and 256 (got 1)"

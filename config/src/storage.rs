@@ -1,11 +1,13 @@
 //! The keys that choose where the broker keeps its durable state: `storage`
-//! (the engine), and for PostgreSQL `postgres-url` and `postgres-pool-size`.
+//! (the engine), and for PostgreSQL `postgres-url`, `postgres-pool-size` and
+//! `postgres-ca-file`.
 //! All are read at start-up only. Whether a URL is present when `storage =
 //! "postgres"` is the daemon's check, since `rebound serve --postgres-url`
 //! (or its environment variable) may supply it instead of the file.
 
 use std::fmt;
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 /// Connections `postgres-pool-size` accepts: the committer needs one, reads
@@ -79,6 +81,12 @@ pub(crate) fn postgres_pool_size(value: i64) -> Result<usize, String> {
         })
 }
 
+/// A PEM file of CA certificates, at least one (relative paths from the
+/// broker's working directory, as `data-dir`).
+pub(crate) fn postgres_ca_file(path: PathBuf) -> Result<PathBuf, String> {
+    crate::tls::read_certificates(&path).map(|_| path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +110,23 @@ mod tests {
         assert_eq!(postgres_pool_size(2), Ok(2));
         assert!(postgres_pool_size(1).is_err());
         assert!(postgres_pool_size(257).is_err());
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_a_certificate() {
+        let dir = std::env::temp_dir().join(format!("rebound-pg-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, empty) = (dir.join("ca.pem"), dir.join("empty.pem"));
+        // PEM of the right kind is all the config checks; the TLS handshake judges the rest.
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::write(&empty, "").unwrap();
+        assert_eq!(postgres_ca_file(ca.clone()), Ok(ca));
+        let refused = postgres_ca_file(empty).unwrap_err();
+        assert!(refused.ends_with("no PEM certificate in the file"), "{refused}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -10,9 +10,10 @@ use std::sync::Arc;
 /// Everything that can go wrong in the storage layer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StorageError {
-    /// The storage engine reported an error.
+    /// The storage engine reported an error. (Its message is in ours, so it
+    /// is not also a `source`: an error chain would print it twice.)
     #[error("storage engine error: {0}")]
-    Engine(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    Engine(Arc<dyn std::error::Error + Send + Sync>),
     /// A file operation of our own (the fdatasync of the journal) failed.
     #[error("{context}: {source}")]
     Io {
@@ -64,9 +65,9 @@ pub enum StorageError {
     /// The database could not be reached or dropped the connection
     /// (PostgreSQL engine): nothing of the commit was written, or, for a
     /// failure during `COMMIT`, the outcome is unknown. Later commits try
-    /// again; the broker answers `UNAVAILABLE`.
+    /// again; the broker answers `UNAVAILABLE`. (Not a `source`, as `Engine`.)
     #[error("the database is unavailable: {0}")]
-    Unavailable(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    Unavailable(Arc<dyn std::error::Error + Send + Sync>),
     /// The database holds a schema newer than this build knows (PostgreSQL
     /// engine): a newer rebound migrated it. Nothing was opened.
     #[error("the database schema is version {found}, this build knows up to {known}: upgrade rebound")]

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use pg::{DatabaseProxy, TestSchema};
 use rebound_storage::{MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 
 fn put(id: u64) -> Op {
     Op::PutMessage {
@@ -122,4 +124,54 @@ async fn commits_touching_the_same_rows_apply_in_order_whatever_is_in_flight() {
             .iter()
             .all(|m| m.state.as_ref() == Some(&state))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_ca_every_connection_is_encrypted_and_the_server_verified() {
+    let test = "postgres tls";
+    let Some(schema) = TestSchema::create(test) else {
+        return;
+    };
+    let Some(ca_file) = pg::database_ca_file(test) else {
+        return;
+    };
+    let ca = CertificateDer::pem_file_iter(&ca_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .unwrap();
+    // A name of its own, to find this store's connections among the suite's.
+    let name = format!("rebound_tls_{}", std::process::id());
+    let url = format!("{}&application_name={name}", schema.url());
+    let mut options = PostgresOptions::new(url.clone());
+    options.tls_roots = Some(ca);
+    let store = PostgresStore::open(&options).unwrap();
+    store
+        .commit(vec![
+            Op::PutQueue(QueueRecord {
+                id: 1,
+                name: "q".into(),
+                ..Default::default()
+            }),
+            put(1),
+        ])
+        .await
+        .unwrap();
+    assert!(store.read_message(1, 1).unwrap().is_some());
+    let connections = |ssl: bool| {
+        schema.query_i64(&format!(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = '{name}' AND s.ssl = {ssl}"
+        ))
+    };
+    assert!(connections(true) >= 1, "no encrypted connection of the store");
+    assert_eq!(connections(false), 0, "a plain connection of the store");
+    store.close().unwrap();
+
+    // A CA that did not sign the server's certificate: refused at open, saying why.
+    let stranger = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let mut wrong = PostgresOptions::new(url);
+    wrong.tls_roots = Some(vec![stranger.cert.der().clone()]);
+    let refused = PostgresStore::open(&wrong)
+        .err()
+        .expect("an unknown issuer is refused");
+    assert!(refused.to_string().contains("certificate"), "{refused}");
 }

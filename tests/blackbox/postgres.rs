@@ -94,3 +94,48 @@ async fn serve_on_postgres_without_a_reachable_database_says_why_and_exits() {
     );
     assert!(!data_dir.exists(), "no data dir on PostgreSQL");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_given_the_database_ca_serves_over_tls_to_it() {
+    let test = "black-box PostgreSQL over TLS";
+    let Some(schema) = TestSchema::create(test) else {
+        return;
+    };
+    let Some(ca_file) = crate::support::pg::database_ca_file(test) else {
+        return;
+    };
+    let name = format!("rebound_bb_tls_{}", std::process::id());
+    let config = format!(
+        "storage = \"postgres\"\npostgres-url = \"{}&application_name={name}\"\npostgres-ca-file = {:?}\n",
+        schema.url(),
+        ca_file
+    );
+    let broker = Broker::start_custom(&config, "127.0.0.1:0", &[]).await;
+    let client = broker.client().await;
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "encrypted"))
+        .await
+        .unwrap();
+    let mut consumer = client.consume("orders", 10).await.unwrap();
+    let d = consumer
+        .next_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(&d.message.body[..], b"encrypted");
+    consumer.ack(&[d.id]).await.unwrap();
+    let plain = schema.query_i64(&format!(
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+         WHERE a.application_name = '{name}' AND NOT s.ssl"
+    ));
+    let encrypted = schema.query_i64(&format!(
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+         WHERE a.application_name = '{name}' AND s.ssl"
+    ));
+    assert_eq!(plain, 0, "a plain connection of the broker");
+    assert!(encrypted >= 1, "no encrypted connection of the broker");
+}

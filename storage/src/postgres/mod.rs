@@ -16,6 +16,7 @@
 //! postgres/group_commit.rs  the committer: one transaction per group
 //! postgres/reads.rs         reads and recovery (ranged reads of a queue's index)
 //! postgres/ids.rs           message ids reserved in blocks
+//! postgres/tls.rs           TLS to the database, verifying the server
 //! ```
 //!
 //! # Tables
@@ -107,10 +108,14 @@
 //! Nothing: this engine writes no file, and `rebound serve` with `storage =
 //! "postgres"` does not create the data directory.
 //!
+//! # TLS
+//!
+//! With `postgres-ca-file` every connection is encrypted and the server's
+//! certificate verified against that CA and the URL's host (`tls.rs` says
+//! why only that mode).
+//!
 //! # Not yet
 //!
-//! * TLS to the database: connections are plain (`NoTls`); a URL asking for
-//!   `sslmode=require` fails to connect. `tokio-postgres-rustls` fits here.
 //! * [`StoreStats::disk_bytes`] is 0: PostgreSQL reports its own size.
 //!
 //! # The cluster step (several brokers on one database)
@@ -140,6 +145,7 @@ mod ids;
 mod pool;
 mod reads;
 mod schema;
+mod tls;
 mod writes;
 
 /// The test database helpers of `tests/`, for the tests of private parts.
@@ -148,6 +154,8 @@ mod writes;
 mod test_pg;
 
 use std::sync::Mutex;
+
+use rustls_pki_types::CertificateDer;
 
 use crate::error::StorageError;
 use crate::records::{DeliveryState, MessageRecord};
@@ -165,6 +173,10 @@ pub struct PostgresOptions {
     /// Most connections the store opens: the committer uses up to all but
     /// one (one per group in flight), reads the others. At least 2.
     pub pool_size: usize,
+    /// The CAs the server's certificate must chain to: `Some` = every
+    /// connection uses TLS and verifies the server (`tls.rs`); `None` =
+    /// plain connections.
+    pub tls_roots: Option<Vec<CertificateDer<'static>>>,
 }
 
 impl PostgresOptions {
@@ -173,6 +185,7 @@ impl PostgresOptions {
         PostgresOptions {
             url: url.into(),
             pool_size: 8,
+            tls_roots: None,
         }
     }
 }

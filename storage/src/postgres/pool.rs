@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
 
 use super::PostgresOptions;
 use crate::error::StorageError;
@@ -31,25 +32,35 @@ pub(super) struct Database {
 impl Database {
     /// Builds the runtime and the pool; connects nothing yet.
     pub(super) fn connect(options: &PostgresOptions) -> Result<Database, StorageError> {
-        let mut config =
-            tokio_postgres::Config::from_str(&options.url).map_err(|e| StorageError::Engine(Arc::new(e)))?;
+        let mut config = tokio_postgres::Config::from_str(&options.url)
+            .map_err(|e| StorageError::Engine(Arc::new(Described(e))))?;
         // Durable at COMMIT whatever the server's or the role's default.
         let extra = "-c synchronous_commit=on";
         let options_string = match config.get_options() {
             Some(given) if !given.is_empty() => format!("{given} {extra}"),
             _ => extra.to_owned(),
         };
-        config
-            .options(options_string)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .application_name("rebound");
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        config.options(options_string).connect_timeout(CONNECT_TIMEOUT);
+        // What `pg_stat_activity` shows, unless the URL names it (a node, say).
+        if config.get_application_name().is_none() {
+            config.application_name("rebound");
+        }
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match &options.tls_roots {
+            Some(roots) => {
+                config.ssl_mode(SslMode::Require);
+                Manager::from_config(config, super::tls::connector(roots)?, manager_config)
+            }
+            None if config.get_ssl_mode() == SslMode::Require => {
+                return Err(StorageError::Engine(Arc::new(std::io::Error::other(
+                    "the URL asks for TLS (sslmode=require): give the CA that signed the \
+                     database's certificate (postgres-ca-file)",
+                ))));
+            }
+            None => Manager::from_config(config, NoTls, manager_config),
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(2))
             .runtime(Runtime::Tokio1)
@@ -120,11 +131,32 @@ pub(super) fn db_error(err: tokio_postgres::Error) -> StorageError {
         code.starts_with("08") || code.starts_with("53") || code.starts_with("57P")
     });
     if unavailable {
-        StorageError::Unavailable(Arc::new(err))
+        StorageError::Unavailable(Arc::new(Described(err)))
     } else {
-        StorageError::Engine(Arc::new(err))
+        StorageError::Engine(Arc::new(Described(err)))
     }
 }
+
+/// A tokio-postgres error whose message carries its causes ("error
+/// performing TLS handshake: invalid peer certificate: UnknownIssuer"):
+/// tokio-postgres prints only the first, and [`StorageError`]'s messages
+/// are what the log and the client see.
+#[derive(Debug)]
+struct Described(tokio_postgres::Error);
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(next) = cause {
+            write!(f, ": {next}")?;
+            cause = next.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Described {}
 
 /// An error getting a connection from the pool.
 pub(super) fn pool_error(err: PoolError) -> StorageError {
@@ -146,6 +178,14 @@ mod tests {
             .expect("refused");
         assert!(matches!(err, StorageError::Engine(_)), "{err}");
         assert!(err.to_string().contains("invalid"), "{err}");
+    }
+
+    #[test]
+    fn a_url_asking_for_tls_needs_a_ca() {
+        let err = Database::connect(&PostgresOptions::new("postgres://u@h/db?sslmode=require"))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("postgres-ca-file"), "{err}");
     }
 
     #[tokio::test]

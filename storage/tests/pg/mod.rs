@@ -65,15 +65,54 @@ pub fn database_url(test: &str) -> Option<String> {
     Some(url)
 }
 
+/// The PEM file of the CA of the test database's certificate
+/// (`.ci/postgres.sh` turns TLS on and names it in `REBOUND_TEST_POSTGRES_CA`),
+/// or `None` (after saying why) outside CI when there is none; under
+/// `CI=true` it must be there.
+pub fn database_ca_file(test: &str) -> Option<std::path::PathBuf> {
+    let Ok(path) = std::env::var("REBOUND_TEST_POSTGRES_CA") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "REBOUND_TEST_POSTGRES_CA is not set: CI must run the PostgreSQL tests with TLS (.ci/postgres.sh)"
+        );
+        println!("SKIPPED: {test}: REBOUND_TEST_POSTGRES_CA is not set (bash .ci/postgres.sh CMD)");
+        return None;
+    };
+    Some(path.into())
+}
+
 /// `url` with `schema` as the search path of its connections.
 pub fn url_with_schema(url: &str, schema: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}options=-c%20search_path%3D{schema}")
 }
 
+impl TestSchema {
+    /// The first column of the first row of `sql`, on an admin connection.
+    pub fn query_i64(&self, sql: &str) -> i64 {
+        admin_query(&self.admin_url, sql.to_owned())
+    }
+}
+
 /// Runs `sql` on a connection of its own, from a thread of its own (the
 /// caller may be inside a runtime).
 fn admin(url: &str, sql: String) {
+    on_admin_connection(url, move |client| async move {
+        client.batch_execute(&sql).await.unwrap()
+    })
+}
+
+fn admin_query(url: &str, sql: String) -> i64 {
+    on_admin_connection(url, move |client| async move {
+        client.query_one(sql.as_str(), &[]).await.unwrap().get(0)
+    })
+}
+
+fn on_admin_connection<T, F>(url: &str, work: impl FnOnce(tokio_postgres::Client) -> F + Send + 'static) -> T
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T>,
+{
     let url = url.to_owned();
     std::thread::spawn(move || {
         tokio::runtime::Builder::new_current_thread()
@@ -85,11 +124,11 @@ fn admin(url: &str, sql: String) {
                     .await
                     .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
                 tokio::spawn(connection);
-                client.batch_execute(&sql).await.unwrap();
+                work(client).await
             })
     })
     .join()
-    .unwrap();
+    .unwrap()
 }
 
 /// A TCP proxy on 127.0.0.1 in front of the test database, which a test cuts
