@@ -90,6 +90,24 @@ impl Database {
         rx.recv().unwrap_or(Err(StorageError::Closed))
     }
 
+    /// Runs `work` with the pool on the store's runtime; the future waits
+    /// for it without blocking a thread (for the broker's async callers).
+    pub(super) fn run<T, F>(
+        &self,
+        work: impl FnOnce(Pool) -> F,
+    ) -> impl Future<Output = Result<T, StorageError>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let future = work(self.pool.clone());
+        self.runtime().spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        async move { rx.await.unwrap_or(Err(StorageError::Closed)) }
+    }
+
     /// The pool, for the committer.
     pub(super) fn pool(&self) -> Pool {
         self.pool.clone()

@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tokio_postgres::types::ToSql;
 
+use super::fence::{self, Claims};
 use super::pool::db_error;
 use crate::error::StorageError;
 use crate::records::{self, MessageRecord};
@@ -211,8 +212,19 @@ impl Writes {
     /// statement's error is what this returns. Each request goes out when its
     /// future is first polled, and `try_join_all` polls them in order (fewer
     /// than its 30-future threshold), so they reach the server in order.
-    pub(super) async fn write(self, client: &Client) -> Result<(), StorageError> {
+    /// With `claims`, the fence check (`fence.rs`) runs first in the
+    /// transaction, and a lease lost aborts it whole.
+    pub(super) async fn write(self, client: &Client, claims: Option<&Claims>) -> Result<(), StorageError> {
         let statements = self.statements();
+        // Prepared before anything is sent, as the others: the check must
+        // reach the server after BEGIN and before the writes.
+        let fence = match claims {
+            Some(claims) => Some((
+                client.prepare_cached(fence::FENCE).await.map_err(db_error)?,
+                claims.columns(),
+            )),
+            None => None,
+        };
         let mut prepared = Vec::with_capacity(statements.len());
         for statement in &statements {
             prepared.push(client.prepare_cached(statement.sql).await.map_err(db_error)?);
@@ -223,6 +235,14 @@ impl Writes {
             .collect();
         let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
         pipeline.push(Box::pin(client.batch_execute("BEGIN")));
+        if let Some((statement, (node, queues, epochs, count))) = &fence {
+            pipeline.push(Box::pin(async move {
+                client
+                    .query_one(statement, &[node, queues, epochs, count])
+                    .await
+                    .map(drop)
+            }));
+        }
         for (statement, params) in prepared.iter().zip(&params) {
             pipeline.push(Box::pin(async move {
                 client.execute(statement, params).await.map(drop)
