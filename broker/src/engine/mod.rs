@@ -18,6 +18,7 @@
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
+//! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //!
 //! These files call each other's methods but never import each other's modules
@@ -50,6 +51,7 @@ mod manage;
 mod ops;
 mod recovery;
 mod send;
+mod serving;
 mod settle;
 mod transact;
 
@@ -75,7 +77,7 @@ use crate::settings::Settings;
 use crate::transactions::Transactions;
 
 pub use addresses::Creation;
-pub use consume::{Settled, Subscription};
+pub use consume::{Settled, Subscription, queue_gone};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use send::Sent;

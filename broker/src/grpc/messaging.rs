@@ -43,7 +43,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
 use super::publish::publish;
 use super::status::code_and_message;
-use crate::engine::{Broker, Settled, Subscription};
+use crate::engine::{Broker, Settled, Subscription, queue_gone};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 use crate::security::Security;
@@ -373,7 +373,7 @@ impl Session {
                             break None;
                         }
                     }
-                    None => break Some(BrokerError::QueueNotFound(self.queue.name.clone()).into()),
+                    None => break Some(queue_gone(&self.queue).into()),
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {
