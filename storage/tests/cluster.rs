@@ -97,11 +97,16 @@ async fn queue_ids_are_unique_across_nodes_and_above_every_stored_queue() {
     };
     let (a, b) = (open(&schema), open(&schema));
     a.commit(vec![queue(41)]).await.unwrap();
-    let mut ids = Vec::new();
-    for _ in 0..20 {
-        let (x, y) = tokio::join!(a.allocate_queue_id(), b.allocate_queue_id());
-        ids.extend([x.unwrap(), y.unwrap()]);
-    }
+    let allocate = |store: PostgresStore| {
+        std::thread::spawn(move || {
+            (0..20)
+                .map(|_| store.allocate_queue_id().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let (x, y) = (allocate(a), allocate(b));
+    let mut ids = x.join().unwrap();
+    ids.extend(y.join().unwrap());
     assert!(ids.iter().all(|&id| id > 41), "{ids:?}");
     ids.sort_unstable();
     ids.dedup();

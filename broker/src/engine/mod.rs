@@ -103,6 +103,10 @@ pub struct Broker {
     metrics: Metrics,
     /// The bytes every address holds (the registry's running total).
     sizes: Arc<BrokerSize>,
+    /// Set when this broker is one node of several (`serving.rs`).
+    leased: std::sync::OnceLock<serving::Leased>,
+    /// Wakes whoever balances queues between nodes: a queue was created.
+    queues_changed: tokio::sync::Notify,
 }
 
 impl Broker {
@@ -130,6 +134,8 @@ impl Broker {
             store_failing: AtomicBool::new(false),
             metrics: Metrics::default(),
             sizes,
+            leased: std::sync::OnceLock::new(),
+            queues_changed: tokio::sync::Notify::new(),
         });
         let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
             broker.settings_for(address).id_cache_size

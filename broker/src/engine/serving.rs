@@ -5,12 +5,48 @@
 //! Loading a queue reads it back from the store as a restart would, through
 //! its depager, with the delivery counts and scheduled redeliveries stored.
 //! Non-durable queues live in one node's memory and are never moved.
-use rebound_storage::QueueId;
+//!
+//! Once [`Broker::serve_leased_only`] is called, durable queues, those
+//! recovered and those created later, are served only once loaded, and new
+//! queues get their ids from the cluster's allocator, so that two nodes
+//! never give one id to two queues. That allocator is called under the
+//! registry's write lock: queues are created rarely, and an id must be known
+//! before the queue is.
+use std::sync::Arc;
+
+use rebound_storage::{QueueId, StorageError};
 use tracing::info;
 
 use super::Broker;
+use crate::error::Result;
+use crate::queue::Queue;
+
+/// Hands out queue ids unique among the nodes.
+pub type QueueIds = Box<dyn Fn() -> std::result::Result<QueueId, StorageError> + Send + Sync>;
+
+/// What [`Broker::serve_leased_only`] set.
+pub(super) struct Leased {
+    queue_ids: QueueIds,
+}
 
 impl Broker {
+    /// From now on, serves a durable queue only once [`Broker::load_queue`]
+    /// says so (every one is unloaded now), and takes new queue ids from
+    /// `queue_ids`. Called once, before clients are served.
+    pub fn serve_leased_only(&self, queue_ids: QueueIds) {
+        if self.leased.set(Leased { queue_ids }).is_err() {
+            return;
+        }
+        for queue in self.read().queues.values().filter(|q| q.durable) {
+            queue.unload();
+        }
+    }
+
+    /// Fires when a queue was created (a node may want to serve it).
+    pub fn queues_changed(&self) -> &tokio::sync::Notify {
+        &self.queues_changed
+    }
+
     /// The ids of the durable queues: those nodes take leases on.
     pub fn durable_queue_ids(&self) -> Vec<QueueId> {
         let mut ids: Vec<QueueId> = self
@@ -50,11 +86,32 @@ impl Broker {
         true
     }
 
-    fn durable_queue(&self, id: QueueId) -> Option<std::sync::Arc<crate::queue::Queue>> {
+    fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
         self.read()
             .queues
             .values()
             .find(|q| q.id == id && q.durable)
             .cloned()
+    }
+
+    /// The id of a queue about to be created.
+    pub(super) fn queue_id(&self) -> Result<QueueId> {
+        match self.leased.get() {
+            Some(leased) => Ok((leased.queue_ids)()?),
+            None => Ok(self
+                .next_queue_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        }
+    }
+
+    /// A queue was just created (not yet bound): once queues are leased, a
+    /// durable one waits for its lease.
+    pub(super) fn created(&self, queue: &Queue) {
+        if self.leased.get().is_some() {
+            if queue.durable {
+                queue.unload();
+            }
+            self.queues_changed.notify_one();
+        }
     }
 }

@@ -212,9 +212,12 @@ impl PostgresStore {
     }
 
     /// A queue id no node has handed out, and above every queue stored
-    /// (also those a single broker created before the cluster).
-    pub fn allocate_queue_id(&self) -> impl Future<Output = Result<QueueId, StorageError>> + Send + 'static {
-        self.db.run(|pool| async move {
+    /// (also those a single broker created before the cluster). Blocks for
+    /// a round trip, as [`Store::generate_id`](crate::Store::generate_id)
+    /// does for a block of ids: the broker needs the id under its registry
+    /// lock, and creates queues rarely.
+    pub fn allocate_queue_id(&self) -> Result<QueueId, StorageError> {
+        self.db.block(|pool| async move {
             let client = pool.get().await.map_err(pool_error)?;
             let row = client
                 .query_one(
