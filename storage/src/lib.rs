@@ -256,7 +256,7 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use memory::MemoryStore;
-pub use postgres::{LiveNode, PostgresOptions, PostgresStore, QueueLease};
+pub use postgres::{InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease};
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
     QueueRecord, RoutingType,

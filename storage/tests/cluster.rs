@@ -213,3 +213,70 @@ async fn a_stale_epoch_fails_its_commit_only_and_changes_nothing() {
     assert!(recovered.queues[0].messages.iter().all(|m| m.state.is_none()));
     assert_eq!(ids(1), [1].into_iter().chain(11..=20).collect::<Vec<_>>());
 }
+
+/// b stores a message for a queue a holds: it goes to a's inbox, with one
+/// notification, and reaches a's scans only once a takes it from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox() {
+    let Some(schema) = TestSchema::create("cluster inbox") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1), queue(2), put(1, 1)]).await.unwrap();
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    a.acquire("a", 1, LEASE).await.unwrap().unwrap();
+    b.acquire("b", 2, LEASE).await.unwrap().unwrap();
+    let mut notices = a.inbox_notices();
+    // The listener connects in the background: notify until it hears.
+    let state = DeliveryState {
+        scheduled_at_ms: 42,
+        ..Default::default()
+    };
+    let mut id = 10;
+    let heard = loop {
+        id += 1;
+        let scheduled = Op::PutState {
+            queue: 1,
+            id,
+            state: state.clone(),
+        };
+        b.commit(vec![put(1, id), scheduled, put(2, id)]).await.unwrap();
+        match tokio::time::timeout(Duration::from_millis(200), notices.recv()).await {
+            Ok(notice) => break notice.unwrap(),
+            Err(_) => assert!(id < 60, "no notification heard"),
+        }
+    };
+    assert_eq!(
+        heard,
+        rebound_storage::InboxNotice::Queues(vec![1]),
+        "only the queue b does not hold"
+    );
+
+    let scan = |store: &PostgresStore| -> Vec<u64> {
+        store
+            .scan_queue(1, 0, 100, u64::MAX)
+            .unwrap()
+            .iter()
+            .map(|m| m.record.message_id)
+            .collect()
+    };
+    assert_eq!(scan(&a), [1], "not scanned while in the inbox");
+    assert_eq!(a.inbox_queues(vec![1, 2]).await.unwrap(), [1]);
+    let refused = b.drain_inbox(1).await;
+    assert!(
+        matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+        "{refused:?}"
+    );
+    let drained = a.drain_inbox(1).await.unwrap();
+    let ids: Vec<u64> = drained.iter().map(|m| m.record.message_id).collect();
+    assert_eq!(ids, (11..=id).collect::<Vec<_>>());
+    assert!(
+        drained
+            .iter()
+            .all(|m| m.state.as_ref().is_some_and(|s| s.scheduled_at_ms == 42))
+    );
+    assert!(a.drain_inbox(1).await.unwrap().is_empty(), "taken once");
+    assert_eq!(scan(&a).len(), 1 + ids.len(), "then in the queue as any message");
+    assert!(a.inbox_queues(vec![1, 2]).await.unwrap().is_empty());
+}

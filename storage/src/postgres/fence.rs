@@ -18,9 +18,11 @@
 //! that wrote under a lost lease with [`StorageError::Fenced`] and writes the
 //! others again without them, so one stale queue never fails its neighbours.
 //!
-//! Writes that are no owner's (storing new messages, whoever owns their
-//! queue; addresses and queue records) carry no claim. Without a node id
-//! (a single broker) nothing is claimed or checked.
+//! Storing a new message (and the state it is stored with) is anyone's
+//! write: for a queue this node holds it claims the lease like an owner
+//! write, for one it does not it adds a row to the inbox of the queue's
+//! owner (`cluster.rs`). Addresses and queue records carry no claim. Without
+//! a node id (a single broker) nothing is claimed or checked.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +31,7 @@ use deadpool_postgres::Client;
 
 use super::pool::db_error;
 use crate::error::StorageError;
-use crate::{Op, QueueId};
+use crate::{MessageId, Op, QueueId};
 
 /// This node's id and the epochs of the leases it holds.
 #[derive(Default)]
@@ -71,29 +73,84 @@ impl Fence {
         self.state().epochs.remove(&queue);
     }
 
-    /// What `ops` claim: `None` without fencing or owner writes, and
-    /// [`StorageError::Fenced`] for an owner write to a queue not held.
-    pub(super) fn claims(&self, ops: &[Op]) -> Result<Option<Claims>, StorageError> {
+    /// This node's claim on `queue` alone (to drain its inbox).
+    pub(super) fn claim(&self, queue: QueueId) -> Result<Claims, StorageError> {
         let state = self.state();
-        let Some(node) = &state.node else { return Ok(None) };
-        let mut leases = BTreeSet::new();
-        for queue in ops.iter().filter_map(owner_write) {
-            let epoch = state.epochs.get(&queue).ok_or(StorageError::Fenced { queue })?;
-            leases.insert((queue, *epoch));
+        match (&state.node, state.epochs.get(&queue)) {
+            (Some(node), Some(&epoch)) => Ok(Claims {
+                node: Arc::clone(node),
+                leases: BTreeSet::from([(queue, epoch)]),
+            }),
+            _ => Err(StorageError::Fenced { queue }),
         }
-        Ok((!leases.is_empty()).then(|| Claims {
+    }
+
+    /// What `ops` claim, and the messages they store for queues this node
+    /// does not hold (which go to the inbox of the node that does, see
+    /// `cluster.rs`). Nothing without fencing. A message stored for a queue
+    /// this node holds claims its lease too: once the lease is lost, the
+    /// queue's new owner may have read the queue already, so the message
+    /// must reach it through the inbox instead (the commit fails, and the
+    /// retried send finds the queue not held).
+    pub(super) fn sort(&self, ops: &[Op]) -> Result<Sorted, StorageError> {
+        let state = self.state();
+        let Some(node) = &state.node else {
+            return Ok(Sorted::default());
+        };
+        let stored: BTreeSet<(QueueId, MessageId)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::PutMessage { queue, message } => Some((*queue, message.message_id)),
+                _ => None,
+            })
+            .collect();
+        let mut leases = BTreeSet::new();
+        let mut inbox = Vec::new();
+        for op in ops {
+            match write_of(op, &stored) {
+                Some(Write::Owner(queue)) => {
+                    let epoch = state.epochs.get(&queue).ok_or(StorageError::Fenced { queue })?;
+                    leases.insert((queue, *epoch));
+                }
+                Some(Write::New(queue, id)) => match state.epochs.get(&queue) {
+                    Some(epoch) => {
+                        leases.insert((queue, *epoch));
+                    }
+                    None => inbox.push((queue, id)),
+                },
+                None => {}
+            }
+        }
+        let claims = (!leases.is_empty()).then(|| Claims {
             node: Arc::clone(node),
             leases,
-        }))
+        });
+        Ok(Sorted { claims, inbox })
     }
 }
 
-/// The queue whose owner alone may make this write, if it is such a write.
-fn owner_write(op: &Op) -> Option<QueueId> {
+/// What [`Fence::sort`] found in a commit.
+#[derive(Debug, Default)]
+pub(super) struct Sorted {
+    pub(super) claims: Option<Claims>,
+    pub(super) inbox: Vec<(QueueId, MessageId)>,
+}
+
+/// What kind of write to a queue an op is.
+enum Write {
+    /// Only the queue's owner may make it.
+    Owner(QueueId),
+    /// A new message (or the state it is stored with): anyone may.
+    New(QueueId, MessageId),
+}
+
+fn write_of(op: &Op, stored: &BTreeSet<(QueueId, MessageId)>) -> Option<Write> {
     match op {
+        Op::PutMessage { queue, message } => Some(Write::New(*queue, message.message_id)),
+        Op::PutState { queue, id, .. } if stored.contains(&(*queue, *id)) => None,
         Op::PutState { queue, .. }
         | Op::RemoveMessage { queue, .. }
-        | Op::RemoveStatelessMessage { queue, .. } => Some(*queue),
+        | Op::RemoveStatelessMessage { queue, .. } => Some(Write::Owner(*queue)),
         _ => None,
     }
 }
@@ -146,6 +203,9 @@ pub(super) const FENCE: &str = "SELECT rebound_fence($4, count(*)) FROM (
          WHERE l.node = $1
          FOR SHARE OF l) held";
 
+/// The SQLSTATE `rebound_fence` raises (migration 2).
+pub(super) const LOST: &str = "RBF01";
+
 /// The claims that hold.
 const HELD: &str = "SELECT l.queue, l.epoch FROM queue_leases l
      JOIN unnest($2::bigint[], $3::bigint[]) AS f(queue, epoch)
@@ -161,37 +221,67 @@ mod tests {
         Op::RemoveMessage { queue, id: 1 }
     }
 
+    fn claims(fence: &Fence, ops: &[Op]) -> Result<Option<Claims>, StorageError> {
+        fence.sort(ops).map(|sorted| sorted.claims)
+    }
+
     #[test]
-    fn only_owner_writes_claim_and_only_once_fencing_is_on() {
+    fn owner_writes_claim_their_lease_once_fencing_is_on() {
         let fence = Fence::default();
         assert!(
-            matches!(fence.claims(&[ack(1)]), Ok(None)),
+            matches!(claims(&fence, &[ack(1)]), Ok(None)),
             "a single broker claims nothing"
         );
         fence.set_node("n1");
         fence.hold(1, 7);
-        let store = Op::PutMessage {
-            queue: 2,
-            message: Default::default(),
-        };
-        assert!(matches!(fence.claims(std::slice::from_ref(&store)), Ok(None)));
         let state = Op::PutState {
             queue: 1,
             id: 2,
             state: DeliveryState::default(),
         };
-        let claims = fence.claims(&[store, state, ack(1)]).unwrap().unwrap();
-        assert_eq!(&*claims.node, "n1");
-        assert_eq!(claims.leases, BTreeSet::from([(1, 7)]));
+        let claimed = claims(&fence, &[state, ack(1)]).unwrap().unwrap();
+        assert_eq!(&*claimed.node, "n1");
+        assert_eq!(claimed.leases, BTreeSet::from([(1, 7)]));
         assert!(matches!(
-            fence.claims(&[ack(2)]),
+            claims(&fence, &[ack(2)]),
             Err(StorageError::Fenced { queue: 2 })
         ));
         fence.forget(1);
         assert!(matches!(
-            fence.claims(&[ack(1)]),
+            claims(&fence, &[ack(1)]),
             Err(StorageError::Fenced { queue: 1 })
         ));
+    }
+
+    #[test]
+    fn new_messages_claim_a_queue_held_and_go_to_the_inbox_of_one_not_held() {
+        let fence = Fence::default();
+        let put = |queue, id| Op::PutMessage {
+            queue,
+            message: crate::MessageRecord {
+                message_id: id,
+                ..Default::default()
+            },
+        };
+        let scheduled = Op::PutState {
+            queue: 2,
+            id: 9,
+            state: DeliveryState::default(),
+        };
+        let ops = [put(1, 9), put(2, 9), scheduled];
+        assert!(
+            fence.sort(&ops).unwrap().inbox.is_empty(),
+            "a single broker has no inbox"
+        );
+        fence.set_node("n1");
+        fence.hold(1, 3);
+        let sorted = fence.sort(&ops).unwrap();
+        assert_eq!(sorted.claims.unwrap().leases, BTreeSet::from([(1, 3)]));
+        assert_eq!(
+            sorted.inbox,
+            [(2, 9)],
+            "the state stored with a new message is part of it"
+        );
     }
 
     #[test]

@@ -34,12 +34,12 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
-use super::fence::{Claims, Fence};
+use super::fence::{Claims, Fence, Sorted};
 use super::pool::{Database, pool_error};
 use super::writes::{Footprint, Writes};
 use crate::error::StorageError;
 use crate::group_commit::{MAX_GROUP_BYTES, MAX_GROUP_REQUESTS};
-use crate::{Commit, Op, QueueId, limits};
+use crate::{Commit, MessageId, Op, QueueId, limits};
 
 /// A queued commit.
 struct Request {
@@ -50,6 +50,8 @@ struct Request {
     bytes: usize,
     /// The leases its owner writes were made under (`fence.rs`).
     claims: Option<Claims>,
+    /// The messages it stores for queues other nodes hold.
+    inbox: Vec<(QueueId, MessageId)>,
     done: oneshot::Sender<Result<(), StorageError>>,
 }
 
@@ -97,8 +99,8 @@ impl Committer {
         if let Err(e) = ops.iter().try_for_each(limits::check_op) {
             return Commit::ready(Err(e));
         }
-        let claims = match self.fence.claims(&ops) {
-            Ok(claims) => claims,
+        let Sorted { claims, inbox } = match self.fence.sort(&ops) {
+            Ok(sorted) => sorted,
             Err(e) => return Commit::ready(Err(e)),
         };
         let bytes = ops.iter().map(op_bytes).sum();
@@ -109,6 +111,7 @@ impl Committer {
             ops,
             bytes,
             claims,
+            inbox,
             done,
         }));
         Commit::from(commit)
@@ -216,6 +219,7 @@ fn fold(group: &mut [Request]) -> Writes {
             false => std::mem::take(&mut request.ops),
         };
         ops.into_iter().for_each(|op| writes.add(op));
+        writes.add_inbox(&request.inbox);
     }
     writes
 }

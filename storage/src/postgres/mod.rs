@@ -18,6 +18,7 @@
 //! postgres/ids.rs           message ids reserved in blocks
 //! postgres/cluster.rs       several brokers: membership, queue leases, queue ids
 //! postgres/fence.rs         owner writes only under a lease held (fencing)
+//! postgres/inbox.rs         messages stored for a queue another node serves
 //! ```
 //!
 //! # Tables
@@ -142,15 +143,17 @@
 //! * Rows are written in key order within a group (sorted maps), so two
 //!   nodes' groups lock rows in the same order and cannot deadlock on them.
 //!
-//! Still to come: a notification per group (one `NOTIFY` plus an `inbox`
-//! row per message stored for a queue another node serves, never a NOTIFY
-//! per message) so that an owner learns of messages other nodes stored; the
-//! `inbox` table is there for it.
+//! * The inbox (`inbox.rs`): a message stored for a queue another node
+//!   holds gets an `inbox` row in the same transaction, and the group sends
+//!   one `NOTIFY` naming those queues (never one per message); the owner
+//!   listens, polls as a backstop, and takes the rows in a fenced
+//!   transaction.
 
 mod cluster;
 mod fence;
 mod group_commit;
 mod ids;
+mod inbox;
 mod pool;
 mod reads;
 mod schema;
@@ -171,6 +174,7 @@ pub use cluster::{LiveNode, QueueLease};
 use fence::Fence;
 use group_commit::Committer;
 use ids::IdBlock;
+pub use inbox::InboxNotice;
 use pool::Database;
 
 /// How to reach the database.

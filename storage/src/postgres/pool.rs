@@ -26,6 +26,8 @@ pub(super) struct Database {
     /// `Some` until dropped.
     runtime: Option<tokio::runtime::Runtime>,
     pool: Pool,
+    /// How to connect, for a connection of its own (`LISTEN`).
+    config: tokio_postgres::Config,
 }
 
 impl Database {
@@ -44,7 +46,7 @@ impl Database {
             .connect_timeout(CONNECT_TIMEOUT)
             .application_name("rebound");
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -67,6 +69,7 @@ impl Database {
         Ok(Database {
             runtime: Some(runtime),
             pool,
+            config,
         })
     }
 
@@ -108,6 +111,24 @@ impl Database {
         async move { rx.await.unwrap_or(Err(StorageError::Closed)) }
     }
 
+    /// The payloads of the notifications on `channel`, from a connection of
+    /// its own that `LISTEN`s, connected again a second after it fails (a
+    /// notification sent meanwhile is lost: listeners poll as a backstop).
+    /// Stops once the receiver is dropped.
+    pub(super) fn listen(&self, channel: &'static str) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let config = self.config.clone();
+        self.spawn(async move {
+            while !tx.is_closed() {
+                if let Err(err) = listen_once(&config, channel, &tx).await {
+                    tracing::debug!(%err, channel, "listening for notifications failed; again in a second");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        rx
+    }
+
     /// The pool, for the committer.
     pub(super) fn pool(&self) -> Pool {
         self.pool.clone()
@@ -124,6 +145,39 @@ impl Drop for Database {
         // runtime, where blocking on another runtime's shutdown panics.
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
+        }
+    }
+}
+
+/// One connection's `LISTEN` on `channel`, until it fails or nobody listens.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    tx: &tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let sql = format!("LISTEN {channel}");
+    let listen = client.batch_execute(&sql);
+    tokio::pin!(listen);
+    let mut listening = false;
+    loop {
+        tokio::select! {
+            done = &mut listen, if !listening => {
+                done?;
+                listening = true;
+            }
+            message = futures::StreamExt::next(&mut messages) => match message {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => return Err(err),
+                None => return Ok(()),
+            },
+            _ = tx.closed() => return Ok(()),
         }
     }
 }

@@ -10,6 +10,9 @@
 //! applying every op one after the other. The maps are sorted, so rows are
 //! written (and locked) in key order.
 //!
+//! Messages stored for queues other nodes hold also get an `inbox` row, and
+//! the group then sends one `NOTIFY` naming those queues (`cluster.rs`).
+//!
 //! Each table gets at most one `DELETE … USING unnest(…)` and one
 //! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE`, whatever the
 //! number of rows; statements with no rows are not sent.
@@ -62,6 +65,8 @@ pub(super) struct Writes {
     messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
     states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
     duplicate_ids: BTreeMap<(String, u64), Option<Vec<u8>>>,
+    /// Messages stored for queues other nodes hold (`fence.rs`).
+    inbox: BTreeSet<(QueueId, MessageId)>,
 }
 
 impl Writes {
@@ -84,6 +89,7 @@ impl Writes {
             Op::DeleteQueue(queue) => {
                 self.messages.retain(|(q, _), _| *q != queue);
                 self.states.retain(|(q, _), _| *q != queue);
+                self.inbox.retain(|(q, _)| *q != queue);
                 self.queues.insert(queue, None);
                 self.wiped_queues.insert(queue);
             }
@@ -114,6 +120,13 @@ impl Writes {
         }
     }
 
+    /// Adds inbox rows for messages added so far (that are still stored).
+    pub(super) fn add_inbox(&mut self, keys: &[(QueueId, MessageId)]) {
+        let stored = |key: &&(QueueId, MessageId)| matches!(self.messages.get(key), Some(Some(_)));
+        let keys: Vec<_> = keys.iter().filter(stored).copied().collect();
+        self.inbox.extend(keys);
+    }
+
     /// The rows the set touches, coarsely, to order it against other sets.
     pub(super) fn footprint(&self) -> Footprint {
         Footprint {
@@ -140,6 +153,7 @@ impl Writes {
         if !self.wiped_queues.is_empty() {
             let queues: Vec<i64> = self.wiped_queues.iter().map(|&q| i64::from(q)).collect();
             out.push(Statement::new(WIPE_MESSAGES, vec![Box::new(queues.clone())]));
+            out.push(Statement::new(WIPE_INBOX, vec![Box::new(queues.clone())]));
             out.push(Statement::new(WIPE_STATES, vec![Box::new(queues)]));
         }
         if !self.wiped_addresses.is_empty() {
@@ -170,6 +184,15 @@ impl Writes {
         let mut columns = MessageColumns::default();
         put.into_iter().for_each(|(key, row)| columns.push(key, row));
         out.push(columns.upsert());
+
+        let (queues, ids) = message_key_columns(self.inbox.iter().copied().collect());
+        out.push(Statement::new(
+            INSERT_INBOX,
+            vec![Box::new(queues), Box::new(ids)],
+        ));
+        let mut notified: Vec<i64> = self.inbox.iter().map(|&(q, _)| i64::from(q)).collect();
+        notified.dedup();
+        out.push(Statement::new(NOTIFY_INBOX, vec![Box::new(notified)]));
 
         let (put, gone) = split(self.states);
         out.push(delete_by_message_key(DELETE_STATES, gone));
@@ -388,6 +411,13 @@ const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expira
      ON CONFLICT (queue, id) DO UPDATE SET priority = EXCLUDED.priority,
          expiration_ms = EXCLUDED.expiration_ms, size = EXCLUDED.size, grp = EXCLUDED.grp,
          record = EXCLUDED.record";
+const WIPE_INBOX: &str = "DELETE FROM inbox WHERE queue = ANY($1::bigint[])";
+const INSERT_INBOX: &str = "INSERT INTO inbox (queue, id)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
+/// One notification per group, naming the queues whose inbox it added to
+/// (none: too many to name, look at every queue).
+const NOTIFY_INBOX: &str = "SELECT pg_notify('rebound_inbox',
+     CASE WHEN cardinality($1::bigint[]) > 500 THEN '' ELSE array_to_string($1::bigint[], ',') END)";
 const DELETE_STATES: &str = "DELETE FROM delivery_states t
      USING unnest($1::bigint[], $2::bigint[]) AS d(queue, id)
      WHERE t.queue = d.queue AND t.id = d.id";
