@@ -502,7 +502,16 @@ mod tests {
         let keys: Vec<_> = writes.messages.keys().copied().collect();
         assert_eq!(keys, [(1, 3), (2, 1)]);
         let sql: Vec<_> = writes.statements().into_iter().map(|s| s.sql).collect();
-        assert_eq!(sql, [WIPE_MESSAGES, WIPE_STATES, UPSERT_QUEUES, UPSERT_MESSAGES]);
+        assert_eq!(
+            sql,
+            [
+                WIPE_MESSAGES,
+                WIPE_INBOX,
+                WIPE_STATES,
+                UPSERT_QUEUES,
+                UPSERT_MESSAGES
+            ]
+        );
     }
 
     fn footprint(ops: Vec<Op>) -> Footprint {
