@@ -36,7 +36,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cluster::{Identity, Node};
+use crate::cluster::{self, Identity};
 use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
@@ -166,10 +166,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             id: cluster.node_id,
             lease: cluster.lease,
         };
-        let node = Node::join(store, broker.clone(), identity)
+        cluster::start(store, &broker, identity)
             .await
             .context("cannot join the cluster in PostgreSQL")?;
-        broker.spawn(node.run());
     }
     let http_listener = match http_listen.as_str() {
         "" => None,

@@ -4,6 +4,7 @@
 //! | file | what |
 //! |---|---|
 //! | `node.rs` | the node's task: heartbeat, lease renewal, balancing, stepping down |
+//! | `inbox.rs` | the task that brings messages other nodes stored into served queues |
 //! | `balance.rs` | which queues a node takes and gives back (pure) |
 //! | `deadline.rs` | until when the node may serve without a renewal, by its own clock |
 //!
@@ -19,15 +20,37 @@
 //! its leases can run out, fencing of acks and delivery states written under
 //! a lost lease, and queue ids unique across nodes.
 //!
-//! Not yet (issue 17, later steps): a message sent through a node that does
-//! not serve its queue is stored, but the serving node learns of it only when
-//! it next loads the queue (the inbox and its NOTIFY are to come); consumers,
+//! A message sent through a node that does not serve its queue is stored in
+//! the same commit as for any queue, with an inbox row for the queue's owner,
+//! which takes it into memory within a second (at once when notified).
+//!
+//! Not yet (issue 17, later steps): consumers,
 //! settles, browsing and management of a queue another node serves are not
 //! forwarded to it (the client is told UNAVAILABLE, "served by another node",
 //! and must connect to the node that serves it); addresses and queues created
 //! on one node reach the others only when they restart.
 mod balance;
 mod deadline;
+mod inbox;
 mod node;
 
+use std::sync::Arc;
+
+use rebound_storage::{PostgresStore, StorageError};
+
 pub use node::{Identity, Node};
+
+use crate::engine::Broker;
+
+/// Joins the cluster (see [`Node::join`]) and starts the node's tasks as the
+/// engine's own.
+pub async fn start(
+    store: Arc<PostgresStore>,
+    broker: &Arc<Broker>,
+    me: Identity,
+) -> Result<(), StorageError> {
+    let node = Node::join(store.clone(), broker.clone(), me).await?;
+    broker.spawn(node.run());
+    broker.spawn(inbox::run(store, broker.clone()));
+    Ok(())
+}

@@ -14,12 +14,13 @@
 //! before the queue is.
 use std::sync::Arc;
 
-use rebound_storage::{QueueId, StorageError};
+use rebound_storage::{QueueId, ScannedMessage, StorageError};
 use tracing::info;
 
 use super::Broker;
 use crate::error::Result;
-use crate::queue::Queue;
+use crate::queue::{Entry, Queue};
+use crate::time::now_ms;
 
 /// Hands out queue ids unique among the nodes.
 pub type QueueIds = Box<dyn Fn() -> std::result::Result<QueueId, StorageError> + Send + Sync>;
@@ -84,6 +85,40 @@ impl Broker {
             info!(queue = %queue.name, "served by this node");
         }
         true
+    }
+
+    /// The ids of the durable queues this node serves.
+    pub fn served_queue_ids(&self) -> Vec<QueueId> {
+        let mut ids: Vec<QueueId> = self
+            .read()
+            .queues
+            .values()
+            .filter(|q| q.durable && q.is_served())
+            .map(|q| q.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Adds to queue `id` the messages `take` takes from its inbox (messages
+    /// other nodes stored for it), as new arrivals. Holds the queue's tail
+    /// lock meanwhile, so that its depager never reads a message twice (see
+    /// `rebound_storage::postgres`'s inbox). Returns how many it added.
+    pub async fn take_inbox<F>(&self, id: QueueId, take: F) -> Result<usize>
+    where
+        F: Future<Output = std::result::Result<Vec<ScannedMessage>, StorageError>>,
+    {
+        let Some(queue) = self.durable_queue(id) else {
+            return Ok(0);
+        };
+        let _tail = queue.tail.lock().await;
+        let messages = take.await?;
+        let count = messages.len();
+        queue.enqueue(
+            messages.into_iter().map(|m| Entry::read_back(m.record, m.state)),
+            now_ms(),
+        );
+        Ok(count)
     }
 
     fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
