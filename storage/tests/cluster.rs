@@ -91,26 +91,35 @@ async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_ids_are_unique_across_nodes_and_above_every_stored_queue() {
+async fn queue_ids_are_one_per_name_across_nodes_and_above_every_stored_queue() {
     let Some(schema) = TestSchema::create("cluster queue ids") else {
         return;
     };
     let (a, b) = (open(&schema), open(&schema));
     a.commit(vec![queue(41)]).await.unwrap();
+    // Both nodes create the same twenty queues at once.
     let allocate = |store: PostgresStore| {
         std::thread::spawn(move || {
-            (0..20)
-                .map(|_| store.allocate_queue_id().unwrap())
-                .collect::<Vec<_>>()
+            let ids: Vec<u32> = (0..20)
+                .map(|i| store.allocate_queue_id(&format!("q{i}")).unwrap())
+                .collect();
+            (store, ids)
         })
     };
     let (x, y) = (allocate(a), allocate(b));
-    let mut ids = x.join().unwrap();
-    ids.extend(y.join().unwrap());
-    assert!(ids.iter().all(|&id| id > 41), "{ids:?}");
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), 40, "no id handed out twice");
+    let ((a, from_a), (_b, from_b)) = (x.join().unwrap(), y.join().unwrap());
+    assert_eq!(from_a, from_b, "one id per name");
+    assert!(from_a.iter().all(|&id| id > 41), "{from_a:?}");
+    let mut unique = from_a.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 20);
+    // A queue deleted gives its name back: created again, it is a new queue.
+    a.commit(vec![Op::DeleteQueue(from_a[0])]).await.unwrap();
+    let again = tokio::task::spawn_blocking(move || a.allocate_queue_id("q0").unwrap())
+        .await
+        .unwrap();
+    assert!(!from_a.contains(&again), "{again}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `node.rs` | the node's task: heartbeat, lease renewal, balancing, stepping down |
 //! | `inbox.rs` | the task that brings messages other nodes stored into served queues |
+//! | `metadata.rs` | the task that adds and removes what other nodes create and delete |
 //! | `balance.rs` | which queues a node takes and gives back (pure) |
 //! | `deadline.rs` | until when the node may serve without a renewal, by its own clock |
 //!
@@ -24,14 +25,19 @@
 //! the same commit as for any queue, with an inbox row for the queue's owner,
 //! which takes it into memory within a second (at once when notified).
 //!
-//! Not yet (issue 17, later steps): consumers,
-//! settles, browsing and management of a queue another node serves are not
-//! forwarded to it (the client is told UNAVAILABLE, "served by another node",
-//! and must connect to the node that serves it); addresses and queues created
-//! on one node reach the others only when they restart.
+//! Addresses and queues created on one node reach the others at once (a
+//! NOTIFY) or within five seconds; a queue has one id per name across the
+//! nodes, so two nodes creating it at once create it once. Queue deletions
+//! reach the others the same way; address deletions only when they restart.
+//!
+//! Not yet (issue 17, later steps): consumers, settles, browsing and management of a queue another node serves are not
+//! forwarded to it: a consumer is told UNAVAILABLE, "served by another node",
+//! and must connect to the node that serves it, and browsing or managing a
+//! queue through a node that does not serve it sees no message.
 mod balance;
 mod deadline;
 mod inbox;
+mod metadata;
 mod node;
 
 use std::sync::Arc;
@@ -51,6 +57,7 @@ pub async fn start(
 ) -> Result<(), StorageError> {
     let node = Node::join(store.clone(), broker.clone(), me).await?;
     broker.spawn(node.run());
-    broker.spawn(inbox::run(store, broker.clone()));
+    broker.spawn(inbox::run(store.clone(), broker.clone()));
+    broker.spawn(metadata::run(store, broker.clone()));
     Ok(())
 }

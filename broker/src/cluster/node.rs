@@ -61,7 +61,7 @@ impl Node {
         me: Identity,
     ) -> Result<Node, StorageError> {
         let ids = Arc::clone(&store);
-        broker.serve_leased_only(Box::new(move || ids.allocate_queue_id()));
+        broker.serve_leased_only(Box::new(move |name| ids.allocate_queue_id(name)));
         let incarnation = store.register_node(&me.id, &me.advertise).await?;
         info!(node = %me.id, advertise = %me.advertise, incarnation, lease_ms = me.lease.as_millis() as u64, "joined the cluster");
         Ok(Node {

@@ -80,7 +80,7 @@ impl Broker {
             if how != Create::Explicit {
                 self.auto_create_room(&reg, 1 + u64::from(queue_too))?;
             }
-            let id = queue_too.then(|| self.queue_id()).transpose()?;
+            let id = queue_too.then(|| self.queue_id(name)).transpose()?;
             let address = Address::new(name.to_owned(), plan.routing, how != Create::Explicit);
             let mut ops = vec![Op::PutAddress(address.record())];
             reg.addresses.insert(name.to_owned(), address);
@@ -308,7 +308,7 @@ impl Broker {
                 filter,
                 auto_created,
             };
-            let id = self.queue_id()?;
+            let id = self.queue_id(name)?;
             let q = self.new_queue(&mut reg, &mut ops, id, new);
             (self.submit(ops), q)
         };
@@ -403,7 +403,7 @@ impl Broker {
             let ids = plan
                 .queues
                 .iter()
-                .map(|_| self.queue_id())
+                .map(|new| self.queue_id(new.name))
                 .collect::<Result<Vec<_>>>()?;
             self.settings.replace(config);
             for queue in reg.queues.values() {

@@ -19,6 +19,7 @@
 //! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
 //! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
+//! | `peers.rs` | the registry kept in step with what other nodes create and delete |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //!
 //! These files call each other's methods but never import each other's modules
@@ -49,6 +50,7 @@ mod forward;
 mod listing;
 mod manage;
 mod ops;
+mod peers;
 mod recovery;
 mod send;
 mod serving;

@@ -22,8 +22,9 @@ use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::time::now_ms;
 
-/// Hands out queue ids unique among the nodes.
-pub type QueueIds = Box<dyn Fn() -> std::result::Result<QueueId, StorageError> + Send + Sync>;
+/// Hands out the id of a queue by its name, unique among the nodes (and the
+/// same for one name while the queue exists).
+pub type QueueIds = Box<dyn Fn(&str) -> std::result::Result<QueueId, StorageError> + Send + Sync>;
 
 /// What [`Broker::serve_leased_only`] set.
 pub(super) struct Leased {
@@ -129,10 +130,10 @@ impl Broker {
             .cloned()
     }
 
-    /// The id of a queue about to be created.
-    pub(super) fn queue_id(&self) -> Result<QueueId> {
+    /// The id of queue `name`, about to be created.
+    pub(super) fn queue_id(&self, name: &str) -> Result<QueueId> {
         match self.leased.get() {
-            Some(leased) => Ok((leased.queue_ids)()?),
+            Some(leased) => Ok((leased.queue_ids)(name)?),
             None => Ok(self
                 .next_queue_id
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)),

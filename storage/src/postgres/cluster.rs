@@ -20,8 +20,9 @@ use deadpool_postgres::Pool;
 
 use super::PostgresStore;
 use super::pool::{db_error, pool_error};
-use crate::QueueId;
 use crate::error::StorageError;
+use crate::records::{AddressRecord, QueueRecord, decode};
+use crate::{QueueId, keys};
 
 /// A node that heartbeat within the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,28 +212,83 @@ impl PostgresStore {
         self.db.run(|pool| async move { leases(&pool).await })
     }
 
-    /// A queue id no node has handed out, and above every queue stored
-    /// (also those a single broker created before the cluster). Blocks for
-    /// a round trip, as [`Store::generate_id`](crate::Store::generate_id)
-    /// does for a block of ids: the broker needs the id under its registry
-    /// lock, and creates queues rarely.
-    pub fn allocate_queue_id(&self) -> Result<QueueId, StorageError> {
-        self.db.block(|pool| async move {
-            let client = pool.get().await.map_err(pool_error)?;
-            let row = client
-                .query_one(
-                    "UPDATE queue_id_allocator SET next_id =
-                         greatest(next_id, (SELECT coalesce(max(id), 0) + 1 FROM queues)) + 1
-                     RETURNING next_id - 1",
-                    &[],
-                )
+    /// The id of queue `name`: the one a node gave it already, or one no
+    /// node has handed out, above every queue stored (also those a single
+    /// broker created before the cluster). So two nodes that create one
+    /// queue at once create it once. Blocks for a round trip, as
+    /// [`Store::generate_id`](crate::Store::generate_id) does for a block of
+    /// ids: the broker needs the id under its registry lock, and creates
+    /// queues rarely. The name is given back when the queue is deleted.
+    pub fn allocate_queue_id(&self, name: &str) -> Result<QueueId, StorageError> {
+        let name = name.to_owned();
+        self.db.block(move |pool| async move {
+            let mut client = pool.get().await.map_err(pool_error)?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            let known = tx
+                .query_opt("SELECT id FROM queue_names WHERE name = $1", &[&name])
                 .await
                 .map_err(db_error)?;
-            let id = row.get::<_, i64>(0);
+            let id = match known {
+                Some(row) => row.get::<_, i64>(0),
+                None => {
+                    let row = tx
+                        .query_one(
+                            "WITH next AS (
+                                 UPDATE queue_id_allocator SET next_id =
+                                     greatest(next_id, (SELECT coalesce(max(id), 0) + 1 FROM queues)) + 1
+                                 RETURNING next_id - 1 AS id)
+                             INSERT INTO queue_names (name, id) SELECT $1, id FROM next
+                             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+                             RETURNING id",
+                            &[&name],
+                        )
+                        .await
+                        .map_err(db_error)?;
+                    row.get::<_, i64>(0)
+                }
+            };
+            tx.commit().await.map_err(db_error)?;
             QueueId::try_from(id).map_err(|_| StorageError::QueueIdsExhausted)
         })
     }
+
+    /// Every address and queue record: what other nodes may have created or
+    /// deleted since this one read them.
+    pub fn metadata(
+        &self,
+    ) -> impl Future<Output = Result<(Vec<AddressRecord>, Vec<QueueRecord>), StorageError>> + Send + 'static
+    {
+        self.db.run(|pool| async move {
+            let client = pool.get().await.map_err(pool_error)?;
+            let addresses = client
+                .query("SELECT name, record FROM addresses ORDER BY name", &[])
+                .await
+                .map_err(db_error)?
+                .iter()
+                .map(|row| decode(&keys::address(row.get(0)), row.get(1)))
+                .collect::<Result<Vec<AddressRecord>, _>>()?;
+            let queues = client
+                .query("SELECT id, record FROM queues ORDER BY id", &[])
+                .await
+                .map_err(db_error)?
+                .iter()
+                .map(|row| decode(&keys::queue(row.get::<_, i64>(0) as QueueId), row.get(1)))
+                .collect::<Result<Vec<QueueRecord>, _>>()?;
+            Ok((addresses, queues))
+        })
+    }
+
+    /// A message every time a group created or deleted addresses or queues
+    /// (`writes.rs`), from a connection of its own; stops when the receiver
+    /// is dropped. Notifications sent while it reconnects are lost: read
+    /// [`PostgresStore::metadata`] now and then anyway.
+    pub fn metadata_notices(&self) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        self.db.listen(METADATA_CHANNEL)
+    }
 }
+
+/// The channel of the notifications of [`PostgresStore::metadata_notices`].
+pub(super) const METADATA_CHANNEL: &str = "rebound_metadata";
 
 async fn leases(pool: &Pool) -> Result<Vec<QueueLease>, StorageError> {
     let client = pool.get().await.map_err(pool_error)?;

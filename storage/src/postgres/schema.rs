@@ -69,9 +69,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
          queue bigint NOT NULL,
          id bigint NOT NULL,
          PRIMARY KEY (queue, id));
-     -- Queue ids of nodes that create queues concurrently (see cluster.rs).
+     -- Queue ids of nodes that create queues concurrently (see cluster.rs):
+     -- one id per queue name, so that two nodes creating one queue agree.
      CREATE TABLE queue_id_allocator (next_id bigint NOT NULL);
      INSERT INTO queue_id_allocator VALUES (1);
+     CREATE TABLE queue_names (
+         name text PRIMARY KEY,
+         id bigint NOT NULL UNIQUE);
      -- Fails the group transaction that calls it when a lease it writes
      -- under is gone, with its own SQLSTATE (fence.rs).
      CREATE FUNCTION rebound_fence(expected integer, held bigint) RETURNS integer

@@ -11,7 +11,9 @@
 //! written (and locked) in key order.
 //!
 //! Messages stored for queues other nodes hold also get an `inbox` row, and
-//! the group then sends one `NOTIFY` naming those queues (`cluster.rs`).
+//! the group then sends one `NOTIFY` naming those queues (`inbox.rs`); a
+//! group that writes addresses or queues sends one on the metadata channel
+//! (`cluster.rs`), so that other nodes update their registries.
 //!
 //! Each table gets at most one `DELETE … USING unnest(…)` and one
 //! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE`, whatever the
@@ -150,6 +152,7 @@ impl Writes {
     /// The statements that write the set, in the order they must run.
     fn statements(self) -> Vec<Statement> {
         let mut out = Vec::new();
+        let metadata = !self.addresses.is_empty() || !self.queues.is_empty();
         if !self.wiped_queues.is_empty() {
             let queues: Vec<i64> = self.wiped_queues.iter().map(|&q| i64::from(q)).collect();
             out.push(Statement::new(WIPE_MESSAGES, vec![Box::new(queues.clone())]));
@@ -171,6 +174,7 @@ impl Writes {
 
         let (put, gone) = split(self.queues);
         let gone: Vec<i64> = gone.into_iter().map(i64::from).collect();
+        out.push(Statement::new(DELETE_QUEUE_NAMES, vec![Box::new(gone.clone())]));
         out.push(Statement::new(DELETE_QUEUES, vec![Box::new(gone)]));
         let (ids, records): (Vec<i64>, Vec<Vec<u8>>) =
             put.into_iter().map(|(q, r)| (i64::from(q), r)).unzip();
@@ -221,6 +225,9 @@ impl Writes {
             UPSERT_DUPLICATE_IDS,
             vec![Box::new(addresses), Box::new(seqs), Box::new(entries)],
         ));
+        if metadata {
+            out.push(Statement::new(NOTIFY_METADATA, vec![Box::new(vec![1_i32])]));
+        }
         out.retain(|s| !s.is_empty());
         out
     }
@@ -398,6 +405,11 @@ const DELETE_ADDRESSES: &str = "DELETE FROM addresses WHERE name = ANY($1::text[
 const UPSERT_ADDRESSES: &str = "INSERT INTO addresses (name, record)
      SELECT * FROM unnest($1::text[], $2::bytea[])
      ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record";
+/// A deleted queue's name may be given to a new queue (`cluster.rs`).
+const DELETE_QUEUE_NAMES: &str = "DELETE FROM queue_names WHERE id = ANY($1::bigint[])";
+/// Other nodes re-read the addresses and queues (`cluster.rs`); the array
+/// only makes the statement one with rows.
+const NOTIFY_METADATA: &str = "SELECT pg_notify('rebound_metadata', '') FROM unnest($1::integer[])";
 const DELETE_QUEUES: &str = "DELETE FROM queues WHERE id = ANY($1::bigint[])";
 const UPSERT_QUEUES: &str = "INSERT INTO queues (id, record)
      SELECT * FROM unnest($1::bigint[], $2::bytea[])
