@@ -5,9 +5,8 @@
 //! message and the stored delivery counts, and the stalled one's writes are
 //! refused. Skipped (failed under CI) without a test database.
 //!
-//! Consumers are not forwarded yet: a consumer connects to the node that
-//! serves its queue (the others answer UNAVAILABLE), as [`Nodes::consume`]
-//! does by trying each in turn.
+//! A consumer may connect to any node: one that does not serve the queue
+//! forwards its stream to the one that does.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -72,20 +71,20 @@ impl Nodes {
         self.nodes[i].as_mut().expect("a running node")
     }
 
-    /// A consumer of `orders` on whichever running node serves it, and which
-    /// node that is, trying them in turn for at most `within`.
-    async fn consume(&self, within: Duration) -> (usize, Consumer) {
+    /// Which running node serves `orders`, waiting at most `within` for one
+    /// to (from their logs: the last word of a node on the queue).
+    async fn owner(&self, within: Duration) -> usize {
         let deadline = Instant::now() + within;
         loop {
             for (i, node) in self.nodes.iter().enumerate() {
                 let Some(node) = node else { continue };
-                let Ok(client) = Client::connect(&node.url()).await else {
-                    continue;
-                };
-                match client.consume("orders", 50).await {
-                    Ok(consumer) => return (i, consumer),
-                    Err(e) if e.code() == Some(Code::Unavailable) => {}
-                    Err(e) => panic!("consuming on node {i}: {e}"),
+                let log = node.log();
+                let last = log
+                    .lines()
+                    .filter(|l| l.contains("served by this node queue=orders"))
+                    .last();
+                if last.is_some_and(|l| !l.contains("no longer")) {
+                    return i;
                 }
             }
             assert!(
@@ -93,6 +92,23 @@ impl Nodes {
                 "no node serves orders after {within:?}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A consumer of `orders` through node `i`, retried while the cluster
+    /// answers UNAVAILABLE (its queue between nodes), for at most `within`.
+    async fn consume(&self, i: usize, within: Duration) -> Consumer {
+        let deadline = Instant::now() + within;
+        let node = self.nodes[i].as_ref().expect("a running node");
+        loop {
+            let client = node.client().await;
+            match client.consume("orders", 50).await {
+                Ok(consumer) => return consumer,
+                Err(e) if e.code() == Some(Code::Unavailable) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("consuming through node {i}: {e}"),
+            }
         }
     }
 }
@@ -135,9 +151,11 @@ async fn a_killed_owner_s_queue_is_served_by_another_node_with_every_acknowledge
         return;
     };
     let mut nodes = Nodes::start(schema).await;
-    let (owner, mut first) = nodes.consume(Duration::from_secs(10)).await;
-    let other = (owner + 1) % 3;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    // Produce through one other node, consume through the third: forwarded.
+    let (other, third) = ((owner + 1) % 3, (owner + 2) % 3);
     let producer = nodes.node(other).client().await;
+    let mut first = nodes.consume(third, Duration::from_secs(5)).await;
 
     // Sent through a node that does not serve the queue: through its inbox.
     let mut ledger = send(&producer, "a", 50).await;
@@ -174,9 +192,18 @@ async fn a_killed_owner_s_queue_is_served_by_another_node_with_every_acknowledge
     nodes.node(owner).kill9();
     let killed = Instant::now();
     nodes.nodes[owner] = None;
-    drop(first);
-    let (next, mut second) = nodes.consume(Duration::from_secs(15)).await;
-    assert_ne!(next, owner);
+    // The forwarded stream ends with UNAVAILABLE; the consumer comes back.
+    let ended = loop {
+        match first.next_timeout(Duration::from_secs(10)).await {
+            Ok(Some(_)) => continue,
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(&ended, Err(e) if e.code() == Some(Code::Unavailable)),
+        "{ended:?}"
+    );
+    let mut second = nodes.consume(third, Duration::from_secs(15)).await;
     let first_delivery = second
         .next_timeout(Duration::from_secs(10))
         .await
@@ -228,7 +255,8 @@ async fn a_stalled_owner_s_acks_are_refused_once_another_node_serves_its_queue()
         return;
     };
     let mut nodes = Nodes::start(schema).await;
-    let (owner, mut first) = nodes.consume(Duration::from_secs(10)).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let mut first = nodes.consume(owner, Duration::from_secs(5)).await;
     let producer = nodes.node((owner + 1) % 3).client().await;
     let ledger = send(&producer, "m", 20).await;
     let mut held = Vec::new();
@@ -244,20 +272,10 @@ async fn a_stalled_owner_s_acks_are_refused_once_another_node_serves_its_queue()
 
     // Stalled past its lease: another node takes the queue over.
     nodes.node(owner).stop();
-    let mut taken = None;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while taken.is_none() {
-        assert!(Instant::now() < deadline, "nobody took the queue over");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        for i in (0..3).filter(|&i| i != owner) {
-            let client = nodes.node(i).client().await;
-            if let Ok(consumer) = client.consume("orders", 50).await {
-                taken = Some(consumer);
-                break;
-            }
-        }
-    }
-    let mut second = taken.unwrap();
+    let stalled = nodes.nodes[owner].take();
+    let next = nodes.owner(Duration::from_secs(15)).await;
+    let mut second = nodes.consume(next, Duration::from_secs(5)).await;
+    nodes.nodes[owner] = stalled;
     nodes.node(owner).cont();
     // What the stalled node delivered cannot be acked there any more.
     let ids: Vec<u64> = held.iter().map(|d| d.id).collect();

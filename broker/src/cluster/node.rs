@@ -3,7 +3,8 @@
 //! Every third of the lease it heartbeats (which renews every lease it holds,
 //! in one statement, and says which it still holds), then balances
 //! (`balance.rs`): acquires free queues and loads them, or unloads one and
-//! gives it back. A queue created here wakes it at once, so that its creator
+//! gives it back; and it tells the engine where the other nodes' queues are
+//! served, for forwarding. A queue created here wakes it at once, so that its creator
 //! usually serves it.
 //!
 //! Losing a lease: a queue the heartbeat no longer lists (another node took
@@ -17,7 +18,7 @@
 //!
 //! At shutdown it gives every lease back, so that the other nodes take the
 //! queues at their next tick rather than when the leases run out.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -163,14 +164,15 @@ impl Node {
     }
 
     async fn balance(&mut self) -> Result<(), StorageError> {
-        let live: Vec<String> = self
+        let nodes: HashMap<String, String> = self
             .store
             .live_nodes(self.me.lease)
             .await?
             .into_iter()
-            .map(|n| n.id)
+            .map(|n| (n.id, n.advertise))
             .collect();
-        let holders = self
+        let live: Vec<String> = nodes.keys().cloned().collect();
+        let holders: BTreeMap<QueueId, String> = self
             .store
             .leases()
             .await?
@@ -178,6 +180,12 @@ impl Node {
             .filter(|l| l.live)
             .filter_map(|l| Some((l.queue, l.node?)))
             .collect();
+        let owners = holders
+            .iter()
+            .filter(|(_, node)| **node != self.me.id)
+            .filter_map(|(&queue, node)| Some((queue, nodes.get(node)?.clone())))
+            .collect();
+        self.broker.set_owners(owners);
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {

@@ -12,6 +12,7 @@
 //! never give one id to two queues. That allocator is called under the
 //! registry's write lock: queues are created rarely, and an id must be known
 //! before the queue is.
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rebound_storage::{QueueId, ScannedMessage, StorageError};
@@ -29,6 +30,8 @@ pub type QueueIds = Box<dyn Fn(&str) -> std::result::Result<QueueId, StorageErro
 /// What [`Broker::serve_leased_only`] set.
 pub(super) struct Leased {
     queue_ids: QueueIds,
+    /// Where the node serving each queue is reached, as last seen.
+    owners: std::sync::RwLock<HashMap<QueueId, String>>,
 }
 
 impl Broker {
@@ -36,12 +39,36 @@ impl Broker {
     /// says so (every one is unloaded now), and takes new queue ids from
     /// `queue_ids`. Called once, before clients are served.
     pub fn serve_leased_only(&self, queue_ids: QueueIds) {
-        if self.leased.set(Leased { queue_ids }).is_err() {
+        let leased = Leased {
+            queue_ids,
+            owners: Default::default(),
+        };
+        if self.leased.set(leased).is_err() {
             return;
         }
         for queue in self.read().queues.values().filter(|q| q.durable) {
             queue.unload();
         }
+    }
+
+    /// Records where the nodes serving queues are reached (queue id → its
+    /// node's advertised `host:port`), for forwarding.
+    pub fn set_owners(&self, owners: HashMap<QueueId, String>) {
+        if let Some(leased) = self.leased.get() {
+            *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = owners;
+        }
+    }
+
+    /// Where the node serving queue `name` is reached, if another node
+    /// serves it (as last seen).
+    pub fn owner_of(&self, name: &str) -> Option<String> {
+        let leased = self.leased.get()?;
+        let queue = self.read().queues.get(name).cloned()?;
+        if queue.is_served() {
+            return None;
+        }
+        let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
+        owners.get(&queue.id).cloned()
     }
 
     /// Fires when a queue was created (a node may want to serve it).
