@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rebound_client::{Client, Code, Consumer, OutgoingMessage};
+use rebound_client::{Client, Code, Consumer, OutgoingMessage, Selection};
 
 use crate::support::Broker;
-use crate::support::pg::TestSchema;
+use crate::support::pg::{DatabaseProxy, TestSchema};
 
 const LEASE: Duration = Duration::from_secs(2);
 
@@ -38,13 +38,19 @@ impl Nodes {
     /// Three nodes started together (so they declare `orders` at once).
     async fn start(schema: TestSchema) -> Nodes {
         let url = schema.url();
+        Nodes::start_with(schema, CONFIG, &url).await
+    }
+
+    /// Three nodes with `config`, on the database at `url` (the schema's, or
+    /// a proxy of it).
+    async fn start_with(schema: TestSchema, config: &str, url: &str) -> Nodes {
         let start = |i: usize| {
-            let url = url.clone();
+            let url = url.to_owned();
             async move {
                 let listen = format!("127.0.0.{}:0", i + 2);
                 let id = format!("n{i}");
                 Broker::start_custom(
-                    CONFIG,
+                    config,
                     &listen,
                     &[
                         "--storage",
@@ -72,17 +78,21 @@ impl Nodes {
     }
 
     /// Which running node serves `orders`, waiting at most `within` for one
-    /// to (from their logs: the last word of a node on the queue).
+    /// to.
     async fn owner(&self, within: Duration) -> usize {
+        self.owner_of("orders", within).await
+    }
+
+    /// Which running node serves `queue`, waiting at most `within` for one
+    /// to (from their logs: the last word of a node on the queue).
+    async fn owner_of(&self, queue: &str, within: Duration) -> usize {
         let deadline = Instant::now() + within;
+        let needle = format!("served by this node queue={queue}");
         loop {
             for (i, node) in self.nodes.iter().enumerate() {
                 let Some(node) = node else { continue };
                 let log = node.log();
-                let last = log
-                    .lines()
-                    .filter(|l| l.contains("served by this node queue=orders"))
-                    .last();
+                let last = log.lines().filter(|l| l.ends_with(&needle)).last();
                 if last.is_some_and(|l| !l.contains("no longer")) {
                     return i;
                 }
@@ -293,5 +303,135 @@ async fn a_stalled_owner_s_acks_are_refused_once_another_node_serves_its_queue()
     drain(&mut second, &mut seen).await;
     for body in &ledger {
         assert_eq!(seen.get(body).map(Vec::len), Some(1), "{body}: {seen:?}");
+    }
+}
+
+/// Dead letters go to a DLQ another node serves, in the same commit as their
+/// removal, and a retry sends them back; both through nodes that serve
+/// neither queue (forwarded).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_and_its_retry_move_between_queues_of_different_nodes() {
+    let Some(schema) = TestSchema::create("cluster dead letters") else {
+        return;
+    };
+    let config = format!(
+        "{CONFIG}\n[[address-settings]]\nmatch = \"orders\"\ndead-letter-address = \"DLQ\"\n\n\
+         [[addresses]]\nname = \"DLQ\"\n  [[addresses.queues]]\n  name = \"DLQ\"\n"
+    );
+    let url = schema.url();
+    let nodes = Nodes::start_with(schema, &config, &url).await;
+    // Two queues on three nodes: once balanced, on two different nodes.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (orders, dlq) = loop {
+        let orders = nodes.owner_of("orders", Duration::from_secs(10)).await;
+        let dlq = nodes.owner_of("DLQ", Duration::from_secs(10)).await;
+        if orders != dlq {
+            break (orders, dlq);
+        }
+        assert!(Instant::now() < deadline, "both queues stay on node {orders}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let neither = (0..3).find(|i| ![orders, dlq].contains(i)).unwrap();
+    let client = nodes.nodes[neither].as_ref().unwrap().client().await;
+    client
+        .send(OutgoingMessage::new("orders", "poison"))
+        .await
+        .unwrap();
+    let mut consumer = nodes.consume(neither, Duration::from_secs(5)).await;
+    let d = consumer
+        .next_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    consumer.dead_letter(&[d.id], "cannot parse").await.unwrap();
+    assert!(consumer.flush().await.unwrap().is_empty());
+
+    let count = |queue: &'static str| {
+        let client = &client;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let n = client.count_messages(&Selection::new(queue)).await.unwrap();
+                if n > 0 || Instant::now() > deadline {
+                    return n;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(count("DLQ").await, 1, "the dead letter reached the DLQ's node");
+    let browsed = client.browse("DLQ", 10).await.unwrap();
+    assert_eq!(browsed.len(), 1);
+    let retried = client
+        .retry_messages(&Selection::new("DLQ"), false, 0)
+        .await
+        .unwrap();
+    assert_eq!((retried.moved, retried.skipped), (1, 0));
+    let d = consumer
+        .next_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("back in orders");
+    assert_eq!(String::from_utf8_lossy(&d.message.body), "poison");
+    consumer.ack(&[d.id]).await.unwrap();
+    assert!(consumer.flush().await.unwrap().is_empty());
+    assert_eq!(client.count_messages(&Selection::new("DLQ")).await.unwrap(), 0);
+    assert_eq!(client.count_messages(&Selection::new("orders")).await.unwrap(), 0);
+}
+
+/// The database goes away under load: nodes stop serving before their leases
+/// can run out, sends fail UNAVAILABLE, and once it is back the cluster
+/// serves again by itself with every acknowledged message. (The database is
+/// cut off through a proxy: to the nodes, that is a database that stopped.)
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cluster_resumes_by_itself_after_the_database_comes_back() {
+    let Some(schema) = TestSchema::create("cluster database outage") else {
+        return;
+    };
+    let mut proxy = DatabaseProxy::start(&schema).await;
+    let url = proxy.url().to_owned();
+    let nodes = Nodes::start_with(schema, CONFIG, &url).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let producer = nodes.nodes[(owner + 1) % 3].as_ref().unwrap().client().await;
+    let mut ledger = send(&producer, "before", 20).await;
+    assert_eq!(ledger.len(), 20);
+
+    proxy.cut().await;
+    let mut during = send(&producer, "during", 5).await;
+    assert!(during.is_empty(), "acknowledged without a database: {during:?}");
+    // Past the lease: nobody serves the queue.
+    tokio::time::sleep(LEASE + Duration::from_secs(1)).await;
+    let refused = nodes.nodes[owner]
+        .as_ref()
+        .unwrap()
+        .client()
+        .await
+        .consume("orders", 10)
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.code() == Some(Code::Unavailable)),
+        "a node without its lease must not serve: {:?}",
+        refused.err()
+    );
+
+    proxy.resume().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        during = send(&producer, "after", 1).await;
+        if !during.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sends still fail after the database came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ledger.extend(during);
+    let mut consumer = nodes.consume(owner, Duration::from_secs(20)).await;
+    let mut seen = BTreeMap::new();
+    drain(&mut consumer, &mut seen).await;
+    for body in &ledger {
+        assert!(seen.contains_key(body), "acknowledged {body} was lost: {seen:?}");
     }
 }

@@ -208,6 +208,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         let limit = self.broker.limits().max_consume_streams_per_connection;
         let counted = self.streams.open(request.remote_addr(), limit)?;
         let authorization = request.metadata().get("authorization").cloned();
+        let forwarded = proxy::was_forwarded(&request);
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
             Some(pb::ConsumeRequest {
@@ -235,7 +236,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         } = match subscribed {
             Err(BrokerError::QueueMoved(name)) => {
                 // Served by another node: forwarded there (`proxy.rs`).
-                let Some(owner) = self.broker.owner_of(&name) else {
+                let Some(owner) = self.broker.owner_of(&name).filter(|_| !forwarded) else {
                     return Err(BrokerError::QueueMoved(name).into());
                 };
                 let first = pb::ConsumeRequest {
