@@ -4,7 +4,8 @@
 //! others can reach without `[[users]]` (see `security::anonymous`), open the store
 //! (`storage`: sled in the data dir, made private first by `data_dir.rs`, or the
 //! PostgreSQL database of `postgres-url`, where no data dir is created), recover
-//! the queues, bind, and only
+//! the queues, bind, join the cluster with `[cluster]` (or `--node-id`: one
+//! node of several on the database, `crate::cluster`), and only
 //! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
@@ -131,21 +132,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
     }
     let cluster = cluster_identity(&config, args.node_id, args.advertise, args.cluster_lease)?;
-    let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
-    if cluster.is_some() && postgres.is_none() {
+    if cluster.is_some() && args.storage.unwrap_or(config.storage) != StorageEngine::Postgres {
         anyhow::bail!(
             "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
         );
     }
-    let broker = Broker::open(&config, store)
-        .await
-        .map_err(|err| match (&err, &args.config) {
-            // Anything but the store is the config contradicting what the data dir holds.
-            (BrokerError::Storage(_), _) | (_, None) => anyhow::Error::from(err),
-            (_, Some(path)) => {
-                anyhow::Error::from(err).context(format!("{}: cannot apply the config", path.display()))
-            }
-        })?;
+    let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
+    let opened = match (&cluster, &postgres) {
+        (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
+        _ => Broker::open(&config, store).await,
+    };
+    let broker = opened.map_err(|err| match (&err, &args.config) {
+        // Anything but the store is the config contradicting what the data dir holds.
+        (BrokerError::Storage(_), _) | (_, None) => anyhow::Error::from(err),
+        (_, Some(path)) => {
+            anyhow::Error::from(err).context(format!("{}: cannot apply the config", path.display()))
+        }
+    })?;
 
     let tls = match &config.tls {
         Some(tls) => Some(Arc::new(TlsServer::new(tls).map_err(

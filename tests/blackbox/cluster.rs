@@ -435,3 +435,31 @@ async fn the_cluster_resumes_by_itself_after_the_database_comes_back() {
         assert!(seen.contains_key(body), "acknowledged {body} was lost: {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn a_node_id_without_postgres_is_refused_and_a_bad_one_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--http-listen", ""];
+        args.extend(["--data-dir", data_dir.to_str().unwrap()]);
+        args.extend(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let out = crate::support::rebound(serve(&["--node-id", "n1"])).await;
+    out.failure(1);
+    assert!(
+        out.stderr
+            .contains("a cluster ([cluster] or --node-id) needs storage = \"postgres\""),
+        "{}",
+        out.stderr
+    );
+    assert!(!data_dir.exists(), "refused before anything is opened");
+    let out = crate::support::rebound(serve(&["--node-id", "no spaces"])).await;
+    out.failure(1);
+    assert!(
+        out.stderr.contains("--node-id: must be 1 to 64 letters"),
+        "{}",
+        out.stderr
+    );
+}

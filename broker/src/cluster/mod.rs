@@ -44,12 +44,12 @@ use std::sync::Arc;
 
 use rebound_storage::{PostgresStore, StorageError};
 
-pub use node::{Identity, Node};
+pub use node::{Identity, Node, queue_ids};
 
 use crate::engine::Broker;
 
-/// Joins the cluster (see [`Node::join`]) and starts the node's tasks as the
-/// engine's own.
+/// Joins the cluster with a broker opened with [`queue_ids`] (see
+/// [`Node::join`]) and starts the node's tasks as the engine's own.
 pub async fn start(
     store: Arc<PostgresStore>,
     broker: &Arc<Broker>,

@@ -28,7 +28,14 @@ use tracing::{error, info, warn};
 
 use super::balance;
 use super::deadline::Deadline;
-use crate::engine::Broker;
+use crate::engine::{Broker, QueueIds};
+
+/// What a broker that is a node of the cluster takes its queue ids from
+/// ([`Broker::open_leased`]): the database, one id per queue name.
+pub fn queue_ids(store: &Arc<PostgresStore>) -> QueueIds {
+    let store = Arc::clone(store);
+    Box::new(move |name| store.allocate_queue_id(name))
+}
 
 /// Who this node is.
 #[derive(Debug, Clone)]
@@ -53,16 +60,14 @@ pub struct Node {
 }
 
 impl Node {
-    /// Joins the cluster: every durable queue waits for its lease from now on,
-    /// new queues get ids from the database, and the node registers. Fails if
+    /// Joins the cluster with a broker opened with [`queue_ids`] (whose
+    /// durable queues wait for their leases): the node registers. Fails if
     /// the database does not answer (start-up just opened the store there).
     pub async fn join(
         store: Arc<PostgresStore>,
         broker: Arc<Broker>,
         me: Identity,
     ) -> Result<Node, StorageError> {
-        let ids = Arc::clone(&store);
-        broker.serve_leased_only(Box::new(move |name| ids.allocate_queue_id(name)));
         let incarnation = store.register_node(&me.id, &me.advertise).await?;
         info!(node = %me.id, advertise = %me.advertise, incarnation, lease_ms = me.lease.as_millis() as u64, "joined the cluster");
         Ok(Node {

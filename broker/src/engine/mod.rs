@@ -83,6 +83,7 @@ pub use consume::{Settled, Subscription, queue_gone};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use send::Sent;
+pub use serving::QueueIds;
 pub use settle::Settlement;
 
 /// The engine. Cheap to share as `Arc<Broker>`.
@@ -115,6 +116,25 @@ impl Broker {
     /// Rebuilds the broker from storage, then makes sure the addresses and queues of
     /// the config exist, and starts every queue's dispatcher.
     pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
+        Broker::open_with(config, store, None).await
+    }
+
+    /// [`Broker::open`] for one node of several on one database: durable
+    /// queues are served only once loaded, and queue ids, those of the
+    /// config's queues included, come from `queue_ids` (`serving.rs`).
+    pub async fn open_leased(
+        config: &Config,
+        store: Arc<dyn Store>,
+        queue_ids: QueueIds,
+    ) -> Result<Arc<Broker>> {
+        Broker::open_with(config, store, Some(queue_ids)).await
+    }
+
+    async fn open_with(
+        config: &Config,
+        store: Arc<dyn Store>,
+        queue_ids: Option<QueueIds>,
+    ) -> Result<Arc<Broker>> {
         let started = Instant::now();
         let mut recovered = store.recover_head(recovery::HEAD)?;
         // Every message stored so far has a lower id.
@@ -139,6 +159,9 @@ impl Broker {
             leased: std::sync::OnceLock::new(),
             queues_changed: tokio::sync::Notify::new(),
         });
+        if let Some(queue_ids) = queue_ids {
+            broker.serve_leased_only(queue_ids);
+        }
         let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
             broker.settings_for(address).id_cache_size
         });

@@ -6,7 +6,7 @@
 //! its depager, with the delivery counts and scheduled redeliveries stored.
 //! Non-durable queues live in one node's memory and are never moved.
 //!
-//! Once [`Broker::serve_leased_only`] is called, durable queues, those
+//! On a broker opened with [`Broker::open_leased`], durable queues, those
 //! recovered and those created later, are served only once loaded, and new
 //! queues get their ids from the cluster's allocator, so that two nodes
 //! never give one id to two queues. That allocator is called under the
@@ -37,8 +37,8 @@ pub(super) struct Leased {
 impl Broker {
     /// From now on, serves a durable queue only once [`Broker::load_queue`]
     /// says so (every one is unloaded now), and takes new queue ids from
-    /// `queue_ids`. Called once, before clients are served.
-    pub fn serve_leased_only(&self, queue_ids: QueueIds) {
+    /// `queue_ids` ([`Broker::open_leased`], before the config's queues).
+    pub(super) fn serve_leased_only(&self, queue_ids: QueueIds) {
         let leased = Leased {
             queue_ids,
             owners: Default::default(),
