@@ -4,7 +4,8 @@
 //! others can reach without `[[users]]` (see `security::anonymous`), open the store
 //! (`storage`: sled in the data dir, made private first by `data_dir.rs`, or the
 //! PostgreSQL database of `postgres-url`, where no data dir is created), recover
-//! the queues, bind, and only
+//! the queues, bind, join the cluster with `[cluster]` (or `--node-id`: one
+//! node of several on the database, `crate::cluster`), and only
 //! then print `rebound listening on HOST:PORT` on stdout — the line scripts and
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rebound_config::{Config, StorageEngine};
+use rebound_config::{ClusterConfig, Config, StorageEngine};
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
 use rebound_storage::{PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
@@ -36,6 +37,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::cluster::{self, Identity};
 use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
@@ -84,6 +86,22 @@ pub struct ServeArgs {
     /// `postgres-url`).
     #[arg(long, env = "REBOUND_POSTGRES_URL", hide_env_values = true)]
     pub postgres_url: Option<String>,
+    /// Be one node of several on the PostgreSQL database, with this unique and
+    /// stable id (overrides `[cluster] node-id`; with --storage postgres).
+    #[arg(long, env = "REBOUND_NODE_ID")]
+    pub node_id: Option<String>,
+    /// host:port the other nodes reach this node's gRPC at (overrides
+    /// `[cluster] advertise`; default: the address it listens on).
+    #[arg(long, env = "REBOUND_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// How long a node's queue leases last without renewal, e.g. "10s" or
+    /// "2500ms" (overrides `[cluster] lease`).
+    #[arg(long, value_parser = parse_lease)]
+    pub cluster_lease: Option<Duration>,
+}
+
+fn parse_lease(text: &str) -> Result<Duration, String> {
+    rebound_config::cluster::lease(text.to_owned())
 }
 
 /// Runs the broker until SIGTERM or SIGINT.
@@ -113,16 +131,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .collect();
         anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
     }
-    let (store, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
-    let broker = Broker::open(&config, store)
-        .await
-        .map_err(|err| match (&err, &args.config) {
-            // Anything but the store is the config contradicting what the data dir holds.
-            (BrokerError::Storage(_), _) | (_, None) => anyhow::Error::from(err),
-            (_, Some(path)) => {
-                anyhow::Error::from(err).context(format!("{}: cannot apply the config", path.display()))
-            }
-        })?;
+    let cluster = cluster_identity(&config, args.node_id, args.advertise, args.cluster_lease)?;
+    if cluster.is_some() && args.storage.unwrap_or(config.storage) != StorageEngine::Postgres {
+        anyhow::bail!(
+            "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
+        );
+    }
+    let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
+    let opened = match (&cluster, &postgres) {
+        (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
+        _ => Broker::open(&config, store).await,
+    };
+    let broker = opened.map_err(|err| match (&err, &args.config) {
+        // Anything but the store is the config contradicting what the data dir holds.
+        (BrokerError::Storage(_), _) | (_, None) => anyhow::Error::from(err),
+        (_, Some(path)) => {
+            anyhow::Error::from(err).context(format!("{}: cannot apply the config", path.display()))
+        }
+    })?;
 
     let tls = match &config.tls {
         Some(tls) => Some(Arc::new(TlsServer::new(tls).map_err(
@@ -137,6 +163,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
+    if let (Some(cluster), Some(store)) = (cluster, postgres) {
+        let identity = Identity {
+            advertise: cluster.advertise.unwrap_or_else(|| local.to_string()),
+            id: cluster.node_id,
+            lease: cluster.lease,
+        };
+        cluster::start(store, &broker, identity)
+            .await
+            .context("cannot join the cluster in PostgreSQL")?;
+    }
     let http_listener = match http_listen.as_str() {
         "" => None,
         addr => Some(
@@ -259,12 +295,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// Opens the store `--storage` (or the config's `storage`) names, with the
 /// flags' `--data-dir` and `--postgres-url` over the config's, and says where it
 /// is for the log (never the URL, which may hold a password).
+/// The store, and the same store as PostgreSQL (for a cluster node).
+type OpenedStore = (Arc<dyn Store>, Option<Arc<PostgresStore>>, String);
+
 fn open_store(
     config: &Config,
     storage: Option<StorageEngine>,
     data_dir: Option<PathBuf>,
     postgres_url: Option<String>,
-) -> anyhow::Result<(Arc<dyn Store>, String)> {
+) -> anyhow::Result<OpenedStore> {
     match storage.unwrap_or(config.storage) {
         StorageEngine::Sled => {
             let data_dir = data_dir
@@ -277,7 +316,7 @@ fn open_store(
             }
             let store = SledStore::open_with(&data_dir, options)
                 .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-            Ok((Arc::new(store), format!("sled in {}", data_dir.display())))
+            Ok((Arc::new(store), None, format!("sled in {}", data_dir.display())))
         }
         StorageEngine::Postgres => {
             let url = postgres_url.or_else(|| config.postgres_url.clone()).context(
@@ -293,10 +332,37 @@ fn open_store(
                     .map_err(|e| anyhow::anyhow!("postgres-ca-file: {e}"))?;
                 options.tls_roots = Some(roots);
             }
-            let store = PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?;
-            Ok((Arc::new(store), "postgres".to_owned()))
+            let store =
+                Arc::new(PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?);
+            Ok((store.clone(), Some(store), "postgres".to_owned()))
         }
     }
+}
+
+/// This node's `[cluster]`, with the flags over the config's keys; `None`
+/// without either (a single broker). The advertised address defaults to the
+/// listen address once bound.
+fn cluster_identity(
+    config: &Config,
+    node_id: Option<String>,
+    advertise: Option<String>,
+    lease: Option<Duration>,
+) -> anyhow::Result<Option<ClusterConfig>> {
+    let from_file = config.cluster.clone();
+    let id = match (node_id, &from_file) {
+        (Some(id), _) => {
+            rebound_config::cluster::node_id(id).map_err(|e| anyhow::anyhow!("--node-id: {e}"))?
+        }
+        (None, Some(file)) => file.node_id.clone(),
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(ClusterConfig {
+        node_id: id,
+        advertise: advertise.or_else(|| from_file.as_ref().and_then(|f| f.advertise.clone())),
+        lease: lease
+            .or_else(|| from_file.as_ref().map(|f| f.lease))
+            .unwrap_or(rebound_config::DEFAULT_CLUSTER_LEASE),
+    }))
 }
 
 /// SIGTERM and SIGINT, handled from the moment this is made: made before the

@@ -72,6 +72,9 @@ pub enum BrokerError {
     },
     #[error("the broker is shutting down")]
     ShuttingDown,
+    /// Several brokers on one database: another node serves the queue now.
+    #[error("queue '{}' is served by another node now (its lease moved): connect again", excerpt(.0))]
+    QueueMoved(String),
     #[error("storage failure: {0}")]
     Storage(#[from] StorageError),
 }

@@ -27,6 +27,8 @@
 //! - [`http`]: the HTTP endpoint (`http-listen`): health probes, metrics and the web
 //!   console (`http/console/`).
 //! - [`metrics`]: the Prometheus metrics: instruments and scrape-time collectors.
+//! - [`cluster`]: several brokers on one PostgreSQL database: membership, queue
+//!   leases and their balance, stepping down when a lease cannot be renewed.
 //! - [`connections`]: accepting client connections, counted and bounded
 //!   (`max-connections`).
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
@@ -37,6 +39,7 @@
 //! `rebound-config`, the gRPC contract in `rebound-protocol`.
 pub mod address_full;
 pub mod address_size;
+pub mod cluster;
 pub mod connections;
 pub mod daemon;
 pub mod data_dir;

@@ -34,6 +34,10 @@
 //! postgres-ca-file = "ca.pem"     # TLS to it, verifying its certificate (default: plain)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
+//! [cluster]                       # optional, with storage = "postgres"; see the `cluster` module
+//! node-id = "node-1"
+//! lease = "10s"
+//!
 //! [limits]                        # bounds against abusive clients (see default.toml)
 //! max-ids-per-settle = 10000
 //!
@@ -105,6 +109,7 @@
 mod address;
 mod address_full;
 mod check;
+pub mod cluster;
 mod error;
 mod limits;
 pub mod matcher;
@@ -122,6 +127,7 @@ mod users;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use address_full::{AddressFullPolicy, GlobalMaxSize, UnknownAddressFullPolicy};
+pub use cluster::{CLUSTER_LEASE_RANGE, ClusterConfig, DEFAULT_CLUSTER_LEASE, MAX_NODE_ID_BYTES};
 pub use error::ConfigError;
 pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};

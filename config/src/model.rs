@@ -16,6 +16,7 @@ use toml::Spanned;
 use crate::address::{AddressConfig, RawAddress, addresses};
 use crate::address_full::GlobalMaxSize;
 use crate::check::{self, checked};
+use crate::cluster::{ClusterConfig, RawCluster};
 use crate::error::{ConfigError, Document};
 use crate::limits::{Limits, RawLimits};
 use crate::pattern_map::{RawEntry, by_pattern};
@@ -63,6 +64,9 @@ pub struct Config {
     /// (`postgres-ca-file`): set, every connection uses TLS and verifies the
     /// server; read and checked as the config loads.
     pub postgres_ca_file: Option<PathBuf>,
+    /// `[cluster]`: this broker is one node of several on one PostgreSQL
+    /// database; `None` = a single broker. Read at start-up.
+    pub cluster: Option<ClusterConfig>,
     /// The `[limits]` table; all defaults when absent.
     pub limits: Limits,
     /// The `[[address-settings]]` entries.
@@ -122,6 +126,7 @@ struct RawConfig {
     postgres_url: Option<Spanned<String>>,
     postgres_pool_size: Option<Spanned<i64>>,
     postgres_ca_file: Option<Spanned<PathBuf>>,
+    cluster: Option<Spanned<RawCluster>>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -200,6 +205,13 @@ impl RawConfig {
             postgres_ca_file: checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
                 "postgres-ca-file".into()
             })?,
+            cluster: match self.cluster {
+                Some(cluster) => {
+                    let start = cluster.span().start;
+                    Some(cluster.into_inner().validate(doc, start)?)
+                }
+                None => None,
+            },
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
@@ -627,7 +639,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `cluster`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",
@@ -718,6 +730,45 @@ mod tests {
         assert_eq!(
             err(text).to_string(),
             "test.toml:8:9: address-settings[2].match: duplicate match `a.#`, first defined on line 2"
+        );
+    }
+
+    #[test]
+    fn a_cluster_table_names_its_node_and_lease() {
+        assert_eq!(parse("").cluster, None);
+        let config = parse("storage = \"postgres\"\n[cluster]\nnode-id = \"n1\"\n");
+        let cluster = config.cluster.expect("a [cluster] table");
+        assert_eq!(cluster.node_id, "n1");
+        assert_eq!(cluster.advertise, None);
+        assert_eq!(cluster.lease, crate::DEFAULT_CLUSTER_LEASE);
+        let cluster = parse("[cluster]\nnode-id = \"n2\"\nadvertise = \"10.0.0.2:61616\"\nlease = \"2s\"\n")
+            .cluster
+            .expect("a [cluster] table");
+        assert_eq!(cluster.advertise.as_deref(), Some("10.0.0.2:61616"));
+        assert_eq!(cluster.lease, std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn cluster_errors_name_line_and_key() {
+        assert_eq!(
+            err("\n[cluster]\nlease = \"2s\"\n").to_string(),
+            "test.toml:2:1: cluster.node-id: [cluster] needs `node-id`, this node's unique and stable name"
+        );
+        assert_eq!(
+            err("[cluster]\nnode-id = \"a b\"\n").to_string(),
+            "test.toml:2:11: cluster.node-id: must be 1 to 64 letters, digits, '-', '_' or '.' (got \"a b\")"
+        );
+        assert_eq!(
+            err("[cluster]\nnode-id = \"n\"\nlease = \"10\"\n").to_string(),
+            "test.toml:3:9: cluster.lease: must be a duration such as \"10s\" or \"2500ms\" (got \"10\")"
+        );
+        assert_eq!(
+            err("[cluster]\nnode-id = \"n\"\nadvertise = \"nowhere\"\n").key(),
+            Some("cluster.advertise")
+        );
+        assert_eq!(
+            err("[cluster]\nnode-id = \"n\"\nnodes = 3\n").key(),
+            Some("cluster.nodes")
         );
     }
 

@@ -77,6 +77,26 @@ pub enum StorageError {
         /// The newest version this build can migrate to.
         known: i32,
     },
+    /// A commit wrote the state of a queue (an ack, a delivery state) that
+    /// this node no longer serves: another node took over its lease
+    /// (PostgreSQL engine, several brokers on one database). Nothing of the
+    /// commit was written; the queue's new owner has the message.
+    #[error("queue {queue} is served by another node now: this node lost its lease on it")]
+    Fenced {
+        /// The queue.
+        queue: crate::QueueId,
+    },
+    /// Another process registered this node's id since this one did
+    /// (PostgreSQL engine, several brokers on one database): two nodes run
+    /// with one `node-id`, or this one was replaced after a stall.
+    #[error("node {node} was registered again by another process: node ids must be unique")]
+    NodeReplaced {
+        /// The node id.
+        node: String,
+    },
+    /// Every queue id (a `u32`) has been handed out.
+    #[error("no queue id is left to allocate")]
+    QueueIdsExhausted,
     /// The committer thread panicked; commits queued behind it were lost.
     #[error("the committer thread panicked")]
     CommitterPanicked,

@@ -54,6 +54,7 @@
 //! tests/contract/        the Store contract, for every engine
 //! tests/engines.rs       the contract run against every engine
 //! tests/postgres.rs      what only PostgresStore does (the database failing)
+//! tests/cluster.rs       PostgresStore for several brokers: leases, fencing
 //! tests/store.rs, large.rs, crash.rs   what only SledStore does
 //! ```
 //!
@@ -255,7 +256,7 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use memory::MemoryStore;
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease};
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
     QueueRecord, RoutingType,

@@ -13,6 +13,7 @@ mod auth;
 mod bad_input;
 mod cli;
 mod client;
+mod cluster;
 mod config_truth;
 mod console;
 mod console_browser;

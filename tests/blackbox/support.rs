@@ -240,6 +240,16 @@ impl Broker {
         child.wait().expect("reap the broker");
     }
 
+    /// Sends SIGSTOP: the broker stalls (as under a long pause) until [`cont`](Self::cont).
+    pub fn stop(&self) {
+        signal(self.child.as_ref().expect("the broker is running"), "STOP");
+    }
+
+    /// Sends SIGCONT: a stalled broker carries on.
+    pub fn cont(&self) {
+        signal(self.child.as_ref().expect("the broker is running"), "CONT");
+    }
+
     /// Sends SIGHUP: the broker re-reads its config file.
     pub fn hup(&self) {
         signal(self.child.as_ref().expect("the broker is running"), "HUP");

@@ -10,11 +10,10 @@
 //! its settings are put in force and what is new is created, in one commit. The file
 //! itself was fully validated when it loaded.
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use rebound_config::{Config, RoutingType};
 use rebound_selector::Selector;
-use rebound_storage::{Commit, Op, QueueRecord};
+use rebound_storage::{Commit, Op, QueueId, QueueRecord};
 
 use super::{Broker, parse_filter};
 use crate::error::{BrokerError, Differences, Result};
@@ -81,10 +80,11 @@ impl Broker {
             if how != Create::Explicit {
                 self.auto_create_room(&reg, 1 + u64::from(queue_too))?;
             }
+            let id = queue_too.then(|| self.queue_id(name)).transpose()?;
             let address = Address::new(name.to_owned(), plan.routing, how != Create::Explicit);
             let mut ops = vec![Op::PutAddress(address.record())];
             reg.addresses.insert(name.to_owned(), address);
-            let queue = queue_too.then(|| {
+            let queue = id.map(|id| {
                 let new = NewQueue {
                     address: name,
                     name,
@@ -93,7 +93,7 @@ impl Broker {
                     filter: None,
                     auto_created: true,
                 };
-                self.new_queue(&mut reg, &mut ops, new)
+                self.new_queue(&mut reg, &mut ops, id, new)
             });
             (self.submit(ops), queue)
         };
@@ -179,9 +179,9 @@ impl Broker {
         Ok(())
     }
 
-    /// Creates the queue in the registry and adds its storage ops (under the write lock).
-    fn new_queue(&self, reg: &mut Registry, ops: &mut Vec<Op>, new: NewQueue<'_>) -> Arc<Queue> {
-        let id = self.next_queue_id.fetch_add(1, Ordering::Relaxed);
+    /// Creates queue `id` ([`Broker::queue_id`]) in the registry and adds its
+    /// storage ops (under the write lock).
+    fn new_queue(&self, reg: &mut Registry, ops: &mut Vec<Op>, id: QueueId, new: NewQueue<'_>) -> Arc<Queue> {
         let addr = reg
             .addresses
             .get_mut(new.address)
@@ -212,6 +212,7 @@ impl Broker {
                 auto_created: new.auto_created,
             }));
         }
+        self.created(&queue);
         reg.bind(queue.clone());
         queue
     }
@@ -307,7 +308,8 @@ impl Broker {
                 filter,
                 auto_created,
             };
-            let q = self.new_queue(&mut reg, &mut ops, new);
+            let id = self.queue_id(name)?;
+            let q = self.new_queue(&mut reg, &mut ops, id, new);
             (self.submit(ops), q)
         };
         self.commit(commit).await?;
@@ -398,11 +400,16 @@ impl Broker {
         let (commit, created) = {
             let mut reg = self.write();
             let plan = plan_declared(&reg, config)?;
+            let ids = plan
+                .queues
+                .iter()
+                .map(|new| self.queue_id(new.name))
+                .collect::<Result<Vec<_>>>()?;
             self.settings.replace(config);
             for queue in reg.queues.values() {
                 self.apply_read_limit(queue);
             }
-            self.create_declared(&mut reg, plan)
+            self.create_declared(&mut reg, plan, ids)
         };
         // Blocked sends look again: a limit may have been raised.
         self.sizes.recheck();
@@ -413,8 +420,14 @@ impl Broker {
         Ok(())
     }
 
-    /// Creates what [`plan_declared`] found missing, under the write lock.
-    fn create_declared(&self, reg: &mut Registry, plan: Declared<'_>) -> (Option<Commit>, Vec<Arc<Queue>>) {
+    /// Creates what [`plan_declared`] found missing, under the write lock, its
+    /// queues with `ids` (one each).
+    fn create_declared(
+        &self,
+        reg: &mut Registry,
+        plan: Declared<'_>,
+        ids: Vec<QueueId>,
+    ) -> (Option<Commit>, Vec<Arc<Queue>>) {
         let mut ops = Vec::new();
         for (name, routing) in plan.addresses {
             let address = Address::new(name.to_owned(), routing, false);
@@ -424,7 +437,8 @@ impl Broker {
         let queues = plan
             .queues
             .into_iter()
-            .map(|new| self.new_queue(reg, &mut ops, new))
+            .zip(ids)
+            .map(|(new, id)| self.new_queue(reg, &mut ops, id, new))
             .collect();
         (self.submit(ops), queues)
     }

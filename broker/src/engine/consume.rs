@@ -25,7 +25,8 @@ use crate::queue::{ConsumerId, Dispatched, Queue};
 pub struct Subscription {
     pub queue: Arc<Queue>,
     pub consumer: ConsumerId,
-    /// Batches of deliveries; ends when the queue is deleted.
+    /// Batches of deliveries; ends when the queue is deleted or moves to
+    /// another node ([`queue_gone`] says which).
     pub deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
 }
 
@@ -56,7 +57,7 @@ impl Broker {
         let consumer = self.next_consumer_id();
         let deliveries = queue
             .attach(consumer, credit.min(self.credit_cap()), filter)
-            .ok_or_else(|| BrokerError::QueueNotFound(queue.name.clone()))?;
+            .ok_or_else(|| queue_gone(&queue))?;
         Ok(Subscription {
             queue,
             consumer,
@@ -157,5 +158,14 @@ impl Broker {
         if let Err(err) = result {
             warn!(queue = %queue.name, %err, "could not return the consumer's messages");
         }
+    }
+}
+
+/// Why a queue's consumers end or cannot attach: it was deleted, or another
+/// node serves it now (several brokers on one database).
+pub fn queue_gone(queue: &Queue) -> BrokerError {
+    match queue.is_served() || queue.is_closed() {
+        true => BrokerError::QueueNotFound(queue.name.clone()),
+        false => BrokerError::QueueMoved(queue.name.clone()),
     }
 }

@@ -18,6 +18,8 @@
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
+//! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
+//! | `peers.rs` | the registry kept in step with what other nodes create and delete |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //!
 //! These files call each other's methods but never import each other's modules
@@ -48,8 +50,10 @@ mod forward;
 mod listing;
 mod manage;
 mod ops;
+mod peers;
 mod recovery;
 mod send;
+mod serving;
 mod settle;
 mod transact;
 
@@ -75,10 +79,11 @@ use crate::settings::Settings;
 use crate::transactions::Transactions;
 
 pub use addresses::Creation;
-pub use consume::{Settled, Subscription};
+pub use consume::{Settled, Subscription, queue_gone};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use send::Sent;
+pub use serving::QueueIds;
 pub use settle::Settlement;
 
 /// The engine. Cheap to share as `Arc<Broker>`.
@@ -101,12 +106,35 @@ pub struct Broker {
     metrics: Metrics,
     /// The bytes every address holds (the registry's running total).
     sizes: Arc<BrokerSize>,
+    /// Set when this broker is one node of several (`serving.rs`).
+    leased: std::sync::OnceLock<serving::Leased>,
+    /// Wakes whoever balances queues between nodes: a queue was created.
+    queues_changed: tokio::sync::Notify,
 }
 
 impl Broker {
     /// Rebuilds the broker from storage, then makes sure the addresses and queues of
     /// the config exist, and starts every queue's dispatcher.
     pub async fn open(config: &Config, store: Arc<dyn Store>) -> Result<Arc<Broker>> {
+        Broker::open_with(config, store, None).await
+    }
+
+    /// [`Broker::open`] for one node of several on one database: durable
+    /// queues are served only once loaded, and queue ids, those of the
+    /// config's queues included, come from `queue_ids` (`serving.rs`).
+    pub async fn open_leased(
+        config: &Config,
+        store: Arc<dyn Store>,
+        queue_ids: QueueIds,
+    ) -> Result<Arc<Broker>> {
+        Broker::open_with(config, store, Some(queue_ids)).await
+    }
+
+    async fn open_with(
+        config: &Config,
+        store: Arc<dyn Store>,
+        queue_ids: Option<QueueIds>,
+    ) -> Result<Arc<Broker>> {
         let started = Instant::now();
         let mut recovered = store.recover_head(recovery::HEAD)?;
         // Every message stored so far has a lower id.
@@ -128,7 +156,12 @@ impl Broker {
             store_failing: AtomicBool::new(false),
             metrics: Metrics::default(),
             sizes,
+            leased: std::sync::OnceLock::new(),
+            queues_changed: tokio::sync::Notify::new(),
         });
+        if let Some(queue_ids) = queue_ids {
+            broker.serve_leased_only(queue_ids);
+        }
         let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
             broker.settings_for(address).id_cache_size
         });

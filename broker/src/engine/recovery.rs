@@ -5,7 +5,7 @@
 //! it in later, so start-up does not grow with the backlog.
 use std::sync::Arc;
 
-use rebound_storage::{MessageId, Recovered};
+use rebound_storage::{MessageId, QueueRecord, Recovered};
 use tracing::warn;
 
 use super::parse_filter;
@@ -40,22 +40,9 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
     let mut max_queue_id = 0;
     let mut messages = 0usize;
     for rq in recovered.queues {
-        let record = rq.record;
-        max_queue_id = max_queue_id.max(record.id);
-        let filter = parse_filter(&record.filter).unwrap_or_else(|err| {
-            warn!(queue = %record.name, %err, "stored filter no longer parses; ignoring it");
-            None
-        });
-        let routing = routing::from_store(record.routing_type);
-        let queue = Arc::new(Queue::new(
-            record.id,
-            record.name,
-            record.address,
-            routing,
-            true,
-            record.auto_created,
-            filter,
-        ));
+        max_queue_id = max_queue_id.max(rq.record.id);
+        let queue = queue_from_record(rq.record);
+        let routing = queue.routing_type;
         messages += rq.messages.len();
         queue.requeue(
             rq.messages.into_iter().map(|m| {
@@ -91,4 +78,21 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
         max_queue_id,
         messages,
     }
+}
+
+/// A durable queue as its stored record describes it, holding nothing yet.
+pub(super) fn queue_from_record(record: QueueRecord) -> Arc<Queue> {
+    let filter = parse_filter(&record.filter).unwrap_or_else(|err| {
+        warn!(queue = %record.name, %err, "stored filter no longer parses; ignoring it");
+        None
+    });
+    Arc::new(Queue::new(
+        record.id,
+        record.name,
+        record.address,
+        routing::from_store(record.routing_type),
+        true,
+        record.auto_created,
+        filter,
+    ))
 }

@@ -4,6 +4,10 @@
 //! (`security/access.rs` says what each needs); the operations that change
 //! addresses, queues or queued messages are written to the audit log with their
 //! outcome.
+//!
+//! The calls about one queue's messages and counters go to the node that
+//! serves the queue when several brokers share one database (`proxy.rs`),
+//! which checks and audits them.
 use std::sync::Arc;
 
 use rebound_protocol::v1 as pb;
@@ -12,6 +16,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{
     address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
+use super::proxy;
 use crate::engine::Broker;
 use crate::security::access::{self, Caller, Kind, Operation};
 use crate::security::{Security, audit};
@@ -26,6 +31,15 @@ pub struct AdminService {
 impl AdminService {
     pub fn new(broker: Arc<Broker>, security: Arc<Security>) -> AdminService {
         AdminService { broker, security }
+    }
+
+    /// Where the node serving the queue `queue` names is, if another node
+    /// serves it and the call was not forwarded here already (`proxy.rs`).
+    fn owner<T>(&self, request: &Request<T>, queue: impl FnOnce(&T) -> Option<&String>) -> Option<String> {
+        if proxy::was_forwarded(request) {
+            return None;
+        }
+        self.broker.owner_of(queue(request.get_ref())?)
     }
 
     /// Checks `operation` for `caller` under the security in force.
@@ -168,6 +182,9 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+            return proxy::admin(owner, request, |mut c, r| async move { c.get_queue(r).await }).await;
+        }
         let caller = Caller::of(&request);
         let name = request.into_inner().queue;
         self.authorize(&caller, &Operation::on_queue(&self.broker, Kind::Browse, &name))?;
@@ -181,6 +198,9 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+            return proxy::admin(owner, request, |mut c, r| async move { c.browse_queue(r).await }).await;
+        }
         let caller = Caller::of(&request);
         let r = request.into_inner();
         self.authorize(
@@ -205,6 +225,9 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+            return proxy::admin(owner, request, |mut c, r| async move { c.purge_queue(r).await }).await;
+        }
         let caller = Caller::of(&request);
         let queue = request.into_inner().queue;
         let operation = Operation::on_queue(&self.broker, Kind::Purge, &queue);
@@ -217,6 +240,14 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+            return proxy::admin(
+                owner,
+                request,
+                |mut c, r| async move { c.count_messages(r).await },
+            )
+            .await;
+        }
         let caller = Caller::of(&request);
         let selection = selection_from_wire(request.into_inner().selection)?;
         let operation = Operation::on_queue(&self.broker, Kind::Browse, &selection.queue);
@@ -229,6 +260,14 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+            return proxy::admin(
+                owner,
+                request,
+                |mut c, r| async move { c.remove_messages(r).await },
+            )
+            .await;
+        }
         let caller = Caller::of(&request);
         let selection = selection_from_wire(request.into_inner().selection)?;
         let operation = Operation::on_queue(&self.broker, Kind::Remove, &selection.queue);
@@ -242,6 +281,9 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+            return proxy::admin(owner, request, |mut c, r| async move { c.move_messages(r).await }).await;
+        }
         let caller = Caller::of(&request);
         let r = request.into_inner();
         let selection = selection_from_wire(r.selection)?;
@@ -256,6 +298,14 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
+        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+            return proxy::admin(
+                owner,
+                request,
+                |mut c, r| async move { c.retry_messages(r).await },
+            )
+            .await;
+        }
         let caller = Caller::of(&request);
         let r = request.into_inner();
         let selection = selection_from_wire(r.selection)?;

@@ -7,6 +7,9 @@
 //! stopping — the session detaches the consumer and what it held goes back to the
 //! queue at once (uncounted if it had sent `close` first).
 //!
+//! A Consume stream for a queue another node serves (several brokers on one
+//! database) is forwarded to that node (`proxy.rs`).
+//!
 //! A Publish stream is a producer's pipeline of sends, answered in order
 //! (`publish.rs`).
 //!
@@ -41,9 +44,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
+use super::proxy;
 use super::publish::publish;
 use super::status::code_and_message;
-use crate::engine::{Broker, Settled, Subscription};
+use crate::engine::{Broker, Settled, Subscription, queue_gone};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 use crate::security::Security;
@@ -203,6 +207,8 @@ impl pb::messaging_server::Messaging for MessagingService {
         let caller = Caller::of(&request);
         let limit = self.broker.limits().max_consume_streams_per_connection;
         let counted = self.streams.open(request.remote_addr(), limit)?;
+        let authorization = request.metadata().get("authorization").cloned();
+        let forwarded = proxy::was_forwarded(&request);
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
             Some(pb::ConsumeRequest {
@@ -219,14 +225,29 @@ impl pb::messaging_server::Messaging for MessagingService {
         let changes = self.security.changes();
         let consume = Operation::consume(&self.broker, &subscribe.queue);
         access::authorize(&self.security.policy(), &caller, &consume)?;
+        let subscribed = self
+            .broker
+            .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
+            .await;
         let Subscription {
             queue,
             consumer,
             deliveries,
-        } = self
-            .broker
-            .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
-            .await?;
+        } = match subscribed {
+            Err(BrokerError::QueueMoved(name)) => {
+                // Served by another node: forwarded there (`proxy.rs`).
+                let Some(owner) = self.broker.owner_of(&name).filter(|_| !forwarded) else {
+                    return Err(BrokerError::QueueMoved(name).into());
+                };
+                let first = pb::ConsumeRequest {
+                    kind: Some(consume_request::Kind::Subscribe(subscribe)),
+                };
+                let forwarded =
+                    proxy::consume(&self.broker, owner, authorization, first, inbound, counted).await?;
+                return Ok(Response::new(forwarded));
+            }
+            subscribed => subscribed?,
+        };
         let (tx, rx) = responses(&self.broker);
         // A new buffer has room for one.
         let _ = tx.try_send(Ok(pb::ConsumeResponse {
@@ -373,7 +394,7 @@ impl Session {
                             break None;
                         }
                     }
-                    None => break Some(BrokerError::QueueNotFound(self.queue.name.clone()).into()),
+                    None => break Some(queue_gone(&self.queue).into()),
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {

@@ -6,5 +6,6 @@
 pub mod admin;
 mod convert;
 pub mod messaging;
+mod proxy;
 mod publish;
 mod status;

@@ -20,7 +20,9 @@ impl From<BrokerError> for Status {
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,
             BrokerError::PermissionDenied { .. } => Code::PermissionDenied,
             // The database of the PostgreSQL engine is away: retry later.
-            BrokerError::ShuttingDown | BrokerError::Storage(StorageError::Unavailable(_)) => {
+            BrokerError::ShuttingDown
+            | BrokerError::QueueMoved(_)
+            | BrokerError::Storage(StorageError::Unavailable(_) | StorageError::Fenced { .. }) => {
                 Code::Unavailable
             }
             BrokerError::Storage(_) => Code::Internal,

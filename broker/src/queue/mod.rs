@@ -14,6 +14,7 @@
 //! that comes back without a delay returns to its original position, as in Artemis.
 //! Messages of a group are delivered one at a time in send order ([`groups`]): only
 //! a group's front is ever in a ready set.
+mod away;
 mod entry;
 mod groups;
 mod state;
@@ -125,6 +126,13 @@ impl Queue {
         if st.closed {
             return false;
         }
+        if st.away {
+            // Stored, which is all this node does for a queue another serves.
+            entries
+                .into_iter()
+                .for_each(|(entry, _)| st.tail.abandoned(entry.id));
+            return true;
+        }
         for (entry, due_ms) in entries {
             // Only a new arrival finds the head full; one coming back stays in memory.
             let head_full = match arrival {
@@ -205,6 +213,9 @@ impl Queue {
     /// Paged messages counted (see [`Queue::to_count`]).
     pub fn counted(&self, count: &rebound_storage::QueueCount) {
         let mut st = self.lock();
+        if st.away {
+            return;
+        }
         st.tail
             .counted(count.messages, count.bytes, count.last, !count.more);
         st.grow(count.bytes);
@@ -235,7 +246,7 @@ impl Queue {
             .map(|m| (m.record.message_id, prost::Message::encoded_len(&m.record) as u64))
             .collect();
         let mut st = self.lock();
-        if st.closed {
+        if st.closed || st.away {
             return 0;
         }
         let loaded = st.tail.finish_read(&ids);
@@ -257,7 +268,7 @@ impl Queue {
     /// it is not paged (any more, or not yet enqueued).
     pub fn take_paged(&self, entry: Entry) -> Option<Entry> {
         let mut st = self.lock();
-        if entry.id <= st.tail.cursor || st.tail.is_pending(entry.id) || st.closed {
+        if entry.id <= st.tail.cursor || st.tail.is_pending(entry.id) || st.closed || st.away {
             return None;
         }
         if st.tail.left(entry.id, entry.size) {
@@ -274,6 +285,7 @@ impl Queue {
     }
 
     /// Attaches a consumer with initial credit; deliveries arrive on the receiver.
+    /// None if the queue was deleted or is served by another node.
     pub fn attach(
         &self,
         id: ConsumerId,
@@ -282,7 +294,7 @@ impl Queue {
     ) -> Option<mpsc::UnboundedReceiver<Vec<Dispatched>>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut st = self.lock();
-        if st.closed {
+        if st.closed || st.away {
             return None;
         }
         st.consumers.push(Consumer {

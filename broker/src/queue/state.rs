@@ -81,6 +81,8 @@ pub(super) struct State {
     pub(super) cached: u64,
     pub(super) counters: Counters,
     pub(super) closed: bool,
+    /// Served by another node (`away.rs`): nothing is kept or delivered here.
+    pub(super) away: bool,
     pub(super) outage: Outage,
     pub(super) groups: Groups,
 }

@@ -99,6 +99,17 @@ impl Tail {
         self.pending.remove(&id);
     }
 
+    /// The queue left memory (`away.rs`): nothing is paged any more, but the
+    /// bound stays, and so do the arrivals still being committed, so that a
+    /// depager of the queue loaded again cannot load one before it arrives.
+    pub(super) fn unloaded(&mut self) {
+        *self = Tail {
+            limit: self.limit,
+            pending: std::mem::take(&mut self.pending),
+            ..Tail::default()
+        };
+    }
+
     /// Decides where a message goes and counts it if it is paged. `head_full`:
     /// a new arrival finds the head at its bound (a message coming back never
     /// does: it stays in memory).

@@ -19,6 +19,9 @@
 //! it writes or wipes, an address or its duplicate ids); disjoint groups
 //! commute, and a group whose commit fails was never acknowledged. A commit
 //! issued after another resolved is always ordered after it.
+//! In a cluster, a group that writes under a lease this node lost fails
+//! only the commits that claimed it (`fence.rs`); the others are written
+//! again without them.
 //! A failed group fails its waiters only: the committer carries on, and the
 //! next group takes a connection from the pool, which replaces a broken one,
 //! so commits work again once the database does.
@@ -31,11 +34,12 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
+use super::fence::{Claims, Fence, Sorted};
 use super::pool::{Database, pool_error};
 use super::writes::{Footprint, Writes};
 use crate::error::StorageError;
 use crate::group_commit::{MAX_GROUP_BYTES, MAX_GROUP_REQUESTS};
-use crate::{Commit, Op, limits};
+use crate::{Commit, MessageId, Op, QueueId, limits};
 
 /// A queued commit.
 struct Request {
@@ -44,6 +48,10 @@ struct Request {
     ops_count: u64,
     /// Rough encoded size, for the group's byte bound.
     bytes: usize,
+    /// The leases its owner writes were made under (`fence.rs`).
+    claims: Option<Claims>,
+    /// The messages it stores for queues other nodes hold.
+    inbox: Vec<(QueueId, MessageId)>,
     done: oneshot::Sender<Result<(), StorageError>>,
 }
 
@@ -63,6 +71,7 @@ struct Counters {
 /// The handle of the committer task.
 pub(super) struct Committer {
     queue: mpsc::UnboundedSender<Message>,
+    fence: Arc<Fence>,
     closed: AtomicBool,
     counters: Arc<Counters>,
 }
@@ -70,12 +79,13 @@ pub(super) struct Committer {
 impl Committer {
     /// Starts the committer on `db`'s runtime, with at most `depth` groups
     /// in the database at once.
-    pub(super) fn start(db: &Database, depth: usize) -> Committer {
+    pub(super) fn start(db: &Database, depth: usize, fence: Arc<Fence>) -> Committer {
         let (queue, requests) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
         db.spawn(run(db.pool(), requests, Arc::clone(&counters), depth.max(1)));
         Committer {
             queue,
+            fence,
             closed: AtomicBool::new(false),
             counters,
         }
@@ -89,6 +99,10 @@ impl Committer {
         if let Err(e) = ops.iter().try_for_each(limits::check_op) {
             return Commit::ready(Err(e));
         }
+        let Sorted { claims, inbox } = match self.fence.sort(&ops) {
+            Ok(sorted) => sorted,
+            Err(e) => return Commit::ready(Err(e)),
+        };
         let bytes = ops.iter().map(op_bytes).sum();
         let (done, commit) = oneshot::channel();
         // A committer that stopped drops the sender: the commit is Closed.
@@ -96,6 +110,8 @@ impl Committer {
             ops_count: ops.len() as u64,
             ops,
             bytes,
+            claims,
+            inbox,
             done,
         }));
         Commit::from(commit)
@@ -171,12 +187,7 @@ async fn run(
         if group.is_empty() {
             continue;
         }
-        let mut writes = Writes::default();
-        for request in &mut group {
-            std::mem::take(&mut request.ops)
-                .into_iter()
-                .for_each(|op| writes.add(op));
-        }
+        let writes = fold(&mut group);
         let footprint = writes.footprint();
         while in_flight.len() >= depth || footprints.iter().any(|(_, f)| f.overlaps(&footprint)) {
             if let Some(done) = in_flight.next().await {
@@ -197,11 +208,85 @@ async fn run(
     }
 }
 
+/// Folds the ops of `group` into one set of writes. A fenced group keeps
+/// its ops, to write them again without a commit whose lease was lost.
+fn fold(group: &mut [Request]) -> Writes {
+    let keep = group.iter().any(|r| r.claims.is_some());
+    let mut writes = Writes::default();
+    for request in group {
+        let ops = match keep {
+            true => request.ops.clone(),
+            false => std::mem::take(&mut request.ops),
+        };
+        ops.into_iter().for_each(|op| writes.add(op));
+        writes.add_inbox(&request.inbox);
+    }
+    writes
+}
+
 async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters: &Counters) {
-    let ops = group.iter().map(|r| r.ops_count).sum();
-    let result = write(pool, writes).await;
+    let claims = Claims::merge(group.iter().filter_map(|r| r.claims.as_ref()));
+    let result = write(pool, writes, claims.as_ref()).await;
+    match (result, claims) {
+        (Err(e), Some(claims)) => without_lost_leases(pool, group, claims, e, counters).await,
+        (result, _) => answer(group, result, counters),
+    }
+}
+
+/// After a fenced group failed with `error`: if leases it wrote under are
+/// lost, fails the commits that claimed them with [`StorageError::Fenced`]
+/// and writes the others again (as often as leases go while it does);
+/// otherwise fails the group with `error`.
+async fn without_lost_leases(
+    pool: &Pool,
+    mut group: Vec<Request>,
+    mut claims: Claims,
+    mut error: StorageError,
+    counters: &Counters,
+) {
+    loop {
+        let held = match pool.get().await.map_err(pool_error) {
+            Ok(client) => claims.held(&client).await,
+            Err(e) => Err(e),
+        };
+        let lost: Vec<(QueueId, u64)> = match held {
+            Ok(held) => claims.leases.difference(&held).copied().collect(),
+            Err(_) => Vec::new(),
+        };
+        if lost.is_empty() {
+            return answer(group, Err(error), counters);
+        }
+        let (stale, rest): (Vec<_>, Vec<_>) = group.into_iter().partition(|r| {
+            r.claims
+                .as_ref()
+                .is_some_and(|c| lost.iter().any(|lease| c.leases.contains(lease)))
+        });
+        for request in stale {
+            let claims = request.claims.as_ref().expect("only claims go stale");
+            let queue = lost.iter().find(|l| claims.leases.contains(l)).expect("stale").0;
+            tracing::info!(queue, "a commit to a queue whose lease this node lost is refused");
+            let _ = request.done.send(Err(StorageError::Fenced { queue }));
+        }
+        group = rest;
+        if group.is_empty() {
+            return;
+        }
+        let writes = fold(&mut group);
+        match Claims::merge(group.iter().filter_map(|r| r.claims.as_ref())) {
+            None => return answer(group, write(pool, writes, None).await, counters),
+            Some(next) => match write(pool, writes, Some(&next)).await {
+                Ok(()) => return answer(group, Ok(()), counters),
+                Err(e) => (claims, error) = (next, e),
+            },
+        }
+    }
+}
+
+/// Answers every waiter of `group` with `result`, and counts it.
+fn answer(group: Vec<Request>, result: Result<(), StorageError>, counters: &Counters) {
     match &result {
         Ok(()) => {
+            let ops = group.iter().map(|r| r.ops_count).sum();
             counters.commits.fetch_add(group.len() as u64, Ordering::Relaxed);
             counters.ops.fetch_add(ops, Ordering::Relaxed);
             counters.syncs.fetch_add(1, Ordering::Relaxed);
@@ -213,7 +298,7 @@ async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters
     }
 }
 
-async fn write(pool: &Pool, writes: Writes) -> Result<(), StorageError> {
+async fn write(pool: &Pool, writes: Writes, claims: Option<&Claims>) -> Result<(), StorageError> {
     let client = pool.get().await.map_err(pool_error)?;
-    writes.write(&client).await
+    writes.write(&client, claims).await
 }

@@ -17,6 +17,9 @@
 //! postgres/reads.rs         reads and recovery (ranged reads of a queue's index)
 //! postgres/ids.rs           message ids reserved in blocks
 //! postgres/tls.rs           TLS to the database, verifying the server
+//! postgres/cluster.rs       several brokers: membership, queue leases, queue ids
+//! postgres/fence.rs         owner writes only under a lease held (fencing)
+//! postgres/inbox.rs         messages stored for a queue another node serves
 //! ```
 //!
 //! # Tables
@@ -34,6 +37,12 @@
 //! duplicate_ids   (address, seq PK, id bytea)                0x30
 //! id_allocator    (next_id bigint): the next free message id
 //! schema_version  (version int): the migrations applied
+//!
+//! nodes           (id text PK, advertise, incarnation,       migration 2:
+//!                  heartbeat_at)                              several brokers
+//! queue_leases    (queue PK, node, epoch, expires_at)
+//! inbox           (queue, id PK)
+//! queue_id_allocator (next_id bigint)
 //! ```
 //!
 //! A message row repeats the few fields recovery indexes (priority, expiry,
@@ -118,30 +127,38 @@
 //!
 //! * [`StoreStats::disk_bytes`] is 0: PostgreSQL reports its own size.
 //!
-//! # The cluster step (several brokers on one database)
+//! # Several brokers on one database
 //!
-//! What it adds, and how this engine leaves room for it:
+//! Built so far (migration 2):
 //!
-//! * A migration (appended to `schema.rs`'s list) with `nodes` (id,
-//!   heartbeat) and `queue_owners` (queue, node, epoch, lease expiry on the
-//!   database clock).
-//! * Fencing in the same transaction as the writes: the committer's group
-//!   transaction starts with `SELECT … FROM queue_owners WHERE queue =
-//!   ANY($1) AND node = $me AND epoch = ANY(…) FOR SHARE` over the queues the
-//!   group writes (`Writes` knows them), and aborts the group if one lease is
-//!   gone. `FOR SHARE` conflicts with the epoch `UPDATE` of a takeover, so a
-//!   takeover waits for in-flight groups. Because one failed lease would fail
-//!   the whole group, the committer will then split a group by the ownership
-//!   of its queues (or retry the other commits without it).
-//! * A notification per group (one `NOTIFY` or an inbox row per group, never
-//!   per message) so that an owner learns of messages other nodes stored.
+//! * Membership and leases (`cluster.rs`): a node registers (`nodes`, with
+//!   an incarnation that a restart bumps) and heartbeats on the database's
+//!   clock; each queue it serves is a lease row in `queue_leases`
+//!   (holder, epoch, expiry), acquired when free, run out or its own
+//!   (bumping the epoch), renewed by every heartbeat in one statement,
+//!   released. Queue ids come from `queue_id_allocator` so that nodes
+//!   creating queues together never hand out one id twice.
+//! * Fencing in the same transaction as the writes (`fence.rs`): a commit's
+//!   owner writes (removals, delivery states) carry the epochs of their
+//!   queues' leases, taken when submitted; the group transaction starts
+//!   with a `SELECT … FROM queue_leases … FOR SHARE` of those rows (which
+//!   conflicts with a takeover's `UPDATE`) and aborts if one is not held.
+//!   The committer then fails only the commits that wrote under a lost
+//!   lease ([`StorageError::Fenced`]) and writes the others again.
 //! * Rows are written in key order within a group (sorted maps), so two
 //!   nodes' groups lock rows in the same order and cannot deadlock on them.
-//! * Recovery of one queue at a time (`reads.rs` already reads a queue's
-//!   index as ranged pages) for a node taking over a queue.
+//!
+//! * The inbox (`inbox.rs`): a message stored for a queue another node
+//!   holds gets an `inbox` row in the same transaction, and the group sends
+//!   one `NOTIFY` naming those queues (never one per message); the owner
+//!   listens, polls as a backstop, and takes the rows in a fenced
+//!   transaction.
 
+mod cluster;
+mod fence;
 mod group_commit;
 mod ids;
+mod inbox;
 mod pool;
 mod reads;
 mod schema;
@@ -153,7 +170,7 @@ mod writes;
 #[path = "../../tests/pg/mod.rs"]
 mod test_pg;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustls_pki_types::CertificateDer;
 
@@ -161,8 +178,11 @@ use crate::error::StorageError;
 use crate::records::{DeliveryState, MessageRecord};
 use crate::{Commit, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats};
 
+pub use cluster::{LiveNode, QueueLease};
+use fence::Fence;
 use group_commit::Committer;
 use ids::IdBlock;
+pub use inbox::InboxNotice;
 use pool::Database;
 
 /// How to reach the database.
@@ -194,6 +214,8 @@ impl PostgresOptions {
 pub struct PostgresStore {
     committer: Committer,
     ids: Mutex<IdBlock>,
+    /// This node's leases, once it joins a cluster (`fence.rs`).
+    fence: Arc<Fence>,
     // Last: the runtime stops once the committer's handle is gone.
     db: Database,
 }
@@ -206,9 +228,11 @@ impl PostgresStore {
     pub fn open(options: &PostgresOptions) -> Result<PostgresStore, StorageError> {
         let db = Database::connect(options)?;
         db.block(|pool| async move { schema::migrate(&pool).await })?;
+        let fence = Arc::new(Fence::default());
         Ok(PostgresStore {
-            committer: Committer::start(&db, options.pool_size.max(2) - 1),
+            committer: Committer::start(&db, options.pool_size.max(2) - 1, Arc::clone(&fence)),
             ids: Mutex::new(IdBlock::default()),
+            fence,
             db,
         })
     }

@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{NoTls, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::PostgresOptions;
 use crate::error::StorageError;
@@ -27,6 +29,10 @@ pub(super) struct Database {
     /// `Some` until dropped.
     runtime: Option<tokio::runtime::Runtime>,
     pool: Pool,
+    /// How to connect, for a connection of its own (`LISTEN`).
+    config: tokio_postgres::Config,
+    /// With `postgres-ca-file`: TLS, for that connection too.
+    tls: Option<MakeRustlsConnect>,
 }
 
 impl Database {
@@ -48,10 +54,10 @@ impl Database {
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        let manager = match &options.tls_roots {
+        let tls = match &options.tls_roots {
             Some(roots) => {
                 config.ssl_mode(SslMode::Require);
-                Manager::from_config(config, super::tls::connector(roots)?, manager_config)
+                Some(super::tls::connector(roots)?)
             }
             None if config.get_ssl_mode() == SslMode::Require => {
                 return Err(StorageError::Engine(Arc::new(std::io::Error::other(
@@ -59,7 +65,11 @@ impl Database {
                      database's certificate (postgres-ca-file)",
                 ))));
             }
-            None => Manager::from_config(config, NoTls, manager_config),
+            None => None,
+        };
+        let manager = match &tls {
+            Some(tls) => Manager::from_config(config.clone(), tls.clone(), manager_config),
+            None => Manager::from_config(config.clone(), NoTls, manager_config),
         };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(2))
@@ -78,6 +88,8 @@ impl Database {
         Ok(Database {
             runtime: Some(runtime),
             pool,
+            config,
+            tls,
         })
     }
 
@@ -101,6 +113,47 @@ impl Database {
         rx.recv().unwrap_or(Err(StorageError::Closed))
     }
 
+    /// Runs `work` with the pool on the store's runtime; the future waits
+    /// for it without blocking a thread (for the broker's async callers).
+    pub(super) fn run<T, F>(
+        &self,
+        work: impl FnOnce(Pool) -> F,
+    ) -> impl Future<Output = Result<T, StorageError>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let future = work(self.pool.clone());
+        self.runtime().spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        async move { rx.await.unwrap_or(Err(StorageError::Closed)) }
+    }
+
+    /// The payloads of the notifications on `channel`, from a connection of
+    /// its own that `LISTEN`s, connected again a second after it fails (a
+    /// notification sent meanwhile is lost: listeners poll as a backstop).
+    /// Stops once the receiver is dropped.
+    pub(super) fn listen(&self, channel: &'static str) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let config = self.config.clone();
+        let tls = self.tls.clone();
+        self.spawn(async move {
+            while !tx.is_closed() {
+                let listened = match &tls {
+                    Some(tls) => listen_once(&config, tls.clone(), channel, &tx).await,
+                    None => listen_once(&config, NoTls, channel, &tx).await,
+                };
+                if let Err(err) = listened {
+                    tracing::debug!(%err, channel, "listening for notifications failed; again in a second");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        rx
+    }
+
     /// The pool, for the committer.
     pub(super) fn pool(&self) -> Pool {
         self.pool.clone()
@@ -117,6 +170,44 @@ impl Drop for Database {
         // runtime, where blocking on another runtime's shutdown panics.
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
+        }
+    }
+}
+
+/// One connection's `LISTEN` on `channel`, until it fails or nobody listens.
+async fn listen_once<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+    channel: &str,
+    tx: &tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<(), tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send,
+{
+    let (client, mut connection) = config.connect(tls).await?;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let sql = format!("LISTEN {channel}");
+    let listen = client.batch_execute(&sql);
+    tokio::pin!(listen);
+    let mut listening = false;
+    loop {
+        tokio::select! {
+            done = &mut listen, if !listening => {
+                done?;
+                listening = true;
+            }
+            message = futures::StreamExt::next(&mut messages) => match message {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => return Err(err),
+                None => return Ok(()),
+            },
+            _ = tx.closed() => return Ok(()),
         }
     }
 }

@@ -5,6 +5,10 @@
 //! queue after an id, ascending, at most so many) that never load a body, and
 //! the duplicate ids. The ranged read is also what reading a bounded head of
 //! a queue (paging) or one queue taken over by another node needs.
+//!
+//! Scans and counts of a queue leave out the messages still in its inbox
+//! (`inbox.rs`): the queue's owner takes those from there, and must not meet
+//! them twice.
 
 use deadpool_postgres::{GenericClient, Pool};
 use tokio_postgres::IsolationLevel;
@@ -162,6 +166,7 @@ pub(super) async fn scan_queue(
              FROM messages m
              LEFT JOIN delivery_states s ON s.queue = m.queue AND s.id = m.id
              WHERE m.queue = $1 AND m.id > $2
+               AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.queue = m.queue AND i.id = m.id)
              ORDER BY m.id
              LIMIT $3",
         )
@@ -211,8 +216,9 @@ pub(super) async fn count_queue(
                     max(id) FILTER (WHERE n <= $4::bigint),
                     count(*) > $4::bigint
              FROM (SELECT id, size, row_number() OVER (ORDER BY id) AS n
-                   FROM (SELECT id, size FROM messages
+                   FROM (SELECT id, size FROM messages m
                          WHERE queue = $1 AND id > $2 AND id < $3
+                           AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.queue = m.queue AND i.id = m.id)
                          ORDER BY id LIMIT $4::bigint + 1) r) numbered",
         )
         .await

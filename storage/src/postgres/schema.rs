@@ -51,6 +51,42 @@ pub(super) const MIGRATIONS: &[&str] = &[
      ALTER TABLE messages SET (autovacuum_vacuum_scale_factor = 0.01,
                                autovacuum_vacuum_insert_scale_factor = 0.01);
      ALTER TABLE delivery_states SET (autovacuum_vacuum_scale_factor = 0.01);",
+    // 2: several brokers on one database (`cluster.rs`, `fence.rs`).
+    "CREATE TABLE nodes (
+         id text PRIMARY KEY,
+         advertise text NOT NULL,
+         incarnation bigint NOT NULL,
+         heartbeat_at timestamptz NOT NULL);
+     -- No row, or node NULL: nobody serves the queue. epoch only grows.
+     CREATE TABLE queue_leases (
+         queue bigint PRIMARY KEY,
+         node text,
+         epoch bigint NOT NULL,
+         expires_at timestamptz);
+     CREATE INDEX queue_leases_node ON queue_leases (node);
+     -- Messages stored for a queue by a node that does not own it.
+     CREATE TABLE inbox (
+         queue bigint NOT NULL,
+         id bigint NOT NULL,
+         PRIMARY KEY (queue, id));
+     -- Queue ids of nodes that create queues concurrently (see cluster.rs):
+     -- one id per queue name, so that two nodes creating one queue agree.
+     CREATE TABLE queue_id_allocator (next_id bigint NOT NULL);
+     INSERT INTO queue_id_allocator VALUES (1);
+     CREATE TABLE queue_names (
+         name text PRIMARY KEY,
+         id bigint NOT NULL UNIQUE);
+     -- Fails the group transaction that calls it when a lease it writes
+     -- under is gone, with its own SQLSTATE (fence.rs).
+     CREATE FUNCTION rebound_fence(expected integer, held bigint) RETURNS integer
+     LANGUAGE plpgsql AS $$
+     BEGIN
+         IF held <> expected THEN
+             RAISE EXCEPTION 'a queue lease this node wrote under is gone'
+                 USING ERRCODE = 'RBF01';
+         END IF;
+         RETURN 1;
+     END $$;",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty

@@ -10,6 +10,11 @@
 //! applying every op one after the other. The maps are sorted, so rows are
 //! written (and locked) in key order.
 //!
+//! Messages stored for queues other nodes hold also get an `inbox` row, and
+//! the group then sends one `NOTIFY` naming those queues (`inbox.rs`); a
+//! group that writes addresses or queues sends one on the metadata channel
+//! (`cluster.rs`), so that other nodes update their registries.
+//!
 //! Each table gets at most one `DELETE … USING unnest(…)` and one
 //! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE`, whatever the
 //! number of rows; statements with no rows are not sent.
@@ -21,6 +26,7 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tokio_postgres::types::ToSql;
 
+use super::fence::{self, Claims};
 use super::pool::db_error;
 use crate::error::StorageError;
 use crate::records::{self, MessageRecord};
@@ -61,6 +67,8 @@ pub(super) struct Writes {
     messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
     states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
     duplicate_ids: BTreeMap<(String, u64), Option<Vec<u8>>>,
+    /// Messages stored for queues other nodes hold (`fence.rs`).
+    inbox: BTreeSet<(QueueId, MessageId)>,
 }
 
 impl Writes {
@@ -83,6 +91,7 @@ impl Writes {
             Op::DeleteQueue(queue) => {
                 self.messages.retain(|(q, _), _| *q != queue);
                 self.states.retain(|(q, _), _| *q != queue);
+                self.inbox.retain(|(q, _)| *q != queue);
                 self.queues.insert(queue, None);
                 self.wiped_queues.insert(queue);
             }
@@ -113,6 +122,13 @@ impl Writes {
         }
     }
 
+    /// Adds inbox rows for messages added so far (that are still stored).
+    pub(super) fn add_inbox(&mut self, keys: &[(QueueId, MessageId)]) {
+        let stored = |key: &&(QueueId, MessageId)| matches!(self.messages.get(key), Some(Some(_)));
+        let keys: Vec<_> = keys.iter().filter(stored).copied().collect();
+        self.inbox.extend(keys);
+    }
+
     /// The rows the set touches, coarsely, to order it against other sets.
     pub(super) fn footprint(&self) -> Footprint {
         Footprint {
@@ -136,9 +152,11 @@ impl Writes {
     /// The statements that write the set, in the order they must run.
     fn statements(self) -> Vec<Statement> {
         let mut out = Vec::new();
+        let metadata = !self.addresses.is_empty() || !self.queues.is_empty();
         if !self.wiped_queues.is_empty() {
             let queues: Vec<i64> = self.wiped_queues.iter().map(|&q| i64::from(q)).collect();
             out.push(Statement::new(WIPE_MESSAGES, vec![Box::new(queues.clone())]));
+            out.push(Statement::new(WIPE_INBOX, vec![Box::new(queues.clone())]));
             out.push(Statement::new(WIPE_STATES, vec![Box::new(queues)]));
         }
         if !self.wiped_addresses.is_empty() {
@@ -156,6 +174,7 @@ impl Writes {
 
         let (put, gone) = split(self.queues);
         let gone: Vec<i64> = gone.into_iter().map(i64::from).collect();
+        out.push(Statement::new(DELETE_QUEUE_NAMES, vec![Box::new(gone.clone())]));
         out.push(Statement::new(DELETE_QUEUES, vec![Box::new(gone)]));
         let (ids, records): (Vec<i64>, Vec<Vec<u8>>) =
             put.into_iter().map(|(q, r)| (i64::from(q), r)).unzip();
@@ -169,6 +188,15 @@ impl Writes {
         let mut columns = MessageColumns::default();
         put.into_iter().for_each(|(key, row)| columns.push(key, row));
         out.push(columns.upsert());
+
+        let (queues, ids) = message_key_columns(self.inbox.iter().copied().collect());
+        out.push(Statement::new(
+            INSERT_INBOX,
+            vec![Box::new(queues), Box::new(ids)],
+        ));
+        let mut notified: Vec<i64> = self.inbox.iter().map(|&(q, _)| i64::from(q)).collect();
+        notified.dedup();
+        out.push(Statement::new(NOTIFY_INBOX, vec![Box::new(notified)]));
 
         let (put, gone) = split(self.states);
         out.push(delete_by_message_key(DELETE_STATES, gone));
@@ -197,6 +225,9 @@ impl Writes {
             UPSERT_DUPLICATE_IDS,
             vec![Box::new(addresses), Box::new(seqs), Box::new(entries)],
         ));
+        if metadata {
+            out.push(Statement::new(NOTIFY_METADATA, vec![Box::new(vec![1_i32])]));
+        }
         out.retain(|s| !s.is_empty());
         out
     }
@@ -211,8 +242,19 @@ impl Writes {
     /// statement's error is what this returns. Each request goes out when its
     /// future is first polled, and `try_join_all` polls them in order (fewer
     /// than its 30-future threshold), so they reach the server in order.
-    pub(super) async fn write(self, client: &Client) -> Result<(), StorageError> {
+    /// With `claims`, the fence check (`fence.rs`) runs first in the
+    /// transaction, and a lease lost aborts it whole.
+    pub(super) async fn write(self, client: &Client, claims: Option<&Claims>) -> Result<(), StorageError> {
         let statements = self.statements();
+        // Prepared before anything is sent, as the others: the check must
+        // reach the server after BEGIN and before the writes.
+        let fence = match claims {
+            Some(claims) => Some((
+                client.prepare_cached(fence::FENCE).await.map_err(db_error)?,
+                claims.columns(),
+            )),
+            None => None,
+        };
         let mut prepared = Vec::with_capacity(statements.len());
         for statement in &statements {
             prepared.push(client.prepare_cached(statement.sql).await.map_err(db_error)?);
@@ -223,6 +265,14 @@ impl Writes {
             .collect();
         let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
         pipeline.push(Box::pin(client.batch_execute("BEGIN")));
+        if let Some((statement, (node, queues, epochs, count))) = &fence {
+            pipeline.push(Box::pin(async move {
+                client
+                    .query_one(statement, &[node, queues, epochs, count])
+                    .await
+                    .map(drop)
+            }));
+        }
         for (statement, params) in prepared.iter().zip(&params) {
             pipeline.push(Box::pin(async move {
                 client.execute(statement, params).await.map(drop)
@@ -355,6 +405,11 @@ const DELETE_ADDRESSES: &str = "DELETE FROM addresses WHERE name = ANY($1::text[
 const UPSERT_ADDRESSES: &str = "INSERT INTO addresses (name, record)
      SELECT * FROM unnest($1::text[], $2::bytea[])
      ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record";
+/// A deleted queue's name may be given to a new queue (`cluster.rs`).
+const DELETE_QUEUE_NAMES: &str = "DELETE FROM queue_names WHERE id = ANY($1::bigint[])";
+/// Other nodes re-read the addresses and queues (`cluster.rs`); the array
+/// only makes the statement one with rows.
+const NOTIFY_METADATA: &str = "SELECT pg_notify('rebound_metadata', '') FROM unnest($1::integer[])";
 const DELETE_QUEUES: &str = "DELETE FROM queues WHERE id = ANY($1::bigint[])";
 const UPSERT_QUEUES: &str = "INSERT INTO queues (id, record)
      SELECT * FROM unnest($1::bigint[], $2::bytea[])
@@ -368,6 +423,13 @@ const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expira
      ON CONFLICT (queue, id) DO UPDATE SET priority = EXCLUDED.priority,
          expiration_ms = EXCLUDED.expiration_ms, size = EXCLUDED.size, grp = EXCLUDED.grp,
          record = EXCLUDED.record";
+const WIPE_INBOX: &str = "DELETE FROM inbox WHERE queue = ANY($1::bigint[])";
+const INSERT_INBOX: &str = "INSERT INTO inbox (queue, id)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
+/// One notification per group, naming the queues whose inbox it added to
+/// (none: too many to name, look at every queue).
+const NOTIFY_INBOX: &str = "SELECT pg_notify('rebound_inbox',
+     CASE WHEN cardinality($1::bigint[]) > 500 THEN '' ELSE array_to_string($1::bigint[], ',') END)";
 const DELETE_STATES: &str = "DELETE FROM delivery_states t
      USING unnest($1::bigint[], $2::bigint[]) AS d(queue, id)
      WHERE t.queue = d.queue AND t.id = d.id";
@@ -452,7 +514,16 @@ mod tests {
         let keys: Vec<_> = writes.messages.keys().copied().collect();
         assert_eq!(keys, [(1, 3), (2, 1)]);
         let sql: Vec<_> = writes.statements().into_iter().map(|s| s.sql).collect();
-        assert_eq!(sql, [WIPE_MESSAGES, WIPE_STATES, UPSERT_QUEUES, UPSERT_MESSAGES]);
+        assert_eq!(
+            sql,
+            [
+                WIPE_MESSAGES,
+                WIPE_INBOX,
+                WIPE_STATES,
+                UPSERT_QUEUES,
+                UPSERT_MESSAGES
+            ]
+        );
     }
 
     fn footprint(ops: Vec<Op>) -> Footprint {

@@ -16,6 +16,7 @@ mod random_input;
 mod redelivery;
 mod refusals;
 mod scheduled;
+mod serving;
 mod shutdown;
 mod states;
 mod transactions;

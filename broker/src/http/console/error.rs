@@ -56,7 +56,9 @@ impl ApiError {
                 StatusCode::INSUFFICIENT_STORAGE
             }
             BrokerError::PermissionDenied { .. } => StatusCode::FORBIDDEN,
-            BrokerError::ShuttingDown | BrokerError::Storage(StorageError::Unavailable(_)) => {
+            BrokerError::ShuttingDown
+            | BrokerError::QueueMoved(_)
+            | BrokerError::Storage(StorageError::Unavailable(_) | StorageError::Fenced { .. }) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             BrokerError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,

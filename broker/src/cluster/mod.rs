@@ -1,0 +1,63 @@
+//! Several brokers on one PostgreSQL database: each durable queue is served
+//! by one node at a time, the holder of its lease.
+//!
+//! | file | what |
+//! |---|---|
+//! | `node.rs` | the node's task: heartbeat, lease renewal, balancing, stepping down |
+//! | `inbox.rs` | the task that brings messages other nodes stored into served queues |
+//! | `metadata.rs` | the task that adds and removes what other nodes create and delete |
+//! | `balance.rs` | which queues a node takes and gives back (pure) |
+//! | `deadline.rs` | until when the node may serve without a renewal, by its own clock |
+//!
+//! The database side (tables, leases, fencing of owner writes by lease
+//! epoch) is `rebound_storage::postgres`; the engine side (queues unloaded
+//! while another node serves them, loaded back from the store) is
+//! `engine/serving.rs`.
+//!
+//! What works: membership with heartbeats on the database's clock, leases
+//! taken, renewed, balanced and given back, failover when a node stops
+//! (its queues are loaded by others once its leases run out, with the
+//! delivery states stored), a node that cannot renew stops serving before
+//! its leases can run out, fencing of acks and delivery states written under
+//! a lost lease, and queue ids unique across nodes.
+//!
+//! A message sent through a node that does not serve its queue is stored in
+//! the same commit as for any queue, with an inbox row for the queue's owner,
+//! which takes it into memory within a second (at once when notified).
+//!
+//! Addresses and queues created on one node reach the others at once (a
+//! NOTIFY) or within five seconds; a queue has one id per name across the
+//! nodes, so two nodes creating it at once create it once. Queue deletions
+//! reach the others the same way; address deletions only when they restart.
+//!
+//! Not yet (issue 17, later steps): consumers, settles, browsing and management of a queue another node serves are not
+//! forwarded to it: a consumer is told UNAVAILABLE, "served by another node",
+//! and must connect to the node that serves it, and browsing or managing a
+//! queue through a node that does not serve it sees no message.
+mod balance;
+mod deadline;
+mod inbox;
+mod metadata;
+mod node;
+
+use std::sync::Arc;
+
+use rebound_storage::{PostgresStore, StorageError};
+
+pub use node::{Identity, Node, queue_ids};
+
+use crate::engine::Broker;
+
+/// Joins the cluster with a broker opened with [`queue_ids`] (see
+/// [`Node::join`]) and starts the node's tasks as the engine's own.
+pub async fn start(
+    store: Arc<PostgresStore>,
+    broker: &Arc<Broker>,
+    me: Identity,
+) -> Result<(), StorageError> {
+    let node = Node::join(store.clone(), broker.clone(), me).await?;
+    broker.spawn(node.run());
+    broker.spawn(inbox::run(store.clone(), broker.clone()));
+    broker.spawn(metadata::run(store, broker.clone()));
+    Ok(())
+}

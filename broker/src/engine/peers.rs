@@ -1,0 +1,70 @@
+//! The registry kept in step with what other nodes create and delete, when
+//! several brokers share one database (`crate::cluster` reads the store and
+//! calls this). Routing stays local: every node keeps every address and
+//! queue, so that a send through any node reaches every queue it should.
+//!
+//! What the store has and the registry lacks is added (a queue as away,
+//! `serving.rs`: its lease decides who serves it). A queue the registry has
+//! and the store lost is removed, but only if the previous read had it: a
+//! queue this node just created may not be committed when the store is read,
+//! and must not be taken for one deleted elsewhere. Addresses deleted by
+//! another node stay until this node restarts.
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rebound_storage::{AddressRecord, QueueId, QueueRecord};
+use tracing::info;
+
+use super::Broker;
+use super::recovery::queue_from_record;
+use crate::postoffice::Address;
+
+impl Broker {
+    /// Brings the registry in step with the store's `addresses` and `queues`;
+    /// `previous` is the queue ids of the previous call (empty the first
+    /// time). Returns the ids of this one.
+    pub fn merge_stored(
+        self: &Arc<Self>,
+        addresses: Vec<AddressRecord>,
+        queues: Vec<QueueRecord>,
+        previous: &BTreeSet<QueueId>,
+    ) -> BTreeSet<QueueId> {
+        let stored: BTreeSet<QueueId> = queues.iter().map(|q| q.id).collect();
+        let mut added = Vec::new();
+        let mut removed = Vec::new();
+        {
+            let mut reg = self.write();
+            let gone: Vec<String> = reg
+                .queues
+                .values()
+                .filter(|q| q.durable && !stored.contains(&q.id) && previous.contains(&q.id))
+                .map(|q| q.name.clone())
+                .collect();
+            removed.extend(gone.iter().filter_map(|name| reg.unbind(name)));
+            for record in addresses {
+                if !reg.addresses.contains_key(&record.name) {
+                    reg.addresses
+                        .insert(record.name.clone(), Address::from_record(record));
+                }
+            }
+            for record in queues {
+                if reg.queues.contains_key(&record.name) || !reg.addresses.contains_key(&record.address) {
+                    continue;
+                }
+                let queue = queue_from_record(record);
+                self.created(&queue);
+                reg.bind(queue.clone());
+                added.push(queue);
+            }
+        }
+        for queue in removed {
+            info!(queue = %queue.name, "deleted by another node");
+            queue.close();
+        }
+        for queue in added {
+            info!(queue = %queue.name, "created by another node");
+            self.start_queue(queue);
+        }
+        stored
+    }
+}

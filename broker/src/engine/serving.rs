@@ -1,0 +1,180 @@
+//! Which queues this node serves, when several brokers share one database
+//! (`crate::cluster` decides; this carries it out). A durable queue another
+//! node serves stays in the registry, so that sends route to it and listings
+//! show it, but is away (`queue/away.rs`): its messages are only stored here.
+//! Loading a queue reads it back from the store as a restart would, through
+//! its depager, with the delivery counts and scheduled redeliveries stored.
+//! Non-durable queues live in one node's memory and are never moved.
+//!
+//! On a broker opened with [`Broker::open_leased`], durable queues, those
+//! recovered and those created later, are served only once loaded, and new
+//! queues get their ids from the cluster's allocator, so that two nodes
+//! never give one id to two queues. That allocator is called under the
+//! registry's write lock: queues are created rarely, and an id must be known
+//! before the queue is.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rebound_storage::{QueueId, ScannedMessage, StorageError};
+use tracing::info;
+
+use super::Broker;
+use crate::error::Result;
+use crate::queue::{Entry, Queue};
+use crate::time::now_ms;
+
+/// Hands out the id of a queue by its name, unique among the nodes (and the
+/// same for one name while the queue exists).
+pub type QueueIds = Box<dyn Fn(&str) -> std::result::Result<QueueId, StorageError> + Send + Sync>;
+
+/// What [`Broker::serve_leased_only`] set.
+pub(super) struct Leased {
+    queue_ids: QueueIds,
+    /// Where the node serving each queue is reached, as last seen.
+    owners: std::sync::RwLock<HashMap<QueueId, String>>,
+}
+
+impl Broker {
+    /// From now on, serves a durable queue only once [`Broker::load_queue`]
+    /// says so (every one is unloaded now), and takes new queue ids from
+    /// `queue_ids` ([`Broker::open_leased`], before the config's queues).
+    pub(super) fn serve_leased_only(&self, queue_ids: QueueIds) {
+        let leased = Leased {
+            queue_ids,
+            owners: Default::default(),
+        };
+        if self.leased.set(leased).is_err() {
+            return;
+        }
+        for queue in self.read().queues.values().filter(|q| q.durable) {
+            queue.unload();
+        }
+    }
+
+    /// Records where the nodes serving queues are reached (queue id → its
+    /// node's advertised `host:port`), for forwarding.
+    pub fn set_owners(&self, owners: HashMap<QueueId, String>) {
+        if let Some(leased) = self.leased.get() {
+            *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = owners;
+        }
+    }
+
+    /// Where the node serving queue `name` is reached, if another node
+    /// serves it (as last seen).
+    pub fn owner_of(&self, name: &str) -> Option<String> {
+        let leased = self.leased.get()?;
+        let queue = self.read().queues.get(name).cloned()?;
+        if queue.is_served() {
+            return None;
+        }
+        let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
+        owners.get(&queue.id).cloned()
+    }
+
+    /// Fires when a queue was created (a node may want to serve it).
+    pub fn queues_changed(&self) -> &tokio::sync::Notify {
+        &self.queues_changed
+    }
+
+    /// The ids of the durable queues: those nodes take leases on.
+    pub fn durable_queue_ids(&self) -> Vec<QueueId> {
+        let mut ids: Vec<QueueId> = self
+            .read()
+            .queues
+            .values()
+            .filter(|q| q.durable)
+            .map(|q| q.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Stops serving queue `id` here (its consumers are told it moved).
+    /// Returns whether there is such a durable queue.
+    pub fn unload_queue(&self, id: QueueId) -> bool {
+        let Some(queue) = self.durable_queue(id) else {
+            return false;
+        };
+        if queue.is_served() {
+            queue.unload();
+            info!(queue = %queue.name, "no longer served by this node");
+        }
+        true
+    }
+
+    /// Serves queue `id` here from what the store holds. Returns whether
+    /// there is such a durable queue.
+    pub fn load_queue(&self, id: QueueId) -> bool {
+        let Some(queue) = self.durable_queue(id) else {
+            return false;
+        };
+        if !queue.is_served() {
+            queue.load();
+            info!(queue = %queue.name, "served by this node");
+        }
+        true
+    }
+
+    /// The ids of the durable queues this node serves.
+    pub fn served_queue_ids(&self) -> Vec<QueueId> {
+        let mut ids: Vec<QueueId> = self
+            .read()
+            .queues
+            .values()
+            .filter(|q| q.durable && q.is_served())
+            .map(|q| q.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Adds to queue `id` the messages `take` takes from its inbox (messages
+    /// other nodes stored for it), as new arrivals. Holds the queue's tail
+    /// lock meanwhile, so that its depager never reads a message twice (see
+    /// `rebound_storage::postgres`'s inbox). Returns how many it added.
+    pub async fn take_inbox<F>(&self, id: QueueId, take: F) -> Result<usize>
+    where
+        F: Future<Output = std::result::Result<Vec<ScannedMessage>, StorageError>>,
+    {
+        let Some(queue) = self.durable_queue(id) else {
+            return Ok(0);
+        };
+        let _tail = queue.tail.lock().await;
+        let messages = take.await?;
+        let count = messages.len();
+        queue.enqueue(
+            messages.into_iter().map(|m| Entry::read_back(m.record, m.state)),
+            now_ms(),
+        );
+        Ok(count)
+    }
+
+    fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
+        self.read()
+            .queues
+            .values()
+            .find(|q| q.id == id && q.durable)
+            .cloned()
+    }
+
+    /// The id of queue `name`, about to be created.
+    pub(super) fn queue_id(&self, name: &str) -> Result<QueueId> {
+        match self.leased.get() {
+            Some(leased) => Ok((leased.queue_ids)(name)?),
+            None => Ok(self
+                .next_queue_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        }
+    }
+
+    /// A queue was just created (not yet bound): once queues are leased, a
+    /// durable one waits for its lease.
+    pub(super) fn created(&self, queue: &Queue) {
+        if self.leased.get().is_some() {
+            if queue.durable {
+                queue.unload();
+            }
+            self.queues_changed.notify_one();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A queue served by another node (several brokers on one database): it stays
+//! in the registry, so that routing and listings are the same on every node,
+//! but holds nothing in memory and serves no consumer here.
+//!
+//! [`Queue::unload`] makes a queue away when this node gives up or loses its
+//! lease: its consumers are dropped (their streams end, and the gRPC edge tells
+//! them the queue moved), and its messages leave memory without a write: the
+//! store has them, and the queue's new owner loads them. [`Queue::load`] makes
+//! it served again when this node acquires the lease: the queue then holds its
+//! whole content "on disk", as after a restart, and its depager counts and
+//! reads the head (`tail.rs`, `engine/depage.rs`), with the delivery states as
+//! stored. While away, what arrives for the queue is only stored.
+use rebound_storage::MessageId;
+
+use super::Queue;
+use super::tail::Uncounted;
+
+impl Queue {
+    /// Whether this node serves the queue.
+    pub fn is_served(&self) -> bool {
+        !self.lock().away
+    }
+
+    /// Stops serving the queue here: consumers dropped, memory emptied.
+    pub fn unload(&self) {
+        let mut st = self.lock();
+        st.away = true;
+        st.consumers.clear();
+        st.next_consumer = 0;
+        st.entries.clear();
+        st.ready.clear();
+        st.scheduled.clear();
+        st.expiring.clear();
+        st.groups = Default::default();
+        st.delivering = 0;
+        st.cached = 0;
+        st.scheduled_bytes = 0;
+        let bytes = st.bytes;
+        st.shrink(bytes);
+        st.tail.unloaded();
+        drop(st);
+        self.wake.notify_one();
+        self.depage.notify_one();
+    }
+
+    /// Serves the queue here again, from what the store holds: every stored
+    /// message of it is paged and not counted yet. The range to count has no
+    /// upper end, since other nodes' ids are not ordered with this node's.
+    pub fn load(&self) {
+        let mut st = self.lock();
+        if st.closed || !st.away {
+            return;
+        }
+        st.away = false;
+        st.tail.uncounted = Some(Uncounted {
+            counted_to: 0,
+            horizon: MessageId::MAX,
+        });
+        drop(st);
+        self.depage.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rebound_config::RoutingType;
+    use rebound_storage::{MessageRecord, ScannedMessage};
+
+    use super::*;
+    use crate::queue::{Entry, ReadLimit};
+
+    fn queue() -> Queue {
+        Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None)
+    }
+
+    fn stored(id: MessageId) -> (Entry, u64) {
+        let record = MessageRecord {
+            message_id: id,
+            ..Default::default()
+        };
+        (Entry::read_back(record, None).0, 0)
+    }
+
+    #[test]
+    fn an_away_queue_holds_and_serves_nothing_and_comes_back_from_storage() {
+        let queue = queue();
+        queue.set_read_limit(ReadLimit {
+            messages: 10,
+            bytes: u64::MAX,
+        });
+        queue.enqueue([stored(1), stored(2)], 0);
+        let mut deliveries = queue.attach(1, 10, None).expect("attached");
+        queue.unload();
+        assert!(!queue.is_served());
+        assert!(deliveries.try_recv().is_err(), "its consumer is gone");
+        assert!(queue.attach(2, 10, None).is_none(), "nobody attaches here");
+        queue.enqueue([stored(3)], 0);
+        let snapshot = queue.snapshot();
+        assert_eq!((snapshot.messages, snapshot.bytes), (0, 0));
+        assert_eq!(queue.start_read(), None);
+
+        queue.load();
+        assert!(queue.is_served());
+        assert_eq!(queue.to_count(), Some((0, MessageId::MAX)));
+        // What the depager then reads is loaded.
+        let read = (1..=3)
+            .map(|id| ScannedMessage {
+                record: MessageRecord {
+                    message_id: id,
+                    ..Default::default()
+                },
+                state: None,
+            })
+            .collect();
+        assert_eq!(queue.start_read().map(|(after, ..)| after), Some(0));
+        assert_eq!(queue.finish_read(read, 0), 3);
+        assert_eq!(queue.snapshot().messages, 3);
+    }
+}

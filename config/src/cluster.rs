@@ -1,0 +1,150 @@
+//! The `[cluster]` table: this broker is one node of several sharing one
+//! PostgreSQL database (`storage = "postgres"`).
+//!
+//! ```toml
+//! [cluster]
+//! node-id = "node-1"                 # required: unique among the nodes, stable across restarts
+//! advertise = "10.0.0.1:61616"       # how the other nodes reach this one's gRPC (default: listen)
+//! lease = "10s"                      # how long a node owns its queues without a heartbeat
+//! ```
+//!
+//! The node id must stay the same across restarts of one node: a node that
+//! starts again under its id knows its previous process is gone and takes
+//! back its own leases at once rather than waiting for them to expire. Two
+//! running nodes with one id would both believe they own the same queues, so
+//! the id is the operator's promise of uniqueness. `storage = "postgres"` is
+//! the daemon's check (as for `postgres-url`, the command line may set it).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::check;
+use crate::error::{ConfigError, Document};
+
+/// Leases `lease` accepts: at least 1 s (a node renews every third of it,
+/// and must notice a failed renewal before it lapses), at most 10 minutes
+/// (the longest a dead node's queues wait for another).
+pub const CLUSTER_LEASE_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(600);
+
+/// The lease when `lease` is absent: 10 s.
+pub const DEFAULT_CLUSTER_LEASE: Duration = Duration::from_secs(10);
+
+/// The longest `node-id`, in bytes: it is stored with every lease row.
+pub const MAX_NODE_ID_BYTES: usize = 64;
+
+/// The validated `[cluster]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This node's id (`node-id`).
+    pub node_id: String,
+    /// `host:port` other nodes use for this node's gRPC (`advertise`);
+    /// `None` = the listen address.
+    pub advertise: Option<String>,
+    /// How long a lease lasts without renewal (`lease`).
+    pub lease: Duration,
+}
+
+/// `[cluster]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct RawCluster {
+    node_id: Option<Spanned<String>>,
+    advertise: Option<Spanned<String>>,
+    lease: Option<Spanned<String>>,
+}
+
+impl RawCluster {
+    /// Validates the table at `table_start` (the offset of `[cluster]`).
+    pub(crate) fn validate(
+        self,
+        doc: &Document<'_>,
+        table_start: usize,
+    ) -> Result<ClusterConfig, ConfigError> {
+        let node_id =
+            check::checked(doc, self.node_id, node_id, || "cluster.node-id".into())?.ok_or_else(|| {
+                doc.error(
+                    table_start,
+                    Some("cluster.node-id".into()),
+                    "[cluster] needs `node-id`, this node's unique and stable name",
+                )
+            })?;
+        Ok(ClusterConfig {
+            node_id,
+            advertise: check::checked(doc, self.advertise, check::host_port, || {
+                "cluster.advertise".into()
+            })?,
+            lease: check::checked(doc, self.lease, lease, || "cluster.lease".into())?
+                .unwrap_or(DEFAULT_CLUSTER_LEASE),
+        })
+    }
+}
+
+/// A node id: 1 to [`MAX_NODE_ID_BYTES`] of letters, digits, `-`, `_`, `.`,
+/// so that it reads well in logs and metrics.
+pub fn node_id(value: String) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if value.is_empty() || value.len() > MAX_NODE_ID_BYTES || !value.chars().all(allowed) {
+        return Err(format!(
+            "must be 1 to {MAX_NODE_ID_BYTES} letters, digits, '-', '_' or '.' (got \"{}\")",
+            crate::excerpt(&value)
+        ));
+    }
+    Ok(value)
+}
+
+/// A lease: a whole number of seconds (`"10s"`) or milliseconds
+/// (`"2500ms"`), within [`CLUSTER_LEASE_RANGE`].
+pub fn lease(value: String) -> Result<Duration, String> {
+    let parse = |digits: &str, unit: fn(u64) -> Duration| digits.parse::<u64>().ok().map(unit);
+    let parsed = match value.strip_suffix("ms") {
+        Some(ms) => parse(ms, Duration::from_millis),
+        None => value
+            .strip_suffix('s')
+            .and_then(|s| parse(s, Duration::from_secs)),
+    };
+    let range = CLUSTER_LEASE_RANGE;
+    match parsed {
+        Some(lease) if range.contains(&lease) => Ok(lease),
+        Some(_) => Err(format!(
+            "must be between {}s and {}s (got \"{}\")",
+            range.start().as_secs(),
+            range.end().as_secs(),
+            crate::excerpt(&value)
+        )),
+        None => Err(format!(
+            "must be a duration such as \"10s\" or \"2500ms\" (got \"{}\")",
+            crate::excerpt(&value)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_seconds_or_milliseconds_within_range() {
+        assert_eq!(lease("10s".into()), Ok(Duration::from_secs(10)));
+        assert_eq!(lease("2500ms".into()), Ok(Duration::from_millis(2500)));
+        assert_eq!(
+            lease("999ms".into()),
+            Err("must be between 1s and 600s (got \"999ms\")".into())
+        );
+        assert!(lease("601s".into()).is_err());
+        for bad in ["10", "s", "ten s", "1.5s", "-2s", "10m"] {
+            let err = lease(bad.into()).expect_err(bad);
+            assert!(err.starts_with("must be a duration"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn node_ids_are_short_plain_names() {
+        assert_eq!(node_id("node-1.eu_west".into()), Ok("node-1.eu_west".into()));
+        for bad in [String::new(), "a b".into(), "née".into(), "x".repeat(65)] {
+            assert!(node_id(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The inbox: how the node that serves a queue learns of the messages other
+//! nodes stored for it.
+//!
+//! A send is one commit wherever its queues are served: the messages are
+//! stored by the node the producer talks to, and for each queue that node
+//! does not hold, an `inbox (queue, id)` row joins the same transaction
+//! (`fence.rs` sorts them, `writes.rs` writes them), which then sends one
+//! `NOTIFY rebound_inbox` naming those queues, never one per message.
+//!
+//! The owner listens on a connection of its own ([`PostgresStore::inbox_notices`])
+//! and also looks every second or so ([`PostgresStore::inbox_queues`]), since
+//! a notification sent while its listening connection was down is lost. It
+//! then takes a queue's rows ([`PostgresStore::drain_inbox`]): one
+//! transaction, fenced like every owner write, deletes them and returns
+//! their messages with their states. Until then the queue's scans and counts
+//! leave those messages out (`reads.rs`), so that a message reaches its
+//! owner's memory exactly once, through the inbox or through a scan. A node
+//! that takes a queue over drains its inbox like any owner; one that fails
+//! after draining leaves the messages in the queue, where its successor's
+//! scan of the queue finds them.
+
+use tokio::sync::mpsc;
+
+use super::PostgresStore;
+use super::pool::{db_error, pool_error};
+use crate::error::StorageError;
+use crate::records::decode;
+use crate::{QueueId, ScannedMessage, keys};
+
+/// The channel of the inbox notifications.
+const CHANNEL: &str = "rebound_inbox";
+
+/// What one notification said: the queues it names, or every queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxNotice {
+    /// Messages were stored for these queues.
+    Queues(Vec<QueueId>),
+    /// For too many queues to name: look at all.
+    Any,
+}
+
+impl InboxNotice {
+    fn parse(payload: &str) -> InboxNotice {
+        let queues: Option<Vec<QueueId>> = payload.split(',').map(|q| q.parse().ok()).collect();
+        match queues {
+            Some(queues) if !payload.is_empty() => InboxNotice::Queues(queues),
+            _ => InboxNotice::Any,
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Every inbox notification from now on, on a connection of its own;
+    /// stops when the receiver is dropped.
+    pub fn inbox_notices(&self) -> mpsc::UnboundedReceiver<InboxNotice> {
+        let mut payloads = self.db.listen(CHANNEL);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.db.spawn(async move {
+            while let Some(payload) = payloads.recv().await {
+                if tx.send(InboxNotice::parse(&payload)).is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
+    /// Which of `queues` have messages in their inbox.
+    pub fn inbox_queues(
+        &self,
+        queues: Vec<QueueId>,
+    ) -> impl Future<Output = Result<Vec<QueueId>, StorageError>> + Send + 'static {
+        self.db.run(move |pool| async move {
+            let client = pool.get().await.map_err(pool_error)?;
+            let queues: Vec<i64> = queues.into_iter().map(i64::from).collect();
+            let rows = client
+                .query(
+                    "SELECT DISTINCT queue FROM inbox WHERE queue = ANY($1::bigint[]) ORDER BY queue",
+                    &[&queues],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(rows.iter().map(|row| row.get::<_, i64>(0) as QueueId).collect())
+        })
+    }
+
+    /// Takes the messages in `queue`'s inbox (with their states), ascending
+    /// by id. Only under the lease this node holds on the queue: otherwise
+    /// [`StorageError::Fenced`], and nothing is taken.
+    pub fn drain_inbox(
+        &self,
+        queue: QueueId,
+    ) -> impl Future<Output = Result<Vec<ScannedMessage>, StorageError>> + Send + 'static {
+        let claims = self.fence.claim(queue);
+        self.db.run(move |pool| async move {
+            let claims = claims?;
+            let (node, queues, epochs, count) = claims.columns();
+            let mut client = pool.get().await.map_err(pool_error)?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            tx.query_one(super::fence::FENCE, &[&node, &queues, &epochs, &count])
+                .await
+                .map_err(|err| match err.code().map(|c| c.code()) {
+                    Some(super::fence::LOST) => StorageError::Fenced { queue },
+                    _ => db_error(err),
+                })?;
+            let rows = tx
+                .query(
+                    "WITH drained AS (DELETE FROM inbox WHERE queue = $1 RETURNING queue, id)
+                     SELECT m.id, m.record, s.record FROM drained d
+                     JOIN messages m ON m.queue = d.queue AND m.id = d.id
+                     LEFT JOIN delivery_states s ON s.queue = d.queue AND s.id = d.id
+                     ORDER BY m.id",
+                    &[&i64::from(queue)],
+                )
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            rows.iter()
+                .map(|row| {
+                    let id = row.get::<_, i64>(0) as u64;
+                    Ok(ScannedMessage {
+                        record: decode(&keys::message(queue, id), row.get(1))?,
+                        state: row
+                            .get::<_, Option<&[u8]>>(2)
+                            .map(|record| decode(&keys::state(queue, id), record))
+                            .transpose()?,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_name_their_queues_or_all() {
+        assert_eq!(InboxNotice::parse("3,17"), InboxNotice::Queues(vec![3, 17]));
+        assert_eq!(InboxNotice::parse(""), InboxNotice::Any);
+        assert_eq!(InboxNotice::parse("x"), InboxNotice::Any);
+    }
+}

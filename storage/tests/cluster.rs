@@ -1,0 +1,291 @@
+//! What [`PostgresStore`] does for several brokers on one database:
+//! membership, queue leases, queue ids, and fencing (a node that lost a
+//! queue's lease cannot write as its owner, and that fails none of the
+//! other commits it groups with).
+
+mod pg;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use pg::TestSchema;
+use rebound_storage::{
+    DeliveryState, MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store,
+};
+
+const LEASE: Duration = Duration::from_secs(30);
+/// A lease that has run out by the time the next statement runs.
+const EXPIRED: Duration = Duration::from_millis(1);
+
+fn open(schema: &TestSchema) -> PostgresStore {
+    PostgresStore::open(&PostgresOptions::new(schema.url())).unwrap()
+}
+
+fn queue(id: u32) -> Op {
+    Op::PutQueue(QueueRecord {
+        id,
+        name: format!("q{id}"),
+        ..Default::default()
+    })
+}
+
+fn put(queue: u32, id: u64) -> Op {
+    Op::PutMessage {
+        queue,
+        message: MessageRecord {
+            message_id: id,
+            body: Bytes::from_static(b"body"),
+            durable: true,
+            ..Default::default()
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
+    let Some(schema) = TestSchema::create("cluster leases") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    let a_incarnation = a.register_node("a", "127.0.0.2:1").await.unwrap();
+    let b_incarnation = b.register_node("b", "127.0.0.3:1").await.unwrap();
+    let live = b.live_nodes(LEASE).await.unwrap();
+    let ids: Vec<_> = live
+        .iter()
+        .map(|n| (n.id.as_str(), n.advertise.as_str()))
+        .collect();
+    assert_eq!(ids, [("a", "127.0.0.2:1"), ("b", "127.0.0.3:1")]);
+
+    assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
+    assert_eq!(b.acquire("b", 1, LEASE).await.unwrap(), None, "held by a");
+    assert_eq!(a.heartbeat("a", a_incarnation, LEASE).await.unwrap(), [(1, 1)]);
+    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap(), []);
+    // Its holder may take it again, under a new epoch.
+    assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(2));
+
+    a.release("a", 1).await.unwrap();
+    assert_eq!(b.acquire("b", 1, EXPIRED).await.unwrap(), Some(3), "released");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let leases = a.leases().await.unwrap();
+    assert_eq!((leases[0].node.as_deref(), leases[0].live), (Some("b"), false));
+    assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(4), "ran out");
+    // A heartbeat renews what the node still holds, and tells it what it lost.
+    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap(), []);
+
+    // The same id registered again (a restart) replaces the old process.
+    let again = open(&schema);
+    assert_eq!(
+        again.register_node("a", "127.0.0.2:1").await.unwrap(),
+        a_incarnation + 1
+    );
+    let replaced = a.heartbeat("a", a_incarnation, LEASE).await;
+    assert!(
+        matches!(replaced, Err(StorageError::NodeReplaced { .. })),
+        "{replaced:?}"
+    );
+    assert_eq!(
+        again.acquire("a", 1, LEASE).await.unwrap(),
+        Some(5),
+        "its own lease, at once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_ids_are_one_per_name_across_nodes_and_above_every_stored_queue() {
+    let Some(schema) = TestSchema::create("cluster queue ids") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(41)]).await.unwrap();
+    // Both nodes create the same twenty queues at once.
+    let allocate = |store: PostgresStore| {
+        std::thread::spawn(move || {
+            let ids: Vec<u32> = (0..20)
+                .map(|i| store.allocate_queue_id(&format!("q{i}")).unwrap())
+                .collect();
+            (store, ids)
+        })
+    };
+    let (x, y) = (allocate(a), allocate(b));
+    let ((a, from_a), (_b, from_b)) = (x.join().unwrap(), y.join().unwrap());
+    assert_eq!(from_a, from_b, "one id per name");
+    assert!(from_a.iter().all(|&id| id > 41), "{from_a:?}");
+    let mut unique = from_a.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 20);
+    // A queue deleted gives its name back: created again, it is a new queue.
+    a.commit(vec![Op::DeleteQueue(from_a[0])]).await.unwrap();
+    let again = tokio::task::spawn_blocking(move || a.allocate_queue_id("q0").unwrap())
+        .await
+        .unwrap();
+    assert!(!from_a.contains(&again), "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_writes_need_the_lease_and_new_messages_do_not() {
+    let Some(schema) = TestSchema::create("cluster owner writes") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1), put(1, 1), put(1, 2)]).await.unwrap();
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    a.acquire("a", 1, LEASE).await.unwrap().unwrap();
+
+    // b stores into a's queue, but may not ack or redeliver there.
+    b.commit(vec![put(1, 3)]).await.unwrap();
+    let refused = b.commit(vec![Op::RemoveMessage { queue: 1, id: 1 }]).await;
+    assert!(
+        matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+        "{refused:?}"
+    );
+    a.commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
+        .await
+        .unwrap();
+
+    // Once a lets it go, its own acks are refused before they are sent.
+    a.release("a", 1).await.unwrap();
+    let refused = a.commit(vec![Op::RemoveMessage { queue: 1, id: 2 }]).await;
+    assert!(
+        matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+        "{refused:?}"
+    );
+    let ids: Vec<u64> = a.recover().unwrap().queues[0]
+        .messages
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, [2, 3]);
+}
+
+/// a holds queues 1 and 2; b takes 1 over (a's lease ran out) without a
+/// noticing. a's next commits, grouped together, ack in both queues: the
+/// ack in 1 is refused and changes nothing, the one in 2 is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_epoch_fails_its_commit_only_and_changes_nothing() {
+    let Some(schema) = TestSchema::create("cluster fencing") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    let mut setup = vec![queue(1), queue(2)];
+    for id in 1..=20 {
+        setup.extend([put(1, id), put(2, id)]);
+    }
+    a.commit(setup).await.unwrap();
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    assert_eq!(a.acquire("a", 1, EXPIRED).await.unwrap(), Some(1));
+    assert_eq!(a.acquire("a", 2, LEASE).await.unwrap(), Some(1));
+    a.commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(b.acquire("b", 1, LEASE).await.unwrap(), Some(2), "taken over");
+
+    let state = DeliveryState {
+        delivery_count: 3,
+        ..Default::default()
+    };
+    // Queued without waiting, so that the committer groups them.
+    let mut commits = Vec::new();
+    for id in 2..=10 {
+        commits.push((1, a.commit(vec![Op::RemoveMessage { queue: 1, id }])));
+        commits.push((2, a.commit(vec![Op::RemoveMessage { queue: 2, id }])));
+        commits.push((
+            1,
+            a.commit(vec![Op::PutState {
+                queue: 1,
+                id: id + 10,
+                state: state.clone(),
+            }]),
+        ));
+    }
+    for (queue, commit) in commits {
+        match (queue, commit.await) {
+            (1, Err(StorageError::Fenced { queue: 1 })) | (2, Ok(())) => {}
+            (queue, other) => panic!("queue {queue}: {other:?}"),
+        }
+    }
+    // The new owner writes as usual.
+    b.commit(vec![Op::RemoveMessage { queue: 1, id: 20 }])
+        .await
+        .unwrap();
+
+    let recovered = b.recover().unwrap();
+    let ids = |q: usize| -> Vec<u64> { recovered.queues[q].messages.iter().map(|m| m.id).collect() };
+    assert_eq!(
+        ids(0),
+        (2..=19).collect::<Vec<_>>(),
+        "only a's ack under its epoch and b's"
+    );
+    assert!(recovered.queues[0].messages.iter().all(|m| m.state.is_none()));
+    assert_eq!(ids(1), [1].into_iter().chain(11..=20).collect::<Vec<_>>());
+}
+
+/// b stores a message for a queue a holds: it goes to a's inbox, with one
+/// notification, and reaches a's scans only once a takes it from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox() {
+    let Some(schema) = TestSchema::create("cluster inbox") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1), queue(2), put(1, 1)]).await.unwrap();
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    a.acquire("a", 1, LEASE).await.unwrap().unwrap();
+    b.acquire("b", 2, LEASE).await.unwrap().unwrap();
+    let mut notices = a.inbox_notices();
+    // The listener connects in the background: notify until it hears.
+    let state = DeliveryState {
+        scheduled_at_ms: 42,
+        ..Default::default()
+    };
+    let mut id = 10;
+    let heard = loop {
+        id += 1;
+        let scheduled = Op::PutState {
+            queue: 1,
+            id,
+            state: state.clone(),
+        };
+        b.commit(vec![put(1, id), scheduled, put(2, id)]).await.unwrap();
+        match tokio::time::timeout(Duration::from_millis(200), notices.recv()).await {
+            Ok(notice) => break notice.unwrap(),
+            Err(_) => assert!(id < 60, "no notification heard"),
+        }
+    };
+    assert_eq!(
+        heard,
+        rebound_storage::InboxNotice::Queues(vec![1]),
+        "only the queue b does not hold"
+    );
+
+    let scan = |store: &PostgresStore| -> Vec<u64> {
+        store
+            .scan_queue(1, 0, 100, u64::MAX)
+            .unwrap()
+            .iter()
+            .map(|m| m.record.message_id)
+            .collect()
+    };
+    assert_eq!(scan(&a), [1], "not scanned while in the inbox");
+    assert_eq!(a.inbox_queues(vec![1, 2]).await.unwrap(), [1]);
+    let refused = b.drain_inbox(1).await;
+    assert!(
+        matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+        "{refused:?}"
+    );
+    let drained = a.drain_inbox(1).await.unwrap();
+    let ids: Vec<u64> = drained.iter().map(|m| m.record.message_id).collect();
+    assert_eq!(ids, (11..=id).collect::<Vec<_>>());
+    assert!(
+        drained
+            .iter()
+            .all(|m| m.state.as_ref().is_some_and(|s| s.scheduled_at_ms == 42))
+    );
+    assert!(a.drain_inbox(1).await.unwrap().is_empty(), "taken once");
+    assert_eq!(scan(&a).len(), 1 + ids.len(), "then in the queue as any message");
+    assert!(a.inbox_queues(vec![1, 2]).await.unwrap().is_empty());
+}
