@@ -46,6 +46,11 @@ pub struct PerfArgs {
     /// Message groups the messages are spread over (default: the workload's).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     groups: Option<u64>,
+    /// Connect the consumers to this broker instead of --server: another node
+    /// of a cluster, so that messages go in through one node and out through
+    /// another (the report's broker figures are --server's).
+    #[arg(long, value_name = "URL")]
+    consumer_server: Option<String>,
     /// Print the result as one JSON object (schema in BENCHMARKS.md).
     #[arg(long)]
     json: bool,
@@ -100,8 +105,14 @@ pub async fn run(args: PerfArgs) -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    let report =
-        rebound_perf::run_until_with(&args.server.server, &args.server.options()?, spec, api, interrupt)
-            .await?;
+    let report = rebound_perf::run_until_with(
+        &args.server.server,
+        args.consumer_server.as_deref(),
+        &args.server.options()?,
+        spec,
+        api,
+        interrupt,
+    )
+    .await?;
     Ok(report.print(args.json)?)
 }

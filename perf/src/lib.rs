@@ -71,12 +71,15 @@ pub async fn run_until(
     api: Api,
     interrupt: impl Future<Output = ()>,
 ) -> anyhow::Result<Report> {
-    run_until_with(url, &ConnectOptions::default(), spec, api, interrupt).await
+    run_until_with(url, None, &ConnectOptions::default(), spec, api, interrupt).await
 }
 
-/// Like [`run_until`], with TLS settings (for an `https://` URL) and credentials.
+/// Like [`run_until`], with TLS settings (for an `https://` URL) and credentials,
+/// and with the consumers connected to `consumer_url` when given: another node of
+/// a cluster, so that messages go in through one node and out through another.
 pub async fn run_until_with(
     url: &str,
+    consumer_url: Option<&str>,
     options: &ConnectOptions,
     spec: Workload,
     api: Api,
@@ -91,7 +94,7 @@ pub async fn run_until_with(
     eprintln!("perf: workload {} on queue {queue}", spec.name);
     // Dropping `measure` (on an interrupt) aborts its tasks, as its own errors do.
     let result = tokio::select! {
-        result = measure(url, options, &client, spec, api, queue.clone()) => result,
+        result = measure(url, consumer_url.unwrap_or(url), options, &client, spec, api, queue.clone()) => result,
         () = interrupt => Err(anyhow!("interrupted")),
     };
     if result.is_err() {
@@ -173,6 +176,7 @@ async fn leftovers(client: &Client, queue: &str) -> rebound_client::Result<Vec<S
 /// Runs the load and gathers the report; `client` is for admin calls only.
 async fn measure(
     url: &str,
+    consumer_url: &str,
     options: &ConnectOptions,
     client: &Client,
     spec: Workload,
@@ -180,7 +184,7 @@ async fn measure(
     queue: String,
 ) -> anyhow::Result<Report> {
     let producer_clients = connect(url, options, spec.producers).await?;
-    let consumer_clients = connect(url, options, spec.consumers).await?;
+    let consumer_clients = connect(consumer_url, options, spec.consumers).await?;
     let before = client.server_info().await?;
     let run = Arc::new(Run::new(spec, api, queue));
     let work = drive(client, &run, producer_clients, consumer_clients, &before);
