@@ -92,7 +92,7 @@ impl Nodes {
             for (i, node) in self.nodes.iter().enumerate() {
                 let Some(node) = node else { continue };
                 let log = node.log();
-                let last = log.lines().filter(|l| l.ends_with(&needle)).last();
+                let last = log.lines().rev().find(|l| l.ends_with(&needle));
                 if last.is_some_and(|l| !l.contains("no longer")) {
                     return i;
                 }
