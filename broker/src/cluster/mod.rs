@@ -37,8 +37,9 @@
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
 //! (refused, FAILED_PRECONDITION); TLS between nodes; address deletions
-//! reaching the other nodes before they restart; throughput figures through
-//! several nodes.
+//! reaching the other nodes before they restart; address sizes and
+//! duplicate-id caches shared by the nodes (both are per node; the caches
+//! even share their rows); throughput figures through several nodes.
 mod balance;
 mod deadline;
 mod inbox;
