@@ -30,10 +30,16 @@
 //! nodes, so two nodes creating it at once create it once. Queue deletions
 //! reach the others the same way; address deletions only when they restart.
 //!
-//! Not yet (issue 17, later steps): consumers, settles, browsing and management of a queue another node serves are not
-//! forwarded to it: a consumer is told UNAVAILABLE, "served by another node",
-//! and must connect to the node that serves it, and browsing or managing a
-//! queue through a node that does not serve it sees no message.
+//! A consumer, and the Admin calls about one queue, reaching a node that does
+//! not serve the queue are forwarded to the node that does
+//! (`grpc/proxy.rs`); management of a queue the node does not serve is
+//! otherwise refused with UNAVAILABLE rather than answered from storage.
+//!
+//! Not yet: acks inside a transaction of a queue another node serves
+//! (refused, FAILED_PRECONDITION); TLS between nodes; address deletions
+//! reaching the other nodes before they restart; address sizes and
+//! duplicate-id caches shared by the nodes (both are per node; the caches
+//! even share their rows); throughput figures through several nodes.
 mod balance;
 mod deadline;
 mod inbox;

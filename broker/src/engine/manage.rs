@@ -120,10 +120,21 @@ impl Walk {
 }
 
 impl Broker {
+    /// The queue a management operation works on: one this node serves
+    /// (another node's is reached through it, `grpc/proxy.rs`; here it holds
+    /// nothing, and its stored messages are that node's to change).
+    fn managed_queue(&self, name: &str) -> Result<Arc<Queue>> {
+        let queue = self.queue(name)?;
+        match queue.is_served() {
+            true => Ok(queue),
+            false => Err(BrokerError::QueueMoved(queue.name.clone())),
+        }
+    }
+
     /// Up to `limit` messages in queue order (ready, delivering, scheduled; then
     /// the paged ones) that `filter` matches (empty = all), without consuming them.
     pub fn browse(&self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
-        let queue = self.queue(name)?;
+        let queue = self.managed_queue(name)?;
         let filter = self.client_filter(filter)?;
         let scan = Scan {
             filter: filter.as_ref(),
@@ -136,7 +147,7 @@ impl Broker {
 
     /// One message of a queue, whatever its state.
     pub fn message(&self, name: &str, id: u64) -> Result<Browsed> {
-        let queue = self.queue(name)?;
+        let queue = self.managed_queue(name)?;
         let scan = Scan {
             filter: None,
             message_ids: &BTreeSet::from([id]),
@@ -232,7 +243,7 @@ impl Broker {
 
     /// How many messages of a selection are not being delivered.
     pub fn count_messages(&self, selection: &Selection) -> Result<u64> {
-        let queue = self.queue(&selection.queue)?;
+        let queue = self.managed_queue(&selection.queue)?;
         let filter = self.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut count = 0;
@@ -256,7 +267,7 @@ impl Broker {
 
     /// Removes the selected messages; counted as dropped.
     pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
-        let queue = self.queue(&selection.queue)?;
+        let queue = self.managed_queue(&selection.queue)?;
         let filter = self.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut removed = 0;
@@ -295,7 +306,7 @@ impl Broker {
     pub async fn move_messages(self: &Arc<Self>, selection: &Selection, to_address: &str) -> Result<u64> {
         message::check_name("address", to_address)?;
         self.ensure_address(to_address, None, Create::OnSend).await?;
-        let queue = self.queue(&selection.queue)?;
+        let queue = self.managed_queue(&selection.queue)?;
         let filter = self.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let now = now_ms();
@@ -355,7 +366,7 @@ impl Broker {
         may_return_to: impl Fn(&str) -> std::result::Result<(), String>,
     ) -> Result<Vec<RetryOutcome>> {
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
-        let dlq = self.queue(&selection.queue)?;
+        let dlq = self.managed_queue(&selection.queue)?;
         let filter = self.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut outcomes = Vec::new();

@@ -140,7 +140,10 @@ impl Broker {
             return Ok(0);
         };
         let _tail = queue.tail.lock().await;
-        let messages = take.await?;
+        let mut messages = take.await?;
+        // A send of this node that stored one while the queue was away, and
+        // enqueued it after the queue was loaded, got there first.
+        messages.retain(|m| !queue.holds(m.record.message_id));
         let count = messages.len();
         queue.enqueue(
             messages.into_iter().map(|m| Entry::read_back(m.record, m.state)),

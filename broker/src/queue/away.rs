@@ -21,6 +21,11 @@ impl Queue {
         !self.lock().away
     }
 
+    /// Whether message `id` is in memory (ready, delivering or waiting).
+    pub fn holds(&self, id: MessageId) -> bool {
+        self.lock().entries.contains_key(&id)
+    }
+
     /// Stops serving the queue here: consumers dropped, memory emptied.
     pub fn unload(&self) {
         let mut st = self.lock();

@@ -43,6 +43,7 @@
 //! queue_leases    (queue PK, node, epoch, expires_at)
 //! inbox           (queue, id PK)
 //! queue_id_allocator (next_id bigint)
+//! queue_names     (name PK, id): one queue id per name across nodes
 //! ```
 //!
 //! A message row repeats the few fields recovery indexes (priority, expiry,
@@ -136,8 +137,11 @@
 //!   clock; each queue it serves is a lease row in `queue_leases`
 //!   (holder, epoch, expiry), acquired when free, run out or its own
 //!   (bumping the epoch), renewed by every heartbeat in one statement,
-//!   released. Queue ids come from `queue_id_allocator` so that nodes
-//!   creating queues together never hand out one id twice.
+//!   released. Queue ids come from `queue_id_allocator`, one per queue
+//!   name (`queue_names`), so that nodes never hand out one id twice and two
+//!   nodes creating one queue create it once. A group that writes addresses
+//!   or queues sends one `NOTIFY rebound_metadata`, for the other nodes'
+//!   registries.
 //! * Fencing in the same transaction as the writes (`fence.rs`): a commit's
 //!   owner writes (removals, delivery states) carry the epochs of their
 //!   queues' leases, taken when submitted; the group transaction starts

@@ -521,7 +521,8 @@ mod tests {
                 WIPE_INBOX,
                 WIPE_STATES,
                 UPSERT_QUEUES,
-                UPSERT_MESSAGES
+                UPSERT_MESSAGES,
+                NOTIFY_METADATA
             ]
         );
     }
@@ -577,7 +578,11 @@ mod tests {
         assert_eq!(keys, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
         assert_eq!(
             fold(vec![Op::DeleteAddress("a".into())]),
-            [(WIPE_DUPLICATE_IDS, 1), (DELETE_ADDRESSES, 1)]
+            [
+                (WIPE_DUPLICATE_IDS, 1),
+                (DELETE_ADDRESSES, 1),
+                (NOTIFY_METADATA, 1)
+            ]
         );
     }
 }

@@ -40,3 +40,36 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
     );
     assert!(!broker.load_queue(id + 100), "no such queue");
 }
+
+#[tokio::test]
+async fn what_other_nodes_create_and_delete_reaches_the_registry() {
+    let (broker, _store) = broker("").await;
+    let address = rebound_storage::AddressRecord {
+        name: "remote".into(),
+        ..Default::default()
+    };
+    let queue = rebound_storage::QueueRecord {
+        id: 77,
+        name: "remote".into(),
+        address: "remote".into(),
+        ..Default::default()
+    };
+    let seen = broker.merge_stored(vec![address], vec![queue], &Default::default());
+    assert!(seen.contains(&77));
+    let added = broker.queue("remote").expect("created by another node");
+    assert_eq!(added.id, 77);
+    assert!(added.is_served(), "a single broker serves what it has");
+
+    // Gone from the store, and known before: deleted by another node.
+    let mine = broker
+        .create_queue("remote", "mine", None, true, None, false)
+        .await;
+    let mine = mine.expect("created here");
+    let seen = broker.merge_stored(Vec::new(), Vec::new(), &seen);
+    assert!(broker.queue("remote").is_err(), "deleted elsewhere");
+    assert!(added.is_closed());
+    // A queue of this node that a read missed (not committed yet) stays.
+    assert!(!seen.contains(&mine.id));
+    broker.merge_stored(Vec::new(), Vec::new(), &seen);
+    assert!(broker.queue("mine").is_ok());
+}
