@@ -557,3 +557,45 @@ async fn an_ack_inside_a_transaction_of_a_forwarding_node_is_refused_clearly() {
     consumer.ack(&[d.id]).await.unwrap();
     assert!(consumer.flush().await.unwrap().is_empty());
 }
+
+/// A consumer subscribing right after its queue was created, through any
+/// node, is served (forwarded if need be) rather than told UNAVAILABLE while
+/// the nodes settle who serves the new queue.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_just_created_through_one_node_is_consumed_at_once_through_any_node() {
+    let Some(schema) = TestSchema::create("cluster: a new queue consumed at once") else {
+        return;
+    };
+    let nodes = Nodes::start(schema).await;
+    let client = |i: usize| nodes.nodes[i].as_ref().expect("a running node").client();
+    for creator in 0..3 {
+        let queue = format!("fresh{creator}");
+        client(creator)
+            .await
+            .create_queue(&queue, &queue, rebound_client::RoutingType::Anycast, true)
+            .await
+            .unwrap();
+        let mut consumers = Vec::new();
+        for i in 0..3 {
+            let consumer = client(i).await.consume(&queue, 10).await;
+            consumers.push(consumer.unwrap_or_else(|e| panic!("{queue} through node {i}: {e}")));
+        }
+        client((creator + 1) % 3)
+            .await
+            .send(OutgoingMessage::new(&queue, "hello"))
+            .await
+            .unwrap();
+        let mut got = 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got == 0 && Instant::now() < deadline {
+            for consumer in &mut consumers {
+                if let Ok(Some(d)) = consumer.next_timeout(Duration::from_millis(100)).await {
+                    assert_eq!(body(&d), "hello");
+                    consumer.ack(&[d.id]).await.unwrap();
+                    got += 1;
+                }
+            }
+        }
+        assert_eq!(got, 1, "{queue}: the message came once");
+    }
+}

@@ -14,6 +14,7 @@
 //! before the queue is.
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rebound_storage::{QueueId, ScannedMessage, StorageError};
 use tracing::info;
@@ -32,7 +33,14 @@ pub(super) struct Leased {
     queue_ids: QueueIds,
     /// Where the node serving each queue is reached, as last seen.
     owners: std::sync::RwLock<HashMap<QueueId, String>>,
+    /// Fires when `owners` is seen again.
+    owners_seen: tokio::sync::Notify,
 }
+
+/// How long a call for a queue whose node is not known yet (created a moment
+/// ago, or its node just went) waits for one before it is answered
+/// UNAVAILABLE: a few rounds of a node that looks again at once.
+const OWNER_WAIT: Duration = Duration::from_secs(5);
 
 impl Broker {
     /// From now on, serves a durable queue only once [`Broker::load_queue`]
@@ -42,6 +50,7 @@ impl Broker {
         let leased = Leased {
             queue_ids,
             owners: Default::default(),
+            owners_seen: Default::default(),
         };
         if self.leased.set(leased).is_err() {
             return;
@@ -56,6 +65,36 @@ impl Broker {
     pub fn set_owners(&self, owners: HashMap<QueueId, String>) {
         if let Some(leased) = self.leased.get() {
             *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = owners;
+            leased.owners_seen.notify_waiters();
+        }
+    }
+
+    /// Like [`Broker::owner_of`], but when no node is known to serve a queue
+    /// that is away from this one (created a moment ago, or its node just
+    /// went), asks this node's cluster task to look at the leases again
+    /// ([`Broker::queues_changed`]) and waits up to [`OWNER_WAIT`] for one,
+    /// so that a consumer subscribing right after creating its queue is
+    /// forwarded rather than refused.
+    pub async fn owner_of_soon(&self, name: &str) -> Option<String> {
+        let leased = self.leased.get()?;
+        let deadline = tokio::time::Instant::now() + OWNER_WAIT;
+        loop {
+            let seen = leased.owners_seen.notified();
+            tokio::pin!(seen);
+            seen.as_mut().enable();
+            if let Some(owner) = self.owner_of(name) {
+                return Some(owner);
+            }
+            let away = self
+                .read()
+                .queues
+                .get(name)
+                .is_some_and(|q| q.durable && !q.is_served() && !q.is_closed());
+            if !away {
+                return None;
+            }
+            self.queues_changed.notify_one();
+            tokio::time::timeout_at(deadline, seen).await.ok()?;
         }
     }
 

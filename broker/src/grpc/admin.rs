@@ -35,11 +35,16 @@ impl AdminService {
 
     /// Where the node serving the queue `queue` names is, if another node
     /// serves it and the call was not forwarded here already (`proxy.rs`).
-    fn owner<T>(&self, request: &Request<T>, queue: impl FnOnce(&T) -> Option<&String>) -> Option<String> {
+    async fn owner<T>(
+        &self,
+        request: &Request<T>,
+        queue: impl FnOnce(&T) -> Option<&String>,
+    ) -> Option<String> {
         if proxy::was_forwarded(request) {
             return None;
         }
-        self.broker.owner_of(queue(request.get_ref())?)
+        let name = queue(request.get_ref())?.clone();
+        self.broker.owner_of_soon(&name).await
     }
 
     /// Checks `operation` for `caller` under the security in force.
@@ -182,7 +187,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
             return proxy::admin(owner, request, |mut c, r| async move { c.get_queue(r).await }).await;
         }
         let caller = Caller::of(&request);
@@ -198,7 +203,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
             return proxy::admin(owner, request, |mut c, r| async move { c.browse_queue(r).await }).await;
         }
         let caller = Caller::of(&request);
@@ -225,7 +230,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)) {
+        if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
             return proxy::admin(owner, request, |mut c, r| async move { c.purge_queue(r).await }).await;
         }
         let caller = Caller::of(&request);
@@ -240,7 +245,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+        if let Some(owner) = self
+            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
+            .await
+        {
             return proxy::admin(
                 owner,
                 request,
@@ -260,7 +268,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+        if let Some(owner) = self
+            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
+            .await
+        {
             return proxy::admin(
                 owner,
                 request,
@@ -281,7 +292,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+        if let Some(owner) = self
+            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
+            .await
+        {
             return proxy::admin(owner, request, |mut c, r| async move { c.move_messages(r).await }).await;
         }
         let caller = Caller::of(&request);
@@ -298,7 +312,10 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
-        if let Some(owner) = self.owner(&request, |r| r.selection.as_ref().map(|s| &s.queue)) {
+        if let Some(owner) = self
+            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
+            .await
+        {
             return proxy::admin(
                 owner,
                 request,

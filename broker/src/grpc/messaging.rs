@@ -225,29 +225,37 @@ impl pb::messaging_server::Messaging for MessagingService {
         let changes = self.security.changes();
         let consume = Operation::consume(&self.broker, &subscribe.queue);
         access::authorize(&self.security.policy(), &caller, &consume)?;
-        let subscribed = self
+        let mut subscribed = self
             .broker
             .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
             .await;
+        if let Err(BrokerError::QueueMoved(name)) = &subscribed
+            && !forwarded
+        {
+            match self.broker.owner_of_soon(name).await {
+                // Served by another node: forwarded there (`proxy.rs`).
+                Some(owner) => {
+                    let first = pb::ConsumeRequest {
+                        kind: Some(consume_request::Kind::Subscribe(subscribe)),
+                    };
+                    let forwarded =
+                        proxy::consume(&self.broker, owner, authorization, first, inbound, counted).await?;
+                    return Ok(Response::new(forwarded));
+                }
+                // Served here by now (a queue just created), or gone: once more, here.
+                None => {
+                    subscribed = self
+                        .broker
+                        .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
+                        .await;
+                }
+            }
+        }
         let Subscription {
             queue,
             consumer,
             deliveries,
-        } = match subscribed {
-            Err(BrokerError::QueueMoved(name)) => {
-                // Served by another node: forwarded there (`proxy.rs`).
-                let Some(owner) = self.broker.owner_of(&name).filter(|_| !forwarded) else {
-                    return Err(BrokerError::QueueMoved(name).into());
-                };
-                let first = pb::ConsumeRequest {
-                    kind: Some(consume_request::Kind::Subscribe(subscribe)),
-                };
-                let forwarded =
-                    proxy::consume(&self.broker, owner, authorization, first, inbound, counted).await?;
-                return Ok(Response::new(forwarded));
-            }
-            subscribed => subscribed?,
-        };
+        } = subscribed?;
         let (tx, rx) = responses(&self.broker);
         // A new buffer has room for one.
         let _ = tx.try_send(Ok(pb::ConsumeResponse {
