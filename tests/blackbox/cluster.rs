@@ -11,9 +11,10 @@
 //! A consumer may connect to any node: one that does not serve the queue
 //! forwards its stream to the one that does.
 //!
-//! The database outage is made with the proxy of `pg` (every connection cut,
-//! then accepted again) rather than by stopping a private server: to the
-//! nodes it is the same, and it needs no server binaries in the test.
+//! The database goes away twice: cut by the proxy of `pg` (every connection
+//! dropped, then accepted again), and as a private server stopped and started
+//! again (`pg::PrivateServer`), which closes connections itself and refuses
+//! them while it starts up.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -37,20 +38,20 @@ name = "orders"
 
 struct Nodes {
     nodes: Vec<Option<Broker>>,
-    /// Dropped after the nodes (fields drop in order).
-    _schema: TestSchema,
+    /// Dropped after the nodes (fields drop in order); none on a private server.
+    _schema: Option<TestSchema>,
 }
 
 impl Nodes {
     /// Three nodes started together (so they declare `orders` at once).
     async fn start(schema: TestSchema) -> Nodes {
         let url = schema.url();
-        Nodes::start_with(schema, CONFIG, &url).await
+        Nodes::start_with(Some(schema), CONFIG, &url).await
     }
 
     /// Three nodes with `config`, on the database at `url` (the schema's, or
     /// a proxy of it).
-    async fn start_with(schema: TestSchema, config: &str, url: &str) -> Nodes {
+    async fn start_with(schema: Option<TestSchema>, config: &str, url: &str) -> Nodes {
         let start = |i: usize| {
             let url = url.to_owned();
             async move {
@@ -392,7 +393,7 @@ async fn a_dead_letter_and_its_retry_move_between_queues_of_different_nodes() {
          [[addresses]]\nname = \"DLQ\"\n  [[addresses.queues]]\n  name = \"DLQ\"\n"
     );
     let url = schema.url();
-    let nodes = Nodes::start_with(schema, &config, &url).await;
+    let nodes = Nodes::start_with(Some(schema), &config, &url).await;
     // Two queues on three nodes: once balanced, on two different nodes.
     let deadline = Instant::now() + Duration::from_secs(15);
     let (orders, dlq) = loop {
@@ -451,15 +452,55 @@ async fn the_cluster_resumes_by_itself_after_the_database_comes_back() {
     let Some(schema) = TestSchema::create("cluster database outage") else {
         return;
     };
-    let mut proxy = DatabaseProxy::start(&schema).await;
-    let url = proxy.url().to_owned();
-    let nodes = Nodes::start_with(schema, CONFIG, &url).await;
+    let proxy = std::sync::Arc::new(tokio::sync::Mutex::new(DatabaseProxy::start(&schema).await));
+    let url = proxy.lock().await.url().to_owned();
+    let nodes = Nodes::start_with(Some(schema), CONFIG, &url).await;
+    let (cut, resume) = (proxy.clone(), proxy.clone());
+    outage_and_back(
+        nodes,
+        async move || cut.lock().await.cut().await,
+        async move || resume.lock().await.resume().await,
+    )
+    .await;
+    // Only now: a dropped proxy cuts the database again.
+    drop(proxy);
+}
+
+/// The same with the server itself stopped (`pg_ctl stop -m fast`) and
+/// started again: connections closed by the server, refused while it is
+/// down, "starting up" while it comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cluster_resumes_by_itself_after_postgresql_restarts() {
+    let Some(server) = crate::support::pg::PrivateServer::start("cluster: PostgreSQL restarted") else {
+        return;
+    };
+    let server = std::sync::Arc::new(server);
+    let nodes = Nodes::start_with(None, CONFIG, &server.url()).await;
+    let (stop, start) = (server.clone(), server.clone());
+    outage_and_back(
+        nodes,
+        async move || tokio::task::spawn_blocking(move || stop.stop()).await.unwrap(),
+        async move || {
+            tokio::task::spawn_blocking(move || start.start_again())
+                .await
+                .unwrap()
+        },
+    )
+    .await;
+}
+
+/// Messages acknowledged before the database goes (`cut`) stay; none is
+/// acknowledged while it is away, and the node that served the queue stops
+/// serving it once its lease would have run out; when it is back (`resume`)
+/// sends work again without a restart, and every acknowledged message is
+/// delivered.
+async fn outage_and_back(nodes: Nodes, cut: impl AsyncFnOnce(), resume: impl AsyncFnOnce()) {
     let owner = nodes.owner(Duration::from_secs(10)).await;
     let producer = nodes.nodes[(owner + 1) % 3].as_ref().unwrap().client().await;
     let mut ledger = send(&producer, "before", 20).await;
     assert_eq!(ledger.len(), 20);
 
-    proxy.cut().await;
+    cut().await;
     let mut during = send(&producer, "during", 5).await;
     assert!(during.is_empty(), "acknowledged without a database: {during:?}");
     // Past the lease: nobody serves the queue.
@@ -477,7 +518,7 @@ async fn the_cluster_resumes_by_itself_after_the_database_comes_back() {
         refused.err()
     );
 
-    proxy.resume().await;
+    resume().await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         during = send(&producer, "after", 1).await;

@@ -7,6 +7,10 @@
 // Each test binary that includes this file uses a part of it.
 #![allow(dead_code)]
 
+mod server;
+
+pub use server::PrivateServer;
+
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
