@@ -13,7 +13,7 @@
 //!
 //! The database goes away twice: cut by the proxy of `pg` (every connection
 //! dropped, then accepted again), and as a private server stopped and started
-//! again (`pg::PrivateServer`), which closes connections itself and refuses
+//! again (`pg::server`), which closes connections itself and refuses
 //! them while it starts up.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -471,7 +471,8 @@ async fn the_cluster_resumes_by_itself_after_the_database_comes_back() {
 /// down, "starting up" while it comes back.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cluster_resumes_by_itself_after_postgresql_restarts() {
-    let Some(server) = crate::support::pg::PrivateServer::start("cluster: PostgreSQL restarted") else {
+    let Some(server) = crate::support::pg::server::PrivateServer::start("cluster: PostgreSQL restarted")
+    else {
         return;
     };
     let server = std::sync::Arc::new(server);

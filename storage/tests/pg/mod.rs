@@ -7,9 +7,7 @@
 // Each test binary that includes this file uses a part of it.
 #![allow(dead_code)]
 
-mod server;
-
-pub use server::PrivateServer;
+pub mod server;
 
 use std::net::SocketAddr;
 use std::str::FromStr;
