@@ -40,8 +40,8 @@ pub(crate) const TABLE_BYTES: usize = 4 << 20;
 const ENTRY_OVERHEAD: usize = 96;
 
 /// The estimated memory of one entry of a table.
-fn entry_bytes<V: AsRef<[u8]>>(key: &[u8], value: &Option<V>) -> usize {
-    ENTRY_OVERHEAD + key.len() + value.as_ref().map_or(0, |v| v.as_ref().len())
+fn entry_bytes<V: AsRef<[u8]>>(key_len: usize, value: &Option<V>) -> usize {
+    ENTRY_OVERHEAD + key_len + value.as_ref().map_or(0, |v| v.as_ref().len())
 }
 
 /// The tables not yet in the engine, newest last.
@@ -53,8 +53,7 @@ pub(crate) struct Memtable<V> {
 
 struct Tables<V> {
     active: Table<V>,
-    /// The estimated memory of `active`: what its writes added, so a key
-    /// written twice counts twice (an overestimate, which only freezes early).
+    /// The estimated memory of `active`.
     active_bytes: usize,
     frozen: VecDeque<Arc<Table<V>>>,
 }
@@ -81,8 +80,12 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
             active, active_bytes, ..
         } = &mut *tables;
         for (key, value) in writes {
-            *active_bytes += entry_bytes(&key, &value);
-            active.insert(key, value);
+            let key_len = key.len();
+            *active_bytes += entry_bytes(key_len, &value);
+            if let Some(old) = active.insert(key, value) {
+                // A put acked within the table leaves only its delete behind.
+                *active_bytes -= entry_bytes(key_len, &old);
+            }
         }
         *active_bytes >= self.table_bytes
     }
@@ -267,7 +270,7 @@ mod tests {
     fn merge_asks_for_a_freeze_once_the_active_table_reaches_its_bound() {
         let m = Memtable::new(TABLE_BYTES);
         let delete = |id: u32| (id.to_be_bytes().to_vec(), None::<Vec<u8>>);
-        let per_entry = entry_bytes(&delete(0).0, &delete(0).1);
+        let per_entry = entry_bytes(delete(0).0.len(), &delete(0).1);
         let entries = TABLE_BYTES.div_ceil(per_entry) as u32;
         assert!(!m.merge((0..entries - 1).map(delete)));
         assert!(m.merge([delete(entries - 1)].into_iter()));
@@ -283,5 +286,14 @@ mod tests {
     fn values_count_towards_the_bound() {
         let m = Memtable::new(TABLE_BYTES);
         assert!(m.merge([(vec![1], Some(vec![0u8; TABLE_BYTES]))].into_iter()));
+    }
+
+    #[test]
+    fn a_key_written_again_counts_once() {
+        let m = Memtable::new(TABLE_BYTES);
+        let put = (vec![1u8; 13], Some(vec![0u8; TABLE_BYTES / 2]));
+        let delete = (vec![1u8; 13], None);
+        assert!(!m.merge([put.clone(), delete.clone()].into_iter()));
+        assert!(!m.merge([put, delete].into_iter()), "the delete replaced the put");
     }
 }
