@@ -26,7 +26,9 @@ use tracing_subscriber::fmt::format;
 /// blocks a second that other threads allocated, and sled allocates a node
 /// for every write it applies; glibc spent some 40% of the checkpointer's
 /// CPU in `_int_malloc`/`_int_free` consolidating fragmented free lists.
-/// BENCHMARKS.md ("Deep backlogs") has the figures before and after.
+/// Built without transparent huge pages (`no_thp`): with them an idle broker
+/// took 57 MiB of RSS instead of 17. BENCHMARKS.md ("Deep backlogs") has the
+/// figures before and after.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
