@@ -203,8 +203,8 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
 }
 
 /// Applies the tables in order, each leaving the read path once applied,
-/// then checkpoints at the last one's seq if a job needs it. `next` is the table that follows
-/// the last one, if it is already frozen.
+/// then checkpoints at the last one's seq if a job needs it. `next` is the
+/// table that follows the last one, if it is already frozen.
 fn checkpoint<E: Engine>(
     engine: &E,
     memtable: &Memtable<E::Value>,

@@ -18,8 +18,9 @@
 //!    the set as one record to the journal and `fdatasync`s it once
 //!    ([`crate::journal`]), merges the set into the memtable (readable at
 //!    once; it reaches the engine once its table is frozen, at the end of the
-//!    segment or at the table's size bound, [`crate::checkpoint`]), unlinks the body files the group made obsolete,
-//!    and answers every waiter with the same result.
+//!    segment or at the table's size bound, [`crate::checkpoint`]), unlinks
+//!    the body files the group made obsolete, and answers every waiter with
+//!    the same result.
 //!
 //! While it syncs, new requests queue up and ride the next group, so the
 //! number of syncs adapts to the load: one producer pays one sync per commit,

@@ -7,8 +7,8 @@
 //! writes go into the *active* table here once journaled; a put followed by a
 //! delete of the same key leaves only the delete behind. When the journal
 //! moves to a new segment, or the active table's estimated size reaches its
-//! bound ([`TABLE_BYTES`] by default), the active table is frozen and handed to the
-//! checkpointer, which applies what is left to the engine, one table later
+//! bound ([`TABLE_BYTES`] by default), the active table is frozen and handed
+//! to the checkpointer, which applies what is left to the engine, one table later
 //! and without the deletes the engine does not need ([`crate::checkpoint`]).
 //!
 //! Why a size bound and not only the segment: a journal record of a delete is
@@ -30,8 +30,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub(crate) type Table<V> = BTreeMap<Vec<u8>, Option<V>>;
 
 /// The estimated memory of the active table at which the committer freezes
-/// it, by default. The checkpointer holds at most a few tables more than it has queued
-/// ([`crate::checkpoint`]), so this bounds the memtable to tens of MiB.
+/// it, by default. The checkpointer holds at most a few tables more than it
+/// has queued ([`crate::checkpoint`]), so this bounds the memtable to tens of
+/// MiB.
 pub(crate) const TABLE_BYTES: usize = 4 << 20;
 
 /// What an entry costs beyond its key and value bytes: the key's `Vec` and
