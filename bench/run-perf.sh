@@ -4,6 +4,8 @@
 # how the figures in BENCHMARKS.md are made.
 #
 #   bench/run-perf.sh RUNS WORKLOAD...      e.g. bench/run-perf.sh 3 durable fan poison backlog
+#   MESSAGES=N bench/run-perf.sh RUNS WORKLOAD...   the same with N messages per run
+#                                           (e.g. MESSAGES=5000000 bench/run-perf.sh 2 backlog)
 #   bench/run-perf.sh restart MESSAGES      restart time with MESSAGES durable 100 B messages queued
 #   bench/run-perf.sh restart MESSAGES kill same, but the broker is killed with SIGKILL rather
 #                                           than stopped, so the restart replays the journal
@@ -60,7 +62,7 @@ for workload in "$@"; do
   for _ in $(seq "$runs"); do
     rm -rf "$scratch/data"
     start
-    "$rebound" perf --server "$server" --workload "$workload" --json 2>>"$scratch/perf.log"
+    "$rebound" perf --server "$server" --workload "$workload" ${MESSAGES:+--messages "$MESSAGES"} --json 2>>"$scratch/perf.log"
     stop
   done
 done

@@ -4,26 +4,29 @@
 //!
 //! Every commit is durable in the journal and readable from the memtable
 //! before the engine sees it ([`crate::journal`], [`crate::memtable`]). When
-//! the committer moves to a new journal segment it freezes the memtable and
-//! hands both over here. The checkpointer applies the frozen table to the
-//! engine, records "everything up to seq N is in the engine" in the engine
-//! itself and makes the engine durable (for sled: a `flush()` and an
-//! `fdatasync` of its log), which covers that segment and all before it; then
-//! the segment becomes the spare (or is deleted, if there is one). Opening the
-//! store replays the journal from the recorded seq on.
+//! the committer moves to a new journal segment, or the memtable's active
+//! table reaches its size bound, it freezes the table and hands it over here.
+//! The checkpointer applies the frozen table to the engine, which lets it
+//! leave memory. After a table that ends a segment it also records
+//! "everything up to seq N is in the engine" in the engine itself and makes
+//! the engine durable (for sled: a `flush()` and an `fdatasync` of its log),
+//! which covers that segment and all before it; then the segment becomes the
+//! spare (or is deleted, if there is one). A table frozen at its bound needs
+//! no checkpoint of its own: its records stay in the journal, which is
+//! replayed from the recorded seq on when the store is opened.
 //!
-//! # One segment behind
+//! # One table behind
 //!
 //! A table is applied only once the next one is frozen too (or someone waits
 //! for it: [`Job::done`], a drain or the close), and without the keys the
 //! next table writes again. A message that lives a little longer than a
-//! segment, say one redelivered after a delay and then acked or
+//! table, say one redelivered after a delay and then acked or
 //! dead-lettered, therefore never reaches the engine either: in the `poison`
 //! benchmark that kept some 1,500 puts (10–15 ms of sled's CPU and 3 ms of
 //! its IO, each checkpoint) out of sled and halved the good messages' p99.
-//! Leaving a key out of table N is safe because the checkpoint for N does not
-//! cover N + 1: after a crash the key's later value is replayed from N + 1's
-//! segment. The price is one more segment in memory and in the journal.
+//! Leaving a key out of table N is safe because no checkpoint covers N + 1
+//! before N + 1 is applied: after a crash the key's later value is replayed
+//! from the journal. The price is one more table in memory.
 //!
 //! This runs beside the committer, so a checkpoint never stalls a commit. A
 //! failed checkpoint is fatal to the store, like a failed journal sync: the
@@ -32,7 +35,7 @@
 //!
 //! # Deletes the engine never needs
 //!
-//! In a queue that keeps up, a message is put and acked within one segment:
+//! In a queue that keeps up, a message is put and acked within one table:
 //! the frozen table holds only the deletes of its message and state keys,
 //! which the engine never had. Applying them is no change but costs a lookup
 //! each (about 15,000 per 8 MiB segment in the `durable` benchmark, 4–8 ms of
@@ -65,19 +68,30 @@ pub(crate) struct Job<V> {
     pub(crate) segment: Option<Completed>,
     /// Who waits for the checkpoint.
     pub(crate) done: Vec<mpsc::Sender<Result<(), StorageError>>>,
+    /// Whether this is the store's last job (it closes).
+    pub(crate) last: bool,
 }
 
 impl<V> Job<V> {
     /// Whether the job may be kept back for the next one: nobody waits for it
-    /// and it frees a segment (a drain and the last job free none).
+    /// and it is not the last.
     fn can_wait(&self) -> bool {
-        self.done.is_empty() && self.segment.is_some()
+        self.done.is_empty() && !self.last
+    }
+
+    /// Whether the engine must be made durable once the job is applied: it
+    /// frees a segment, someone waits for it or the store closes. A table
+    /// frozen at its size bound alone only needs to leave memory: its
+    /// records stay in the journal until the checkpoint at its segment's end.
+    fn needs_checkpoint(&self) -> bool {
+        self.segment.is_some() || !self.done.is_empty() || self.last
     }
 }
 
 /// Frozen tables waiting for the checkpointer before the committer waits too:
-/// bounds the memtable's memory (a segment's worth of writes per table) when
-/// the engine cannot keep up.
+/// bounds the memtable's memory (each table at most a segment's writes or
+/// about [`crate::SledOptions::memtable_table_bytes`]) when the engine cannot
+/// keep up.
 const MAX_QUEUED_JOBS: usize = 4;
 
 /// How long commits wait for the checkpointer before the log says so.
@@ -121,7 +135,14 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                         continue;
                     }
                     let next = held.as_ref().map(|job| &*job.table);
+                    let started = Instant::now();
                     let result = checkpoint(&engine, &memtable, &mut highs, &jobs, next);
+                    tracing::debug!(
+                        tables = jobs.len(),
+                        writes = jobs.iter().map(|j| j.table.len()).sum::<usize>(),
+                        ms = started.elapsed().as_millis() as u64,
+                        "checkpointer applied tables"
+                    );
                     for job in &jobs {
                         job.done.iter().for_each(|done| drop(done.send(result.clone())));
                     }
@@ -182,8 +203,8 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
 }
 
 /// Applies the tables in order, each leaving the read path once applied,
-/// then checkpoints at the last one's seq. `next` is the table that follows
-/// the last one, if it is already frozen.
+/// then checkpoints at the last one's seq if a job needs it. `next` is the
+/// table that follows the last one, if it is already frozen.
 fn checkpoint<E: Engine>(
     engine: &E,
     memtable: &Memtable<E::Value>,
@@ -196,7 +217,10 @@ fn checkpoint<E: Engine>(
         apply(engine, highs, &job.table, next)?;
         memtable.release();
     }
-    engine.checkpoint(jobs.last().map_or(0, |j| j.seq))
+    match jobs.last() {
+        Some(last) if jobs.iter().any(Job::needs_checkpoint) => engine.checkpoint(last.seq),
+        _ => Ok(()),
+    }
 }
 
 /// Applies one table, leaving out the keys `next` writes again: the deletes
@@ -287,6 +311,7 @@ mod tests {
     struct MapEngine {
         map: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>,
         deletes: Arc<Mutex<usize>>,
+        checkpoints: Arc<Mutex<Vec<u64>>>,
     }
 
     impl Engine for MapEngine {
@@ -330,7 +355,8 @@ mod tests {
             Ok(())
         }
 
-        fn checkpoint(&self, _seq: u64) -> Result<(), StorageError> {
+        fn checkpoint(&self, seq: u64) -> Result<(), StorageError> {
+            self.checkpoints.lock().unwrap().push(seq);
             Ok(())
         }
     }
@@ -420,5 +446,65 @@ mod tests {
         assert!(engine.map.lock().unwrap().is_empty());
         // Only message 5's two keys could be in the engine.
         assert_eq!(*engine.deletes.lock().unwrap(), 2);
+    }
+
+    /// Tables frozen at their size bound (no segment, nobody waiting) reach
+    /// the engine in order and leave the memtable, but only a job that frees
+    /// a segment, is waited for or is the last makes the engine durable.
+    #[test]
+    fn tables_frozen_at_their_bound_are_applied_in_order_and_checkpointed_only_when_needed() {
+        let store = tempfile::tempdir().unwrap();
+        let segment = journal::dir(store.path()).join("00000000000000000001.wal");
+        std::fs::create_dir_all(segment.parent().unwrap()).unwrap();
+        std::fs::write(&segment, b"").unwrap();
+        let engine = MapEngine::default();
+        let memtable = Arc::new(Memtable::new(crate::memtable::TABLE_BYTES));
+        let checkpointer = Checkpointer::start(
+            engine.clone(),
+            Arc::clone(&memtable),
+            store.path().to_path_buf(),
+            4096,
+            Failure::default(),
+        )
+        .unwrap();
+        let (k1, k2) = (keys::message(1, 1).to_vec(), keys::message(1, 2).to_vec());
+        let job = |seq, writes: Vec<(Vec<u8>, Option<Vec<u8>>)>, segment, last| {
+            memtable.merge(writes.into_iter());
+            Job {
+                table: memtable.freeze(),
+                seq,
+                segment,
+                done: Vec::new(),
+                last,
+            }
+        };
+        checkpointer.submit(job(
+            1,
+            vec![(k1.clone(), Some(vec![1])), (k2.clone(), Some(vec![2]))],
+            None,
+            false,
+        ));
+        checkpointer.submit(job(2, vec![(k1.clone(), None)], None, false));
+        let completed = Completed {
+            path: segment.clone(),
+            last_seq: 3,
+        };
+        checkpointer.submit(job(3, vec![(k1.clone(), Some(vec![3]))], Some(completed), false));
+        checkpointer.submit(job(4, vec![(k2.clone(), None)], None, false));
+        checkpointer.submit(job(5, Vec::new(), None, true));
+        checkpointer.finish();
+        assert_eq!(
+            *engine.map.lock().unwrap(),
+            BTreeMap::from([(k1, vec![3])]),
+            "the newest write of every key, whatever the batches"
+        );
+        assert!(memtable.is_empty());
+        assert!(!segment.exists(), "the segment was recycled");
+        let checkpoints = engine.checkpoints.lock().unwrap().clone();
+        assert_eq!(checkpoints.last(), Some(&5));
+        assert!(
+            checkpoints.iter().all(|seq| *seq == 3 || *seq == 5),
+            "checkpoints only at the segment's job or later, and at the last: {checkpoints:?}"
+        );
     }
 }

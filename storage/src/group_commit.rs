@@ -17,9 +17,10 @@
 //!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
 //!    the set as one record to the journal and `fdatasync`s it once
 //!    ([`crate::journal`]), merges the set into the memtable (readable at
-//!    once; it reaches the engine at the next checkpoint,
-//!    [`crate::checkpoint`]), unlinks the body files the group made obsolete,
-//!    and answers every waiter with the same result.
+//!    once; it reaches the engine once its table is frozen, at the end of the
+//!    segment or at the table's size bound, [`crate::checkpoint`]), unlinks
+//!    the body files the group made obsolete, and answers every waiter with
+//!    the same result.
 //!
 //! While it syncs, new requests queue up and ride the next group, so the
 //! number of syncs adapts to the load: one producer pays one sync per commit,
@@ -269,6 +270,7 @@ impl<E: Engine> Thread<E> {
                     seq: self.journal.last_seq(),
                     segment: None,
                     done: drains,
+                    last: false,
                 });
             }
         }
@@ -284,6 +286,7 @@ impl<E: Engine> Thread<E> {
             seq: journal.last_seq(),
             segment: None,
             done: Vec::new(),
+            last: true,
         });
         checkpointer.finish();
         if let Some(e) = failure.get() {
@@ -334,10 +337,21 @@ impl<E: Engine> Thread<E> {
                 seq: segment.last_seq,
                 segment: Some(segment),
                 done: Vec::new(),
+                last: false,
             });
         }
-        self.memtable
+        let full = self
+            .memtable
             .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
+        if full {
+            self.checkpointer.submit(Job {
+                table: self.memtable.freeze(),
+                seq: self.journal.last_seq(),
+                segment: None,
+                done: Vec::new(),
+                last: false,
+            });
+        }
         for path in &bodies.obsolete {
             self.large.remove(path);
         }

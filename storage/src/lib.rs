@@ -84,15 +84,21 @@
 //!    group is replayed whole or not at all, so a DLQ move (remove from queue
 //!    A, insert into queue B, delete the state) is in exactly one queue.
 //! 3. **Checkpoint** (`src/checkpoint.rs`): journaled writes are readable at
-//!    once from an in-memory table (`src/memtable.rs`), one per segment, and
-//!    reach sled one segment later: a checkpointer thread applies a segment's
-//!    table to sled (leaving out what the next segment writes again, and
-//!    deletes of keys sled cannot have), records the journal position in sled
-//!    under `0x20`, makes sled durable (`flush()` and `fdatasync`) and
-//!    recycles the segment. A message acked within a segment or two (a queue
-//!    that keeps up, a message redelivered after a short delay) never reaches
-//!    sled at all. Opening the store replays the journal after the recorded
-//!    position into sled.
+//!    once from an in-memory table (`src/memtable.rs`), frozen at the end of
+//!    each segment or once its estimated size reaches 4 MiB
+//!    ([`SledOptions::memtable_table_bytes`]), whichever comes first, and
+//!    reach sled one table later: a checkpointer thread applies a table to
+//!    sled (leaving out what the next table writes again, and deletes of keys
+//!    sled cannot have). After the table that ends a segment it records the
+//!    journal position in sled under `0x20`, makes sled durable (`flush()` and
+//!    `fdatasync`) and recycles the segment; a table frozen within a segment
+//!    only leaves memory, its records staying in the journal until then. A
+//!    message acked within a table or two (a queue that keeps up, a message
+//!    redelivered after a short delay) never reaches sled at all. Opening the
+//!    store replays the journal after the recorded position into sled. The
+//!    size bound is what keeps a deep backlog's drain in bounded memory: its
+//!    segments are full of ~20-byte deletes that cost ten times that in a
+//!    table (BENCHMARKS.md, "Deep backlogs").
 //!
 //! Artemis's journal works the same way (pre-filled, reused journal files,
 //! compacted into the bindings and messages it keeps); sled plays the part of

@@ -6,9 +6,17 @@
 //! committer's main cost once the journal took over durability. So a group's
 //! writes go into the *active* table here once journaled; a put followed by a
 //! delete of the same key leaves only the delete behind. When the journal
-//! moves to a new segment the active table is frozen and handed to the
-//! checkpointer, which applies what is left to the engine, one segment later
+//! moves to a new segment, or the active table's estimated size reaches its
+//! bound ([`TABLE_BYTES`] by default), the active table is frozen and handed
+//! to the checkpointer, which applies what is left to the engine, one table later
 //! and without the deletes the engine does not need ([`crate::checkpoint`]).
+//!
+//! Why a size bound and not only the segment: a journal record of a delete is
+//! some 20 bytes, its entry here ten times that (a key allocation and a share
+//! of a B-tree node). Draining a deep backlog fills a segment with some
+//! 400,000 deletes, ~60 MB per table and several tables at once while the
+//! checkpointer is behind; with the bound a table stays a few MiB however
+//! small the records of its segment are.
 //!
 //! Reads look here first, newest table first, then in the engine: the
 //! committer (large-body markers, prefix deletes) and the store's readers see
@@ -21,32 +29,66 @@ use std::sync::{Arc, PoisonError, RwLock};
 /// Key-level writes, `None` deleting.
 pub(crate) type Table<V> = BTreeMap<Vec<u8>, Option<V>>;
 
+/// The estimated memory of the active table at which the committer freezes
+/// it, by default. The checkpointer holds at most a few tables more than it
+/// has queued ([`crate::checkpoint`]), so this bounds the memtable to tens of
+/// MiB.
+pub(crate) const TABLE_BYTES: usize = 4 << 20;
+
+/// What an entry costs beyond its key and value bytes: the key's `Vec` and
+/// its allocation's header and rounding, the value's handle, and a share of
+/// a B-tree node (11 slots, about two thirds full).
+const ENTRY_OVERHEAD: usize = 96;
+
+/// The estimated memory of one entry of a table.
+fn entry_bytes<V: AsRef<[u8]>>(key_len: usize, value: &Option<V>) -> usize {
+    ENTRY_OVERHEAD + key_len + value.as_ref().map_or(0, |v| v.as_ref().len())
+}
+
 /// The tables not yet in the engine, newest last.
 pub(crate) struct Memtable<V> {
     tables: RwLock<Tables<V>>,
+    /// The estimated size at which the active table asks to be frozen.
+    table_bytes: usize,
 }
 
 struct Tables<V> {
     active: Table<V>,
+    /// The estimated memory of `active`.
+    active_bytes: usize,
     frozen: VecDeque<Arc<Table<V>>>,
 }
 
-impl<V: Clone> Default for Memtable<V> {
-    fn default() -> Self {
+impl<V: Clone + AsRef<[u8]>> Memtable<V> {
+    /// An empty memtable whose active table asks to be frozen at an
+    /// estimated `table_bytes`.
+    pub(crate) fn new(table_bytes: usize) -> Self {
         Memtable {
             tables: RwLock::new(Tables {
                 active: Table::new(),
+                active_bytes: 0,
                 frozen: VecDeque::new(),
             }),
+            table_bytes,
         }
     }
-}
 
-impl<V: Clone> Memtable<V> {
-    /// Adds journaled writes to the active table.
-    pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) {
+    /// Adds journaled writes to the active table; returns whether it has
+    /// reached its bound and should be frozen.
+    pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) -> bool {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
-        tables.active.extend(writes);
+        let Tables {
+            active, active_bytes, ..
+        } = &mut *tables;
+        for (key, value) in writes {
+            let key_len = key.len();
+            *active_bytes += entry_bytes(key_len, &value);
+            if let Some(old) = active.insert(key, value) {
+                // A put acked within the table leaves only its delete behind.
+                *active_bytes -= entry_bytes(key_len, &old);
+            }
+        }
+        *active_bytes >= self.table_bytes
     }
 
     /// The latest journaled write of `key`, if any table has one: `Some(None)`
@@ -140,6 +182,7 @@ impl<V: Clone> Memtable<V> {
     pub(crate) fn freeze(&self) -> Arc<Table<V>> {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let table = Arc::new(std::mem::take(&mut tables.active));
+        tables.active_bytes = 0;
         tables.frozen.push_back(Arc::clone(&table));
         table
     }
@@ -164,18 +207,18 @@ fn writes_last_before<V>(table: &Table<V>, key: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn w(k: u8, v: Option<u8>) -> (Vec<u8>, Option<u8>) {
-        (vec![1, k], v)
+    fn w(k: u8, v: Option<u8>) -> (Vec<u8>, Option<Vec<u8>>) {
+        (vec![1, k], v.map(|v| vec![v]))
     }
 
     #[test]
     fn the_newest_write_wins_across_tables() {
-        let m = Memtable::default();
+        let m = Memtable::new(TABLE_BYTES);
         m.merge([w(1, Some(1)), w(2, Some(2))].into_iter());
         m.freeze();
         m.merge([w(1, None)].into_iter());
         assert_eq!(m.get(&[1, 1]), Some(None));
-        assert_eq!(m.get(&[1, 2]), Some(Some(2)));
+        assert_eq!(m.get(&[1, 2]), Some(Some(vec![2])));
         assert_eq!(m.get(&[1, 3]), None);
         m.release();
         assert_eq!(m.get(&[1, 2]), None);
@@ -184,7 +227,7 @@ mod tests {
 
     #[test]
     fn ranges_are_complete_up_to_the_bound_they_return() {
-        let m = Memtable::default();
+        let m = Memtable::new(TABLE_BYTES);
         m.merge([w(1, Some(1)), w(2, Some(2)), w(5, Some(5))].into_iter());
         m.freeze();
         m.merge([w(2, None), w(3, Some(3)), w(4, Some(4)), w(6, Some(6))].into_iter());
@@ -214,13 +257,44 @@ mod tests {
 
     #[test]
     fn prefix_listing_merges_engine_and_tables() {
-        let m = Memtable::default();
+        let m = Memtable::new(TABLE_BYTES);
         m.merge([w(1, None), w(3, Some(3))].into_iter());
         m.freeze();
-        m.merge([w(3, None), w(4, Some(4)), (vec![2, 9], Some(9))].into_iter());
+        m.merge([w(3, None), w(4, Some(4)), (vec![2, 9], Some(vec![9]))].into_iter());
         let keys = m
             .keys_with_prefix(&[1], || Ok::<_, ()>(vec![vec![1, 1], vec![1, 2]]))
             .unwrap();
         assert_eq!(keys, vec![vec![1, 2], vec![1, 4]]);
+    }
+
+    #[test]
+    fn merge_asks_for_a_freeze_once_the_active_table_reaches_its_bound() {
+        let m = Memtable::new(TABLE_BYTES);
+        let delete = |id: u32| (id.to_be_bytes().to_vec(), None::<Vec<u8>>);
+        let per_entry = entry_bytes(delete(0).0.len(), &delete(0).1);
+        let entries = TABLE_BYTES.div_ceil(per_entry) as u32;
+        assert!(!m.merge((0..entries - 1).map(delete)));
+        assert!(m.merge([delete(entries - 1)].into_iter()));
+        let frozen = m.freeze();
+        assert_eq!(frozen.len(), entries as usize);
+        // A fresh table starts from nothing, and every write stays readable.
+        assert!(!m.merge([delete(entries)].into_iter()));
+        assert_eq!(m.get(&0u32.to_be_bytes()), Some(None));
+        assert_eq!(m.get(&entries.to_be_bytes()), Some(None));
+    }
+
+    #[test]
+    fn values_count_towards_the_bound() {
+        let m = Memtable::new(TABLE_BYTES);
+        assert!(m.merge([(vec![1], Some(vec![0u8; TABLE_BYTES]))].into_iter()));
+    }
+
+    #[test]
+    fn a_key_written_again_counts_once() {
+        let m = Memtable::new(TABLE_BYTES);
+        let put = (vec![1u8; 13], Some(vec![0u8; TABLE_BYTES / 2]));
+        let delete = (vec![1u8; 13], None);
+        assert!(!m.merge([put.clone(), delete.clone()].into_iter()));
+        assert!(!m.merge([put, delete].into_iter()), "the delete replaced the put");
     }
 }

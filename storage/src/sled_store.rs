@@ -113,6 +113,12 @@ pub struct SledOptions {
     /// journal record is refused with
     /// [`StorageError::JournalSegmentTooSmall`], which names the minimum.
     pub journal_segment_bytes: u64,
+    /// Estimated memory of the journaled writes not yet in sled at which
+    /// they are handed to the checkpointer even before their segment is
+    /// full ([`crate::memtable`]; 4 MiB by default). The checkpointer holds
+    /// some ten such tables at most, so this bounds that memory; the crash
+    /// tests use tiny ones to freeze tables within segments.
+    pub memtable_table_bytes: usize,
 }
 
 impl Default for SledOptions {
@@ -123,6 +129,7 @@ impl Default for SledOptions {
         SledOptions {
             cache_capacity: 32 << 20,
             journal_segment_bytes: JOURNAL_SEGMENT_BYTES,
+            memtable_table_bytes: crate::memtable::TABLE_BYTES,
         }
     }
 }
@@ -229,7 +236,7 @@ impl SledStore {
                 "deleted orphaned large-message bodies"
             );
         }
-        let memtable = Arc::new(Memtable::default());
+        let memtable = Arc::new(Memtable::new(options.memtable_table_bytes));
         let committer = Committer::start(
             engine,
             journal,

@@ -7,7 +7,9 @@
 //! checks that no orphaned body file survives a reopen. The third uses
 //! journal segments of 16 KiB, so that the child changes segment and
 //! checkpoints every few dozen commits and the kills land in the middle of
-//! checkpoints, segment changes and recycling.
+//! checkpoints, segment changes and recycling. The fourth also bounds the
+//! memtable's tables at 2 KiB, so that tables are frozen and applied to sled
+//! within a segment, without a checkpoint, and the kills land there too.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -26,6 +28,8 @@ const CHILD_DIR: &str = "REBOUND_STORAGE_CRASH_CHILD_DIR";
 const CHILD_LARGE: &str = "REBOUND_STORAGE_CRASH_CHILD_LARGE";
 /// Set in the child's environment to use tiny journal segments.
 const CHILD_SMALL_SEGMENTS: &str = "REBOUND_STORAGE_CRASH_CHILD_SMALL_SEGMENTS";
+/// Set in the child's environment to use tiny memtable tables.
+const CHILD_SMALL_TABLES: &str = "REBOUND_STORAGE_CRASH_CHILD_SMALL_TABLES";
 const SOURCE: u32 = 1;
 const DLQ: u32 = 2;
 
@@ -36,6 +40,8 @@ struct Mode {
     mixed: bool,
     /// Journal segments of 16 KiB.
     small_segments: bool,
+    /// Memtable tables of 2 KiB (estimated).
+    small_tables: bool,
 }
 
 impl Mode {
@@ -43,6 +49,7 @@ impl Mode {
         Mode {
             mixed: std::env::var_os(CHILD_LARGE).is_some(),
             small_segments: std::env::var_os(CHILD_SMALL_SEGMENTS).is_some(),
+            small_tables: std::env::var_os(CHILD_SMALL_TABLES).is_some(),
         }
     }
 
@@ -50,6 +57,9 @@ impl Mode {
         let mut options = SledOptions::default();
         if self.small_segments {
             options.journal_segment_bytes = 16 << 10;
+        }
+        if self.small_tables {
+            options.memtable_table_bytes = 2 << 10;
         }
         SledStore::open_with(dir, options).unwrap()
     }
@@ -148,6 +158,9 @@ fn run_child_and_kill(dir: &Path, at_least: usize, mode: Mode) -> Vec<(u32, u64)
     if mode.small_segments {
         command.env(CHILD_SMALL_SEGMENTS, "1");
     }
+    if mode.small_tables {
+        command.env(CHILD_SMALL_TABLES, "1");
+    }
     let mut child = command.spawn().unwrap();
     let mut acked = Vec::new();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
@@ -170,6 +183,7 @@ fn acknowledged_commits_survive_sigkill() {
     let mode = Mode {
         mixed: false,
         small_segments: false,
+        small_tables: false,
     };
     kill_and_check(&[300, 1000, 50], mode);
 }
@@ -179,6 +193,7 @@ fn acknowledged_large_commits_survive_sigkill_without_orphans() {
     let mode = Mode {
         mixed: true,
         small_segments: false,
+        small_tables: false,
     };
     kill_and_check(&[100, 400, 20, 250], mode);
 }
@@ -188,6 +203,17 @@ fn acknowledged_commits_survive_sigkill_across_checkpoints() {
     let mode = Mode {
         mixed: false,
         small_segments: true,
+        small_tables: false,
+    };
+    kill_and_check(&[700, 2000, 90, 1500, 333, 3000], mode);
+}
+
+#[test]
+fn acknowledged_commits_survive_sigkill_across_tables_frozen_within_segments() {
+    let mode = Mode {
+        mixed: false,
+        small_segments: true,
+        small_tables: true,
     };
     kill_and_check(&[700, 2000, 90, 1500, 333, 3000], mode);
 }
