@@ -25,11 +25,10 @@ use crate::support::pg::{DatabaseProxy, TestSchema};
 
 const LEASE: Duration = Duration::from_secs(2);
 
-/// Every node declares the queue; delivery counts are stored before delivery,
-/// so that a failover shows them as a restart does.
+/// Every node declares the queue. (Nodes store delivery counts before
+/// delivery whatever `persist-delivery-count-before-delivery` says, so that a
+/// failover counts what the dead node had out.)
 const CONFIG: &str = r#"
-persist-delivery-count-before-delivery = true
-
 [[addresses]]
 name = "orders"
   [[addresses.queues]]

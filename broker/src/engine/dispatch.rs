@@ -39,7 +39,7 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
             _ => false,
         };
         // Read once: a picked entry that will get its count stored must know it has a state.
-        let persist = broker.settings.persist_count_before_delivery();
+        let persist = broker.persists_counts_before_delivery();
         let (picks, expired, next_due) = queue.pick(now, persist, &matches);
         if !expired.is_empty()
             && let Err(err) = broker.expire(&queue, expired).await

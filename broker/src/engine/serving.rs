@@ -110,6 +110,16 @@ impl Broker {
         owners.get(&queue.id).cloned()
     }
 
+    /// Whether a delivery's count is stored before the message goes out:
+    /// `persist-delivery-count-before-delivery`, and always on a node of a
+    /// cluster, where a node that dies leaves no other record of the
+    /// deliveries it had out, and the node taking its queues must count them
+    /// as failed attempts (the cost: one state write per delivery, in the
+    /// group commit).
+    pub(super) fn persists_counts_before_delivery(&self) -> bool {
+        self.leased.get().is_some() || self.settings.persist_count_before_delivery()
+    }
+
     /// Fires when a queue was created (a node may want to serve it).
     pub fn queues_changed(&self) -> &tokio::sync::Notify {
         &self.queues_changed
