@@ -533,6 +533,30 @@ pub struct QueueCount {
     pub more: bool,
 }
 
+impl QueueCount {
+    /// Nothing counted yet, in a range after `after`.
+    pub(crate) fn after(after: MessageId) -> QueueCount {
+        QueueCount {
+            last: after,
+            ..QueueCount::default()
+        }
+    }
+
+    /// Whether `max` messages are counted already; if so, notes that the
+    /// range has more (the caller stops before looking at the next one).
+    pub(crate) fn full(&mut self, max: usize) -> bool {
+        self.more = self.messages == max as u64;
+        self.more
+    }
+
+    /// Counts message `id` of `bytes`.
+    pub(crate) fn add(&mut self, id: MessageId, bytes: u64) {
+        self.messages += 1;
+        self.bytes += bytes;
+        self.last = id;
+    }
+}
+
 /// What the broker indexes about a stored message; the body stays on disk.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexEntry {

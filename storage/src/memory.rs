@@ -230,18 +230,12 @@ impl Store for MemoryStore {
         max_messages: usize,
     ) -> Result<QueueCount, StorageError> {
         let data = self.data();
-        let mut count = QueueCount {
-            last: after,
-            ..QueueCount::default()
-        };
+        let mut count = QueueCount::after(after);
         for (key, record) in data.queue_range(queue, after, before) {
-            if count.messages == max_messages as u64 {
-                count.more = true;
+            if count.full(max_messages) {
                 break;
             }
-            count.messages += 1;
-            count.bytes += prost::Message::encoded_len(record) as u64;
-            count.last = key.1;
+            count.add(key.1, prost::Message::encoded_len(record) as u64);
         }
         Ok(count)
     }

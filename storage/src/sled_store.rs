@@ -532,10 +532,7 @@ impl Store for SledStore {
         before: MessageId,
         max_messages: usize,
     ) -> Result<QueueCount, StorageError> {
-        let mut count = QueueCount {
-            last: after,
-            ..QueueCount::default()
-        };
+        let mut count = QueueCount::after(after);
         let (Some(first), Some(last)) = (after.checked_add(1), before.checked_sub(1)) else {
             return Ok(count);
         };
@@ -544,14 +541,11 @@ impl Store for SledStore {
         }
         let (from, to) = (keys::message(queue, first), keys::message(queue, last));
         self.visit_range(&from, &to, |key, value| {
-            if count.messages == max_messages as u64 {
-                count.more = true;
+            if count.full(max_messages) {
                 return Ok(false);
             }
             let id = message_id(key)?;
-            count.messages += 1;
-            count.bytes += u64::from(self.stored_size(queue, id, key, value));
-            count.last = id;
+            count.add(id, u64::from(self.stored_size(queue, id, key, value)));
             Ok(true)
         })?;
         Ok(count)
