@@ -64,6 +64,11 @@ async fn managed<T>(
     Ok(audit::carried_out(caller, operation, messages, work).await?)
 }
 
+/// The queue a request's selection names, if it has one.
+fn selected(selection: &Option<pb::MessageSelection>) -> Option<&String> {
+    selection.as_ref().map(|s| &s.queue)
+}
+
 /// No message count, for operations on addresses and queues themselves.
 fn none<T>(_: &T) -> Option<u64> {
     None
@@ -245,10 +250,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
-        if let Some(owner) = self
-            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
-            .await
-        {
+        if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
             return proxy::admin(
                 owner,
                 request,
@@ -268,10 +270,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
-        if let Some(owner) = self
-            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
-            .await
-        {
+        if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
             return proxy::admin(
                 owner,
                 request,
@@ -292,10 +291,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
-        if let Some(owner) = self
-            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
-            .await
-        {
+        if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
             return proxy::admin(owner, request, |mut c, r| async move { c.move_messages(r).await }).await;
         }
         let caller = Caller::of(&request);
@@ -312,10 +308,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
-        if let Some(owner) = self
-            .owner(&request, |r| r.selection.as_ref().map(|s| &s.queue))
-            .await
-        {
+        if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
             return proxy::admin(
                 owner,
                 request,
