@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rebound_config::{ClusterConfig, Config, StorageEngine};
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
-use rebound_storage::{PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
+use rebound_storage::{ClientIdentity, PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -331,6 +331,13 @@ fn open_store(
                 let roots = rebound_config::tls::read_certificates(path)
                     .map_err(|e| anyhow::anyhow!("postgres-ca-file: {e}"))?;
                 options.tls_roots = Some(roots);
+            }
+            if let Some(client) = &config.postgres_client_cert {
+                let chain = rebound_config::tls::read_certificates(&client.cert_file)
+                    .map_err(|e| anyhow::anyhow!("postgres-client-cert-file: {e}"))?;
+                let key = rebound_config::tls::read_private_key(&client.key_file)
+                    .map_err(|e| anyhow::anyhow!("postgres-client-key-file: {e}"))?;
+                options.tls_client = Some(ClientIdentity { chain, key });
             }
             let store =
                 Arc::new(PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?);

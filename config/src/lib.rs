@@ -32,6 +32,8 @@
 //! postgres-url = "postgres://rebound@127.0.0.1:5432/rebound"  # with storage = "postgres"
 //! postgres-pool-size = 8          # connections to it (2 to 256, default 8)
 //! postgres-ca-file = "ca.pem"     # TLS to it, verifying its certificate (default: plain)
+//! postgres-client-cert-file = "db-client.pem"  # a certificate to present to it (with postgres-ca-file)
+//! postgres-client-key-file = "db-client.key"   # its private key (both or neither)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [cluster]                       # optional, with storage = "postgres"; see the `cluster` module
@@ -140,7 +142,7 @@ pub use security::{Permission, ResolvedSecurity, RoleGrants, SecuritySettings};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
-pub use storage::{POSTGRES_POOL_SIZE_RANGE, StorageEngine};
+pub use storage::{POSTGRES_POOL_SIZE_RANGE, PostgresClientCert, StorageEngine};
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
 pub use tls::TlsConfig;
 pub use users::UserConfig;
