@@ -41,7 +41,7 @@ use crate::cluster::{self, Identity};
 use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::grpc::{Peers, admin::AdminService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::{self, HttpState};
 use crate::security::anonymous::{self, Access};
@@ -137,6 +137,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
         );
     }
+    let peers = peers(&config, cluster.as_ref())?;
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
         (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
@@ -191,10 +192,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build_v1()?;
     let authenticator = Arc::new(Authenticator::new(&config.users));
     let security = Arc::new(Security::new(&config));
-    let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone()))
+    let peers = Arc::new(peers);
+    let messaging = MessagingServer::new(MessagingService::new(
+        broker.clone(),
+        security.clone(),
+        peers.clone(),
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone(), peers))
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
@@ -366,10 +372,27 @@ fn cluster_identity(
     Ok(Some(ClusterConfig {
         node_id: id,
         advertise: advertise.or_else(|| from_file.as_ref().and_then(|f| f.advertise.clone())),
+        ca_file: from_file.as_ref().and_then(|f| f.ca_file.clone()),
         lease: lease
             .or_else(|| from_file.as_ref().map(|f| f.lease))
             .unwrap_or(rebound_config::DEFAULT_CLUSTER_LEASE),
     }))
+}
+
+/// How a node reaches the other nodes (`grpc/peers.rs`): over TLS when it
+/// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
+/// plaintext otherwise, and for a single broker (which forwards nothing).
+fn peers(config: &Config, cluster: Option<&ClusterConfig>) -> anyhow::Result<Peers> {
+    let (Some(tls), Some(cluster)) = (&config.tls, cluster) else {
+        return Ok(Peers::default());
+    };
+    let (ca_file, ca_key) = match (&cluster.ca_file, &tls.client_ca_file) {
+        (Some(ca), _) => (ca.clone(), "cluster.ca-file"),
+        (None, Some(ca)) => (ca.clone(), "tls.client-ca-file"),
+        // A [cluster] table without either is a config error; --node-id alone gets here.
+        (None, None) => anyhow::bail!("{}", rebound_config::NEEDS_A_CA),
+    };
+    Peers::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone()).map_err(anyhow::Error::msg)
 }
 
 /// SIGTERM and SIGINT, handled from the moment this is made: made before the

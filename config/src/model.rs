@@ -184,6 +184,13 @@ for_each_setting!(define_raw_settings_entry);
 
 impl RawConfig {
     fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
+        let tls = match self.tls {
+            Some(tls) => {
+                let start = tls.span().start;
+                Some(tls.into_inner().validate(doc, start)?)
+            }
+            None => None,
+        };
         let postgres_ca_file = checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
             "postgres-ca-file".into()
         })?;
@@ -221,20 +228,14 @@ impl RawConfig {
             cluster: match self.cluster {
                 Some(cluster) => {
                     let start = cluster.span().start;
-                    Some(cluster.into_inner().validate(doc, start)?)
+                    Some(cluster.into_inner().validate(doc, start, tls.as_ref())?)
                 }
                 None => None,
             },
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
-            tls: match self.tls {
-                Some(tls) => {
-                    let start = tls.span().start;
-                    Some(tls.into_inner().validate(doc, start)?)
-                }
-                None => None,
-            },
+            tls,
             users: users(doc, self.users)?,
             allow_anonymous: self.allow_anonymous,
             security_settings: by_pattern(doc, "security-settings", self.security_settings)?,

@@ -8,8 +8,8 @@
 //! for deliveries and settles. The caller's `authorization` metadata goes
 //! along, so that the serving node authenticates and authorizes the caller
 //! as usual (a client certificate cannot go along: a caller that logs in with
-//! one must connect to the serving node). Nodes reach each other in plaintext
-//! at their advertised address.
+//! one must connect to the serving node). Nodes reach each other at their
+//! advertised address, over TLS when they serve it (`peers.rs`).
 //!
 //! Transactions stay node-local: a settle inside a transaction on a
 //! forwarded stream is refused (FAILED_PRECONDITION, naming the node that
@@ -31,15 +31,13 @@ use rebound_protocol::v1::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status, Streaming};
 
+use super::peers::Peers;
 use super::status::code_and_message;
 use crate::engine::Broker;
 use crate::error::BrokerError;
-
-/// How long connecting to the serving node may take.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
 
@@ -48,13 +46,14 @@ type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> 
 /// `counted` lives as long as the stream.
 pub(super) async fn consume<C: Send + 'static>(
     broker: &Arc<Broker>,
+    peers: &Peers,
     owner: String,
     authorization: Option<MetadataValue<Ascii>>,
     subscribe: pb::ConsumeRequest,
     mut inbound: Streaming<pb::ConsumeRequest>,
     counted: C,
 ) -> Result<Responses, Status> {
-    let channel = connect(&owner).await?;
+    let channel = peers.connect(&owner).await?;
     let (upstream, requests) = mpsc::channel(16);
     let _ = upstream.try_send(subscribe);
     let request = forwarded(ReceiverStream::new(requests), authorization);
@@ -125,6 +124,7 @@ fn in_transaction(request: &pb::ConsumeRequest, owner: &str) -> Option<pb::Consu
 /// Forwards a unary Admin call about a queue another node serves, at
 /// `owner`: `call` makes it on a client of that node.
 pub(super) async fn admin<Req, Resp, F, Fut>(
+    peers: &Peers,
     owner: String,
     request: Request<Req>,
     call: F,
@@ -133,7 +133,7 @@ where
     F: FnOnce(AdminClient<Channel>, Request<Req>) -> Fut,
     Fut: Future<Output = Result<Response<Resp>, Status>>,
 {
-    let channel = connect(&owner).await?;
+    let channel = peers.connect(&owner).await?;
     let authorization = request.metadata().get("authorization").cloned();
     let request = forwarded(request.into_inner(), authorization);
     call(AdminClient::new(channel), request).await.map_err(moved)
@@ -160,21 +160,6 @@ fn forwarded<T>(message: T, authorization: Option<MetadataValue<Ascii>>) -> Requ
         .metadata_mut()
         .insert(FORWARDED, MetadataValue::from_static("1"));
     request
-}
-
-/// A connection to the node at `owner`.
-async fn connect(owner: &str) -> Result<Channel, Status> {
-    let unreachable = |err: &dyn std::fmt::Display| {
-        Status::unavailable(format!(
-            "the node serving this queue, at {owner}, cannot be reached: {err}"
-        ))
-    };
-    Endpoint::from_shared(format!("http://{owner}"))
-        .map_err(|e| unreachable(&e))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect()
-        .await
-        .map_err(|e| unreachable(&e))
 }
 
 /// The serving node's status as the client should see it: a broken
