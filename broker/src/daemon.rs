@@ -45,6 +45,7 @@ use crate::grpc::{Peers, admin::AdminService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::{self, HttpState};
 use crate::security::anonymous::{self, Access};
+use crate::security::forwarded::NodeSecret;
 use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
 
@@ -137,7 +138,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
         );
     }
-    let peers = peers(&config, cluster.as_ref())?;
+    let secret = match cluster.as_ref().and_then(|c| c.secret_file.as_ref()) {
+        Some(path) => Some(Arc::new(
+            NodeSecret::read(path).map_err(|e| anyhow::anyhow!("cluster.secret-file: {e}"))?,
+        )),
+        None => None,
+    };
+    let peers = peers(&config, cluster.as_ref(), secret.clone())?;
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
         (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
@@ -271,7 +278,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .layer(AuthLayer::new(authenticator))
+        .layer(AuthLayer::new(authenticator, secret))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)
@@ -373,6 +380,7 @@ fn cluster_identity(
         node_id: id,
         advertise: advertise.or_else(|| from_file.as_ref().and_then(|f| f.advertise.clone())),
         ca_file: from_file.as_ref().and_then(|f| f.ca_file.clone()),
+        secret_file: from_file.as_ref().and_then(|f| f.secret_file.clone()),
         lease: lease
             .or_else(|| from_file.as_ref().map(|f| f.lease))
             .unwrap_or(rebound_config::DEFAULT_CLUSTER_LEASE),
@@ -382,7 +390,13 @@ fn cluster_identity(
 /// How a node reaches the other nodes (`grpc/peers.rs`): over TLS when it
 /// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
 /// plaintext otherwise, and for a single broker (which forwards nothing).
-fn peers(config: &Config, cluster: Option<&ClusterConfig>) -> anyhow::Result<Peers> {
+/// With the cluster's `secret`, it vouches for callers who logged in with a
+/// certificate (`security/forwarded.rs`; the config allows one only with TLS).
+fn peers(
+    config: &Config,
+    cluster: Option<&ClusterConfig>,
+    secret: Option<Arc<NodeSecret>>,
+) -> anyhow::Result<Peers> {
     let (Some(tls), Some(cluster)) = (&config.tls, cluster) else {
         return Ok(Peers::default());
     };
@@ -392,7 +406,12 @@ fn peers(config: &Config, cluster: Option<&ClusterConfig>) -> anyhow::Result<Pee
         // A [cluster] table without either is a config error; --node-id alone gets here.
         (None, None) => anyhow::bail!("{}", rebound_config::NEEDS_A_CA),
     };
-    Peers::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone()).map_err(anyhow::Error::msg)
+    let peers = Peers::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone())
+        .map_err(anyhow::Error::msg)?;
+    Ok(match secret {
+        Some(secret) => peers.with_secret(secret),
+        None => peers,
+    })
 }
 
 /// SIGTERM and SIGINT, handled from the moment this is made: made before the

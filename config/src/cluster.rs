@@ -7,6 +7,7 @@
 //! advertise = "10.0.0.1:61616"       # how the other nodes reach this one's gRPC (default: listen)
 //! lease = "10s"                      # how long a node owns its queues without a heartbeat
 //! ca-file = "/etc/rebound/nodes.pem" # with [tls]: CAs the other nodes' certificates chain to
+//! secret-file = "/etc/rebound/cluster.secret" # with [tls]: lets nodes vouch for callers
 //! ```
 //!
 //! A node forwards a call for a queue another node serves to that node
@@ -17,6 +18,15 @@
 //! their `advertise` address; and it presents its own `[tls]` certificate,
 //! for nodes that demand client certificates. Hence `ca-file` needs `[tls]`,
 //! and `[tls]` in a cluster needs a CA, one or the other.
+//!
+//! A caller who logged in with a client certificate cannot be forwarded
+//! with its credentials (the certificate stays with its TLS connection), so
+//! the forwarding node vouches for it: it names the caller to the serving
+//! node with the cluster's shared secret, `secret-file` (one line of at
+//! least [`MIN_SECRET_BYTES`] characters, the same file on every node), which
+//! proves it is a node. Whoever holds the secret can speak for every user,
+//! so it goes only over TLS (`secret-file` needs `[tls]`) and the file must
+//! be readable by the broker alone.
 //!
 //! The node id must stay the same across restarts of one node: a node that
 //! starts again under its id knows its previous process is gone and takes
@@ -60,6 +70,10 @@ pub struct ClusterConfig {
     /// PEM file with the CAs the other nodes' certificates must chain to
     /// (`ca-file`, only with `[tls]`); `None` = `[tls] client-ca-file`.
     pub ca_file: Option<PathBuf>,
+    /// The file of the cluster's shared secret (`secret-file`, only with
+    /// `[tls]`), read and checked as the config loads; `None` = nodes do not
+    /// vouch for callers.
+    pub secret_file: Option<PathBuf>,
 }
 
 /// `[cluster]` as written.
@@ -70,6 +84,7 @@ pub(crate) struct RawCluster {
     advertise: Option<Spanned<String>>,
     lease: Option<Spanned<String>>,
     ca_file: Option<Spanned<PathBuf>>,
+    secret_file: Option<Spanned<PathBuf>>,
 }
 
 impl RawCluster {
@@ -105,9 +120,22 @@ impl RawCluster {
             }
             _ => {}
         }
+        let secret_start = self.secret_file.as_ref().map(|value| value.span().start);
+        let secret_file = check::checked(doc, self.secret_file, secret_file, || {
+            "cluster.secret-file".into()
+        })?;
+        if let (None, Some(secret_start)) = (tls, secret_start) {
+            return Err(doc.error(
+                secret_start,
+                Some("cluster.secret-file".into()),
+                "needs [tls]: the secret goes with forwarded calls, and must not cross the \
+                 network in plaintext",
+            ));
+        }
         Ok(ClusterConfig {
             node_id,
             ca_file,
+            secret_file,
             advertise: check::checked(doc, self.advertise, check::host_port, || {
                 "cluster.advertise".into()
             })?,
@@ -124,6 +152,31 @@ pub const NEEDS_A_CA: &str = "with [tls], a node reaches the other nodes over TL
 
 fn ca_file(path: PathBuf) -> Result<PathBuf, String> {
     crate::tls::read_certificates(&path).map(|_| path)
+}
+
+/// The shortest shared secret `secret-file` may hold, in bytes: 32 random
+/// characters are beyond guessing.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// Reads the cluster's shared secret: the file's first line, which must
+/// hold at least [`MIN_SECRET_BYTES`] visible ASCII characters (it travels
+/// as gRPC metadata).
+pub fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read file: {e}", path.display()))?;
+    let secret = text.lines().next().unwrap_or_default().trim();
+    if secret.len() < MIN_SECRET_BYTES || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "{}: the first line must be a secret of at least {MIN_SECRET_BYTES} visible ASCII \
+             characters (e.g. `openssl rand -base64 33`)",
+            path.display()
+        ));
+    }
+    Ok(secret.to_owned())
+}
+
+fn secret_file(path: PathBuf) -> Result<PathBuf, String> {
+    read_secret(&path).map(|_| path)
 }
 
 /// A node id: 1 to [`MAX_NODE_ID_BYTES`] of letters, digits, `-`, `_`, `.`,
@@ -229,6 +282,28 @@ mod tests {
             empty.starts_with("t.toml:6:11: cluster.ca-file: ")
                 && empty.ends_with("no PEM certificate in the file"),
             "{empty}"
+        );
+
+        let secret = dir.join("secret");
+        std::fs::write(&secret, format!("{}\n", "s".repeat(MIN_SECRET_BYTES))).unwrap();
+        let vouching = parse(format!(
+            "{tls}{cluster}ca-file = {cert:?}\nsecret-file = {secret:?}\n"
+        ))
+        .unwrap();
+        assert_eq!(vouching.cluster.unwrap().secret_file, Some(secret.clone()));
+        let plaintext = parse(format!("{cluster}secret-file = {secret:?}\n")).unwrap_err();
+        assert!(
+            plaintext.starts_with("t.toml:3:15: cluster.secret-file: needs [tls]"),
+            "{plaintext}"
+        );
+        std::fs::write(&secret, "short\n").unwrap();
+        let short = parse(format!(
+            "{tls}{cluster}ca-file = {cert:?}\nsecret-file = {secret:?}\n"
+        ))
+        .unwrap_err();
+        assert!(
+            short.starts_with("t.toml:7:15: cluster.secret-file: ") && short.contains("at least 32"),
+            "{short}"
         );
         std::fs::remove_dir_all(dir).unwrap();
     }

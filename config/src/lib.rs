@@ -40,6 +40,7 @@
 //! node-id = "node-1"
 //! lease = "10s"
 //! ca-file = "nodes-ca.pem"        # with [tls]: the other nodes' CA (default: [tls] client-ca-file)
+//! secret-file = "cluster.secret"  # with [tls]: lets nodes vouch for certificate callers they forward
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)
 //! max-ids-per-settle = 10000
@@ -130,7 +131,10 @@ mod users;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use address_full::{AddressFullPolicy, GlobalMaxSize, UnknownAddressFullPolicy};
-pub use cluster::{CLUSTER_LEASE_RANGE, ClusterConfig, DEFAULT_CLUSTER_LEASE, MAX_NODE_ID_BYTES, NEEDS_A_CA};
+pub use cluster::{
+    CLUSTER_LEASE_RANGE, ClusterConfig, DEFAULT_CLUSTER_LEASE, MAX_NODE_ID_BYTES, MIN_SECRET_BYTES,
+    NEEDS_A_CA,
+};
 pub use error::ConfigError;
 pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};

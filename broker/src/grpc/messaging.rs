@@ -211,7 +211,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         let caller = Caller::of(&request);
         let limit = self.broker.limits().max_consume_streams_per_connection;
         let counted = self.streams.open(request.remote_addr(), limit)?;
-        let authorization = request.metadata().get("authorization").cloned();
+        let credentials = proxy::Credentials::of(&request);
         let forwarded = proxy::was_forwarded(&request);
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
@@ -246,7 +246,7 @@ impl pb::messaging_server::Messaging for MessagingService {
                         &self.broker,
                         &self.peers,
                         owner,
-                        authorization,
+                        credentials,
                         first,
                         inbound,
                         counted,

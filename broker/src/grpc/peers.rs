@@ -17,10 +17,13 @@
 //! listener's does after a reload (`tls.rs`). Their paths are read at
 //! start-up.
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::Status;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::security::forwarded::NodeSecret;
 
 /// How long connecting to the serving node may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -29,6 +32,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct Peers {
     tls: Option<PeerTls>,
+    /// The cluster's shared secret, to vouch for callers who logged in with
+    /// a certificate (`security/forwarded.rs`); only over TLS.
+    secret: Option<Arc<NodeSecret>>,
 }
 
 /// The files of a TLS connection to another node, each with the config key
@@ -70,7 +76,31 @@ impl Peers {
                     causes(&e)
                 )
             })?;
-        Ok(Peers { tls: Some(tls) })
+        Ok(Peers {
+            tls: Some(tls),
+            secret: None,
+        })
+    }
+
+    /// Vouches for callers with `secret` (over TLS only: the config refuses
+    /// `secret-file` without `[tls]`).
+    pub fn with_secret(self, secret: Arc<NodeSecret>) -> Peers {
+        Peers {
+            secret: Some(secret),
+            ..self
+        }
+    }
+
+    /// Names `user` to the node a call is forwarded to, with the cluster's
+    /// secret in `metadata`; `false` without a secret.
+    pub(super) fn vouch(&self, metadata: &mut tonic::metadata::MetadataMap, user: &str) -> bool {
+        match &self.secret {
+            Some(secret) => {
+                secret.vouch(metadata, user);
+                true
+            }
+            None => false,
+        }
     }
 
     /// A connection to the node at `owner` (`host:port`, its advertised
