@@ -6,8 +6,9 @@
 //! does not trust the others' CA cannot forward, and says why. A caller who
 //! logs in with its client certificate is forwarded when the nodes share a
 //! secret to vouch for it with, and refused clearly when they do not; a
-//! client that claims to be a node is refused. Skipped (failed under CI)
-//! without a test database.
+//! client that claims to be a node is refused; a TLS node without a CA for
+//! the others does not start. Skipped (failed under CI) without a test
+//! database.
 use std::time::{Duration, Instant};
 
 use rebound_client::{Client, Code, OutgoingMessage, TlsOptions};
@@ -283,4 +284,33 @@ async fn claiming(nodes: &TlsNodes, i: usize, user: &str, secret: Option<&str>) 
             .insert("rebound-node-secret", secret.parse().unwrap());
     }
     AdminClient::new(channel).list_queues(request).await.map(drop)
+}
+
+#[tokio::test]
+async fn a_tls_node_without_a_ca_for_the_others_is_refused_at_start() {
+    let pki = Pki::new();
+    pki.issue_server(&Ca::new("the nodes' CA"), "node");
+    let config = pki.write("rebound.toml", &pki.config(""));
+    let data_dir = pki.path("data");
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--node-id",
+        "n1",
+        "--storage",
+        "postgres",
+        // Never reached: the node is refused before it opens the store.
+        "--postgres-url",
+        "postgres://rebound@127.0.0.1:1/rebound",
+    ];
+    let out = crate::support::rebound(args).await;
+    out.failure(1);
+    assert!(out.stderr.contains(rebound_config::NEEDS_A_CA), "{}", out.stderr);
 }
