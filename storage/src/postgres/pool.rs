@@ -286,6 +286,18 @@ mod tests {
         assert!(err.to_string().contains("postgres-ca-file"), "{err}");
     }
 
+    #[test]
+    fn a_client_certificate_needs_a_ca() {
+        let made = rcgen::generate_simple_self_signed(vec!["rebound".to_owned()]).unwrap();
+        let mut options = PostgresOptions::new("postgres://u@h/db");
+        options.tls_client = Some(crate::ClientIdentity {
+            chain: vec![made.cert.der().clone()],
+            key: rustls_pki_types::PrivateKeyDer::try_from(made.signing_key.serialize_der()).unwrap(),
+        });
+        let err = Database::connect(&options).err().expect("refused");
+        assert!(err.to_string().contains("postgres-ca-file"), "{err}");
+    }
+
     #[tokio::test]
     async fn a_closed_port_is_unavailable() {
         // Bound and dropped: nothing listens there now.
