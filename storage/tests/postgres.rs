@@ -1,6 +1,8 @@
 //! What only [`PostgresStore`] does: the database going away and coming
-//! back. The store reaches the test database through a proxy
-//! ([`DatabaseProxy`]) that the test cuts and resumes.
+//! back (the store reaches the test database through a proxy,
+//! [`DatabaseProxy`], that the test cuts and resumes), commits in order, and
+//! TLS to the database, with a client certificate for a role that logs in
+//! only with one (`.ci/postgres.sh` serves it).
 
 mod pg;
 
