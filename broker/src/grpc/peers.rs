@@ -114,7 +114,10 @@ impl Peers {
         let endpoint = match &self.tls {
             None => Endpoint::from_shared(format!("http://{owner}")),
             Some(tls) => {
-                let config = tls.config().map_err(|e| unreachable(&e))?;
+                let config = tls
+                    .config()
+                    .map_err(|e| unreachable(&e))?
+                    .domain_name(host(owner));
                 Endpoint::from_shared(format!("https://{owner}")).and_then(|e| e.tls_config(config))
             }
         };
@@ -139,6 +142,16 @@ impl PeerTls {
     }
 }
 
+/// The host of `host:port`, as the other node's certificate must name it: an
+/// IPv6 address without its brackets (tonic would take the URI's host with
+/// them, which is no name a certificate holds).
+fn host(owner: &str) -> String {
+    match owner.parse::<std::net::SocketAddr>() {
+        Ok(address) => address.ip().to_string(),
+        Err(_) => owner.rsplit_once(':').map_or(owner, |(host, _)| host).to_owned(),
+    }
+}
+
 /// An error with its causes: tonic's own message ("transport error") says
 /// little, the rustls error underneath ("invalid peer certificate:
 /// UnknownIssuer") says what to fix.
@@ -159,6 +172,13 @@ fn causes(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_name_to_verify_is_the_advertised_host() {
+        assert_eq!(host("127.0.0.2:61616"), "127.0.0.2");
+        assert_eq!(host("[::1]:61616"), "::1");
+        assert_eq!(host("node-1.internal:61616"), "node-1.internal");
+    }
 
     #[test]
     fn the_files_are_checked_at_start_up_naming_the_key_at_fault() {
