@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rebound_config::{ClusterConfig, Config, StorageEngine};
 use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
-use rebound_storage::{PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
+use rebound_storage::{ClientIdentity, PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -41,10 +41,11 @@ use crate::cluster::{self, Identity};
 use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{admin::AdminService, messaging::MessagingService};
+use crate::grpc::{Peers, admin::AdminService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::{self, HttpState};
 use crate::security::anonymous::{self, Access};
+use crate::security::forwarded::NodeSecret;
 use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
 
@@ -137,6 +138,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
         );
     }
+    let secret = match cluster.as_ref().and_then(|c| c.secret_file.as_ref()) {
+        Some(path) => Some(Arc::new(
+            NodeSecret::read(path).map_err(|e| anyhow::anyhow!("cluster.secret-file: {e}"))?,
+        )),
+        None => None,
+    };
+    let peers = peers(&config, cluster.as_ref(), secret.clone())?;
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
         (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
@@ -191,10 +199,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build_v1()?;
     let authenticator = Arc::new(Authenticator::new(&config.users));
     let security = Arc::new(Security::new(&config));
-    let messaging = MessagingServer::new(MessagingService::new(broker.clone(), security.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone()))
+    let peers = Arc::new(peers);
+    let messaging = MessagingServer::new(MessagingService::new(
+        broker.clone(),
+        security.clone(),
+        peers.clone(),
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone(), peers))
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
     if let Some(path) = args.config.clone() {
@@ -265,7 +278,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .layer(AuthLayer::new(authenticator))
+        .layer(AuthLayer::new(authenticator, secret))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)
@@ -332,6 +345,13 @@ fn open_store(
                     .map_err(|e| anyhow::anyhow!("postgres-ca-file: {e}"))?;
                 options.tls_roots = Some(roots);
             }
+            if let Some(client) = &config.postgres_client_cert {
+                let chain = rebound_config::tls::read_certificates(&client.cert_file)
+                    .map_err(|e| anyhow::anyhow!("postgres-client-cert-file: {e}"))?;
+                let key = rebound_config::tls::read_private_key(&client.key_file)
+                    .map_err(|e| anyhow::anyhow!("postgres-client-key-file: {e}"))?;
+                options.tls_client = Some(ClientIdentity { chain, key });
+            }
             let store =
                 Arc::new(PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?);
             Ok((store.clone(), Some(store), "postgres".to_owned()))
@@ -359,10 +379,39 @@ fn cluster_identity(
     Ok(Some(ClusterConfig {
         node_id: id,
         advertise: advertise.or_else(|| from_file.as_ref().and_then(|f| f.advertise.clone())),
+        ca_file: from_file.as_ref().and_then(|f| f.ca_file.clone()),
+        secret_file: from_file.as_ref().and_then(|f| f.secret_file.clone()),
         lease: lease
             .or_else(|| from_file.as_ref().map(|f| f.lease))
             .unwrap_or(rebound_config::DEFAULT_CLUSTER_LEASE),
     }))
+}
+
+/// How a node reaches the other nodes (`grpc/peers.rs`): over TLS when it
+/// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
+/// plaintext otherwise, and for a single broker (which forwards nothing).
+/// With the cluster's `secret`, it vouches for callers who logged in with a
+/// certificate (`security/forwarded.rs`; the config allows one only with TLS).
+fn peers(
+    config: &Config,
+    cluster: Option<&ClusterConfig>,
+    secret: Option<Arc<NodeSecret>>,
+) -> anyhow::Result<Peers> {
+    let (Some(tls), Some(cluster)) = (&config.tls, cluster) else {
+        return Ok(Peers::default());
+    };
+    let (ca_file, ca_key) = match (&cluster.ca_file, &tls.client_ca_file) {
+        (Some(ca), _) => (ca.clone(), "cluster.ca-file"),
+        (None, Some(ca)) => (ca.clone(), "tls.client-ca-file"),
+        // A [cluster] table without either is a config error; --node-id alone gets here.
+        (None, None) => anyhow::bail!("{}", rebound_config::NEEDS_A_CA),
+    };
+    let peers = Peers::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone())
+        .map_err(anyhow::Error::msg)?;
+    Ok(match secret {
+        Some(secret) => peers.with_secret(secret),
+        None => peers,
+    })
 }
 
 /// SIGTERM and SIGINT, handled from the moment this is made: made before the

@@ -23,8 +23,10 @@
 //! non-loopback address without `allow-anonymous = true` is rejected (see
 //! `security::anonymous`).
 //!
-//! `listen`, `http-listen`, `data-dir`, `journal-file-size`, `storage`, `postgres-url`,
-//! `postgres-pool-size` and whether `[tls]` is there at all are read only at start-up.
+//! `listen`, `http-listen`, `data-dir`, `journal-file-size`, `storage`, the `postgres-*` keys
+//! (their files too), `[cluster]` (the files that `grpc/peers.rs` reads again for every
+//! connection to another node aside) and whether `[tls]` is there at all are read only at
+//! start-up.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

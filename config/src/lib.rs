@@ -32,11 +32,15 @@
 //! postgres-url = "postgres://rebound@127.0.0.1:5432/rebound"  # with storage = "postgres"
 //! postgres-pool-size = 8          # connections to it (2 to 256, default 8)
 //! postgres-ca-file = "ca.pem"     # TLS to it, verifying its certificate (default: plain)
+//! postgres-client-cert-file = "db-client.pem"  # a certificate to present to it (with postgres-ca-file)
+//! postgres-client-key-file = "db-client.key"   # its private key (both or neither)
 //! allow-anonymous = false         # without [[users]]: serve anyone on a non-loopback listen too
 //!
 //! [cluster]                       # optional, with storage = "postgres"; see the `cluster` module
 //! node-id = "node-1"
 //! lease = "10s"
+//! ca-file = "nodes-ca.pem"        # with [tls]: the other nodes' CA (default: [tls] client-ca-file)
+//! secret-file = "cluster.secret"  # with [tls]: lets nodes vouch for certificate callers they forward
 //!
 //! [limits]                        # bounds against abusive clients (see default.toml)
 //! max-ids-per-settle = 10000
@@ -127,7 +131,10 @@ mod users;
 
 pub use address::{AddressConfig, QueueConfig};
 pub use address_full::{AddressFullPolicy, GlobalMaxSize, UnknownAddressFullPolicy};
-pub use cluster::{CLUSTER_LEASE_RANGE, ClusterConfig, DEFAULT_CLUSTER_LEASE, MAX_NODE_ID_BYTES};
+pub use cluster::{
+    CLUSTER_LEASE_RANGE, ClusterConfig, DEFAULT_CLUSTER_LEASE, MAX_NODE_ID_BYTES, MIN_SECRET_BYTES,
+    NEEDS_A_CA,
+};
 pub use error::ConfigError;
 pub use limits::Limits;
 pub use matcher::{Pattern, PatternError};
@@ -140,7 +147,7 @@ pub use security::{Permission, ResolvedSecurity, RoleGrants, SecuritySettings};
 pub use settings::{
     AddressSettings, EffectiveSettings, ResolvedSettings, SettingEntry, SettingsRepository, Source,
 };
-pub use storage::{POSTGRES_POOL_SIZE_RANGE, StorageEngine};
+pub use storage::{POSTGRES_POOL_SIZE_RANGE, PostgresClientCert, StorageEngine};
 pub use text::{EXCERPT_BYTES, clip, escape_controls, excerpt};
 pub use tls::TlsConfig;
 pub use users::UserConfig;

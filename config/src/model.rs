@@ -22,7 +22,7 @@ use crate::limits::{Limits, RawLimits};
 use crate::pattern_map::{RawEntry, by_pattern};
 use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
-use crate::storage::{self, StorageEngine};
+use crate::storage::{self, PostgresClientCert, StorageEngine};
 use crate::tls::{RawTls, TlsConfig};
 use crate::users::{RawUser, UserConfig, users};
 
@@ -64,6 +64,10 @@ pub struct Config {
     /// (`postgres-ca-file`): set, every connection uses TLS and verifies the
     /// server; read and checked as the config loads.
     pub postgres_ca_file: Option<PathBuf>,
+    /// The certificate and key the broker presents to the database
+    /// (`postgres-client-cert-file`, `postgres-client-key-file`); only with
+    /// `postgres_ca_file`. Read and checked as the config loads.
+    pub postgres_client_cert: Option<PostgresClientCert>,
     /// `[cluster]`: this broker is one node of several on one PostgreSQL
     /// database; `None` = a single broker. Read at start-up.
     pub cluster: Option<ClusterConfig>,
@@ -126,6 +130,8 @@ struct RawConfig {
     postgres_url: Option<Spanned<String>>,
     postgres_pool_size: Option<Spanned<i64>>,
     postgres_ca_file: Option<Spanned<PathBuf>>,
+    postgres_client_cert_file: Option<Spanned<PathBuf>>,
+    postgres_client_key_file: Option<Spanned<PathBuf>>,
     cluster: Option<Spanned<RawCluster>>,
     #[serde(default)]
     limits: RawLimits,
@@ -178,6 +184,16 @@ for_each_setting!(define_raw_settings_entry);
 
 impl RawConfig {
     fn validate(self, doc: &Document<'_>) -> Result<Config, ConfigError> {
+        let tls = match self.tls {
+            Some(tls) => {
+                let start = tls.span().start;
+                Some(tls.into_inner().validate(doc, start)?)
+            }
+            None => None,
+        };
+        let postgres_ca_file = checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
+            "postgres-ca-file".into()
+        })?;
         Ok(Config {
             listen: checked(doc, self.listen, check::host_port, || "listen".into())?,
             http_listen: checked(doc, self.http_listen, check::host_port_or_off, || {
@@ -202,26 +218,24 @@ impl RawConfig {
             postgres_pool_size: checked(doc, self.postgres_pool_size, storage::postgres_pool_size, || {
                 "postgres-pool-size".into()
             })?,
-            postgres_ca_file: checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
-                "postgres-ca-file".into()
-            })?,
+            postgres_client_cert: storage::postgres_client_cert(
+                doc,
+                self.postgres_client_cert_file,
+                self.postgres_client_key_file,
+                postgres_ca_file.is_some(),
+            )?,
+            postgres_ca_file,
             cluster: match self.cluster {
                 Some(cluster) => {
                     let start = cluster.span().start;
-                    Some(cluster.into_inner().validate(doc, start)?)
+                    Some(cluster.into_inner().validate(doc, start, tls.as_ref())?)
                 }
                 None => None,
             },
             limits: self.limits.validate(doc)?,
             address_settings: by_pattern(doc, "address-settings", self.address_settings)?,
             addresses: addresses(doc, self.addresses)?,
-            tls: match self.tls {
-                Some(tls) => {
-                    let start = tls.span().start;
-                    Some(tls.into_inner().validate(doc, start)?)
-                }
-                None => None,
-            },
+            tls,
             users: users(doc, self.users)?,
             allow_anonymous: self.allow_anonymous,
             security_settings: by_pattern(doc, "security-settings", self.security_settings)?,
@@ -639,7 +653,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `cluster`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `postgres-client-cert-file`, `postgres-client-key-file`, `cluster`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",

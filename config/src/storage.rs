@@ -1,6 +1,7 @@
 //! The keys that choose where the broker keeps its durable state: `storage`
-//! (the engine), and for PostgreSQL `postgres-url`, `postgres-pool-size` and
-//! `postgres-ca-file`.
+//! (the engine), and for PostgreSQL `postgres-url`, `postgres-pool-size`,
+//! `postgres-ca-file` and the client certificate the broker presents to the
+//! database, `postgres-client-cert-file` with `postgres-client-key-file`.
 //! All are read at start-up only. Whether a URL is present when `storage =
 //! "postgres"` is the daemon's check, since `rebound serve --postgres-url`
 //! (or its environment variable) may supply it instead of the file.
@@ -9,6 +10,10 @@ use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::str::FromStr;
+
+use toml::Spanned;
+
+use crate::error::{ConfigError, Document};
 
 /// Connections `postgres-pool-size` accepts: the committer needs one, reads
 /// another.
@@ -87,6 +92,68 @@ pub(crate) fn postgres_ca_file(path: PathBuf) -> Result<PathBuf, String> {
     crate::tls::read_certificates(&path).map(|_| path)
 }
 
+/// The certificate the broker presents to the database, for a server that
+/// authenticates its clients by certificate (`hostssl … cert` in
+/// `pg_hba.conf`): both files or neither, and only over the TLS that
+/// `postgres-ca-file` turns on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresClientCert {
+    /// PEM file with the certificate chain, leaf first (`postgres-client-cert-file`).
+    pub cert_file: PathBuf,
+    /// PEM file with its private key (`postgres-client-key-file`).
+    pub key_file: PathBuf,
+}
+
+/// Validates `postgres-client-cert-file` and `postgres-client-key-file`
+/// together: both or neither, only with a CA (`with_ca`), each file PEM of
+/// its kind. Whether the key fits the certificate is the store's check when
+/// it opens.
+pub(crate) fn postgres_client_cert(
+    doc: &Document<'_>,
+    cert: Option<Spanned<PathBuf>>,
+    key: Option<Spanned<PathBuf>>,
+    with_ca: bool,
+) -> Result<Option<PostgresClientCert>, ConfigError> {
+    const CERT: &str = "postgres-client-cert-file";
+    const KEY: &str = "postgres-client-key-file";
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(cert), Some(key)) => (cert, key),
+        (Some(cert), None) => {
+            return Err(doc.error(
+                cert.span().start,
+                Some(CERT.into()),
+                format!("needs `{KEY}` too, the PEM file of the certificate's private key"),
+            ));
+        }
+        (None, Some(key)) => {
+            return Err(doc.error(
+                key.span().start,
+                Some(KEY.into()),
+                format!("needs `{CERT}` too, the PEM file of the certificate it belongs to"),
+            ));
+        }
+    };
+    if !with_ca {
+        return Err(doc.error(
+            cert.span().start,
+            Some(CERT.into()),
+            "needs `postgres-ca-file`: the certificate is presented over TLS, which verifies \
+             the database with that CA",
+        ));
+    }
+    let file = |value: Spanned<PathBuf>, name: &str, read: fn(&std::path::Path) -> Result<(), String>| {
+        let start = value.span().start;
+        let path = value.into_inner();
+        read(&path).map_err(|message| doc.error(start, Some(name.into()), message))?;
+        Ok::<_, ConfigError>(path)
+    };
+    Ok(Some(PostgresClientCert {
+        cert_file: file(cert, CERT, |p| crate::tls::read_certificates(p).map(drop))?,
+        key_file: file(key, KEY, |p| crate::tls::read_private_key(p).map(drop))?,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +194,64 @@ mod tests {
         assert_eq!(postgres_ca_file(ca.clone()), Ok(ca));
         let refused = postgres_ca_file(empty).unwrap_err();
         assert!(refused.ends_with("no PEM certificate in the file"), "{refused}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_a_ca() {
+        let dir = std::env::temp_dir().join(format!("rebound-pg-client-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
+        // PEM of the right kind is all the config checks; the store checks the pair fits.
+        std::fs::write(
+            &cert,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let err = |text: String| crate::Config::parse(&text, "t.toml").unwrap_err().to_string();
+        let ca = format!("postgres-ca-file = {cert:?}\n");
+        let both = format!("postgres-client-cert-file = {cert:?}\npostgres-client-key-file = {key:?}\n");
+        let config = crate::Config::parse(&format!("{ca}{both}"), "t.toml").unwrap();
+        assert_eq!(
+            config.postgres_client_cert,
+            Some(PostgresClientCert {
+                cert_file: cert.clone(),
+                key_file: key.clone()
+            })
+        );
+        assert_eq!(
+            crate::Config::parse(&ca, "t.toml").unwrap().postgres_client_cert,
+            None
+        );
+        let alone = err(format!("{ca}postgres-client-cert-file = {cert:?}\n"));
+        assert!(
+            alone.starts_with("t.toml:2:29: postgres-client-cert-file: needs `postgres-client-key-file` too"),
+            "{alone}"
+        );
+        let key_alone = err(format!("{ca}\npostgres-client-key-file = {key:?}\n"));
+        assert!(
+            key_alone
+                .starts_with("t.toml:3:28: postgres-client-key-file: needs `postgres-client-cert-file` too"),
+            "{key_alone}"
+        );
+        let no_ca = err(both.clone());
+        assert!(
+            no_ca.starts_with("t.toml:1:29: postgres-client-cert-file: needs `postgres-ca-file`"),
+            "{no_ca}"
+        );
+        let swapped = err(format!(
+            "{ca}postgres-client-cert-file = {cert:?}\npostgres-client-key-file = {cert:?}\n"
+        ));
+        assert!(
+            swapped.starts_with("t.toml:3:28: postgres-client-key-file: ")
+                && swapped.ends_with("no PEM private key in the file"),
+            "{swapped}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

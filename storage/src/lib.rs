@@ -262,7 +262,7 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use memory::MemoryStore;
-pub use postgres::{InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease};
+pub use postgres::{ClientIdentity, InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease};
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
     QueueRecord, RoutingType,

@@ -1,6 +1,8 @@
 //! What only [`PostgresStore`] does: the database going away and coming
-//! back. The store reaches the test database through a proxy
-//! ([`DatabaseProxy`]) that the test cuts and resumes.
+//! back (the store reaches the test database through a proxy,
+//! [`DatabaseProxy`], that the test cuts and resumes), commits in order, and
+//! TLS to the database, with a client certificate for a role that logs in
+//! only with one (`.ci/postgres.sh` serves it).
 
 mod pg;
 
@@ -8,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use pg::{DatabaseProxy, TestSchema};
-use rebound_storage::{MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store};
-use rustls_pki_types::CertificateDer;
+use rebound_storage::{
+    ClientIdentity, MessageRecord, Op, PostgresOptions, PostgresStore, QueueRecord, StorageError, Store,
+};
 use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 fn put(id: u64) -> Op {
     Op::PutMessage {
@@ -174,4 +178,75 @@ async fn with_a_ca_every_connection_is_encrypted_and_the_server_verified() {
         .err()
         .expect("an unknown issuer is refused");
     assert!(refused.to_string().contains("certificate"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_demands_a_client_certificate_gets_it_on_every_connection() {
+    let Some(login) = pg::cert_login("postgres client certificate") else {
+        return;
+    };
+    let certs = |path: &std::path::Path| {
+        CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .unwrap()
+    };
+    let identity = ClientIdentity {
+        chain: certs(&login.cert),
+        key: PrivateKeyDer::from_pem_file(&login.key).unwrap(),
+    };
+    let mut options = PostgresOptions::new(login.url.clone());
+    options.tls_roots = Some(certs(&login.ca));
+    options.tls_client = Some(identity.clone());
+    let store = PostgresStore::open(&options).unwrap();
+    // The connection that LISTENs is one of its own: a notification it
+    // passes on shows that it logged in with the certificate too.
+    let mut notices = store.metadata_notices();
+    let queue_id = 1;
+    let listening = async {
+        loop {
+            store
+                .commit(vec![Op::PutQueue(QueueRecord {
+                    id: queue_id,
+                    name: "q".into(),
+                    ..Default::default()
+                })])
+                .await
+                .unwrap();
+            if let Ok(notice) = tokio::time::timeout(Duration::from_millis(200), notices.recv()).await {
+                return notice;
+            }
+        }
+    };
+    let notice = tokio::time::timeout(Duration::from_secs(20), listening).await;
+    assert!(matches!(notice, Ok(Some(_))), "no notification: {notice:?}");
+    store.commit(vec![Op::DeleteQueue(queue_id)]).await.unwrap();
+    store.close().unwrap();
+
+    // Without the certificate the server refuses the broker, and says why.
+    let mut without = options.clone();
+    without.tls_client = None;
+    let refused = PostgresStore::open(&without)
+        .err()
+        .expect("refused without a certificate");
+    assert!(
+        refused
+            .to_string()
+            .contains("connection requires a valid client certificate"),
+        "{refused}"
+    );
+
+    // A key that is not the certificate's: refused at open, naming the keys.
+    let stranger = rcgen::generate_simple_self_signed(vec!["rebound_cert".to_owned()]).unwrap();
+    let mut mismatched = options;
+    mismatched.tls_client = Some(ClientIdentity {
+        chain: identity.chain,
+        key: PrivateKeyDer::try_from(stranger.signing_key.serialize_der()).unwrap(),
+    });
+    let refused = PostgresStore::open(&mismatched)
+        .err()
+        .expect("a key that does not fit is refused");
+    assert!(
+        refused.to_string().contains("postgres-client-key-file"),
+        "{refused}"
+    );
 }

@@ -139,3 +139,33 @@ async fn a_broker_given_the_database_ca_serves_over_tls_to_it() {
     assert_eq!(plain, 0, "a plain connection of the broker");
     assert!(encrypted >= 1, "no encrypted connection of the broker");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_given_a_client_certificate_logs_in_to_a_database_that_demands_one() {
+    let Some(login) = crate::support::pg::cert_login("black-box PostgreSQL client certificate") else {
+        return;
+    };
+    let config = format!(
+        "storage = \"postgres\"\npostgres-url = \"{}\"\npostgres-ca-file = {:?}\n\
+         postgres-client-cert-file = {:?}\npostgres-client-key-file = {:?}\n",
+        login.url, login.ca, login.cert, login.key
+    );
+    let broker = Broker::start_custom(&config, "127.0.0.1:0", &[]).await;
+    let client = broker.client().await;
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "by certificate"))
+        .await
+        .unwrap();
+    let mut consumer = client.consume("orders", 10).await.unwrap();
+    let d = consumer
+        .next_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(&d.message.body[..], b"by certificate");
+    consumer.ack(&[d.id]).await.unwrap();
+}

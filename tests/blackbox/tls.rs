@@ -40,19 +40,30 @@ impl Ca {
     /// A leaf certificate and its key, PEM: for the broker (127.0.0.1 and
     /// localhost) or for a client.
     pub(crate) fn leaf(&self, name: &str, server: bool) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let names = if server {
-            vec!["127.0.0.1".to_owned(), "localhost".to_owned()]
+        if server {
+            let names = ["127.0.0.1", "localhost"];
+            self.issue(name, &names, vec![ExtendedKeyUsagePurpose::ServerAuth])
         } else {
-            vec![]
-        };
+            self.issue(name, &[], vec![ExtendedKeyUsagePurpose::ClientAuth])
+        }
+    }
+
+    /// A cluster node's certificate and key, PEM: for `host` (an IP address
+    /// or a name), as a server and as the client it is toward other nodes.
+    pub(crate) fn node(&self, name: &str, host: &str) -> (String, String) {
+        let usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        self.issue(name, &[host], usages)
+    }
+
+    fn issue(&self, name: &str, names: &[&str], usages: Vec<ExtendedKeyUsagePurpose>) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![if server {
-            ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            ExtendedKeyUsagePurpose::ClientAuth
-        }];
+        params.extended_key_usages = usages;
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         (cert.pem(), key.serialize_pem())
     }

@@ -35,8 +35,14 @@
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
 //!
+//! Nodes that serve TLS forward over TLS, each verifying the other against
+//! the cluster's CA and presenting its own certificate (`grpc/peers.rs`). A
+//! caller who logged in with a client certificate is forwarded when the
+//! nodes share a secret, with which the forwarding node vouches for it
+//! (`security/forwarded.rs` draws the trust boundary).
+//!
 //! Not yet: acks inside a transaction of a queue another node serves
-//! (refused, FAILED_PRECONDITION); TLS between nodes; address deletions
+//! (refused, FAILED_PRECONDITION); address deletions
 //! reaching the other nodes before they restart; address sizes and
 //! duplicate-id caches shared by the nodes (both are per node; the caches
 //! even share their rows); throughput figures through several nodes.

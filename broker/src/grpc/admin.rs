@@ -16,6 +16,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{
     address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
+use super::peers::Peers;
 use super::proxy;
 use crate::engine::Broker;
 use crate::security::access::{self, Caller, Kind, Operation};
@@ -26,11 +27,16 @@ const DEFAULT_BROWSE_LIMIT: usize = 200;
 pub struct AdminService {
     broker: Arc<Broker>,
     security: Arc<Security>,
+    peers: Arc<Peers>,
 }
 
 impl AdminService {
-    pub fn new(broker: Arc<Broker>, security: Arc<Security>) -> AdminService {
-        AdminService { broker, security }
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>, peers: Arc<Peers>) -> AdminService {
+        AdminService {
+            broker,
+            security,
+            peers,
+        }
     }
 
     /// Where the node serving the queue `queue` names is, if another node
@@ -193,7 +199,10 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(owner, request, |mut c, r| async move { c.get_queue(r).await }).await;
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.get_queue(r).await
+            })
+            .await;
         }
         let caller = Caller::of(&request);
         let name = request.into_inner().queue;
@@ -209,7 +218,10 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(owner, request, |mut c, r| async move { c.browse_queue(r).await }).await;
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.browse_queue(r).await
+            })
+            .await;
         }
         let caller = Caller::of(&request);
         let r = request.into_inner();
@@ -236,7 +248,10 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(owner, request, |mut c, r| async move { c.purge_queue(r).await }).await;
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.purge_queue(r).await
+            })
+            .await;
         }
         let caller = Caller::of(&request);
         let queue = request.into_inner().queue;
@@ -251,11 +266,9 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(
-                owner,
-                request,
-                |mut c, r| async move { c.count_messages(r).await },
-            )
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.count_messages(r).await
+            })
             .await;
         }
         let caller = Caller::of(&request);
@@ -271,11 +284,9 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(
-                owner,
-                request,
-                |mut c, r| async move { c.remove_messages(r).await },
-            )
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.remove_messages(r).await
+            })
             .await;
         }
         let caller = Caller::of(&request);
@@ -292,7 +303,10 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(owner, request, |mut c, r| async move { c.move_messages(r).await }).await;
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.move_messages(r).await
+            })
+            .await;
         }
         let caller = Caller::of(&request);
         let r = request.into_inner();
@@ -309,11 +323,9 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(
-                owner,
-                request,
-                |mut c, r| async move { c.retry_messages(r).await },
-            )
+            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+                c.retry_messages(r).await
+            })
             .await;
         }
         let caller = Caller::of(&request);

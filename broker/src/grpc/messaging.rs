@@ -44,6 +44,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
+use super::peers::Peers;
 use super::proxy;
 use super::publish::publish;
 use super::status::code_and_message;
@@ -58,14 +59,17 @@ pub struct MessagingService {
     broker: Arc<Broker>,
     security: Arc<Security>,
     streams: Arc<StreamCounts>,
+    /// How to reach the other nodes, to forward a Consume (`proxy.rs`).
+    peers: Arc<Peers>,
 }
 
 impl MessagingService {
-    pub fn new(broker: Arc<Broker>, security: Arc<Security>) -> MessagingService {
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>, peers: Arc<Peers>) -> MessagingService {
         MessagingService {
             broker,
             security,
             streams: Arc::default(),
+            peers,
         }
     }
 }
@@ -207,7 +211,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         let caller = Caller::of(&request);
         let limit = self.broker.limits().max_consume_streams_per_connection;
         let counted = self.streams.open(request.remote_addr(), limit)?;
-        let authorization = request.metadata().get("authorization").cloned();
+        let credentials = proxy::Credentials::of(&request);
         let forwarded = proxy::was_forwarded(&request);
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
@@ -238,8 +242,16 @@ impl pb::messaging_server::Messaging for MessagingService {
                     let first = pb::ConsumeRequest {
                         kind: Some(consume_request::Kind::Subscribe(subscribe)),
                     };
-                    let forwarded =
-                        proxy::consume(&self.broker, owner, authorization, first, inbound, counted).await?;
+                    let forwarded = proxy::consume(
+                        &self.broker,
+                        &self.peers,
+                        owner,
+                        credentials,
+                        first,
+                        inbound,
+                        counted,
+                    )
+                    .await?;
                     return Ok(Response::new(forwarded));
                 }
                 // Served here by now (a queue just created), or gone: once more, here.

@@ -6,6 +6,9 @@
 pub mod admin;
 mod convert;
 pub mod messaging;
+mod peers;
 mod proxy;
 mod publish;
 mod status;
+
+pub use peers::Peers;

@@ -7,9 +7,12 @@
 //! broker; no SDK needs to learn where queues live. The cost is one more hop
 //! for deliveries and settles. The caller's `authorization` metadata goes
 //! along, so that the serving node authenticates and authorizes the caller
-//! as usual (a client certificate cannot go along: a caller that logs in with
-//! one must connect to the serving node). Nodes reach each other in plaintext
-//! at their advertised address.
+//! as usual. A client certificate cannot go along (it belongs to the
+//! caller's TLS connection): for a caller who logged in with one, this node
+//! vouches with the cluster's secret (`security/forwarded.rs`), and without
+//! a secret the call is refused (FAILED_PRECONDITION, naming the node to
+//! connect to). Nodes reach each other at their advertised address, over
+//! TLS when they serve it (`peers.rs`).
 //!
 //! Transactions stay node-local: a settle inside a transaction on a
 //! forwarded stream is refused (FAILED_PRECONDITION, naming the node that
@@ -31,15 +34,15 @@ use rebound_protocol::v1::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status, Streaming};
 
+use super::peers::Peers;
 use super::status::code_and_message;
 use crate::engine::Broker;
 use crate::error::BrokerError;
-
-/// How long connecting to the serving node may take.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+use crate::security::Principal;
+use crate::security::access::Caller;
 
 type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
 
@@ -48,16 +51,17 @@ type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> 
 /// `counted` lives as long as the stream.
 pub(super) async fn consume<C: Send + 'static>(
     broker: &Arc<Broker>,
+    peers: &Peers,
     owner: String,
-    authorization: Option<MetadataValue<Ascii>>,
+    credentials: Credentials,
     subscribe: pb::ConsumeRequest,
     mut inbound: Streaming<pb::ConsumeRequest>,
     counted: C,
 ) -> Result<Responses, Status> {
-    let channel = connect(&owner).await?;
     let (upstream, requests) = mpsc::channel(16);
+    let request = forwarded(ReceiverStream::new(requests), credentials, peers, &owner)?;
+    let channel = peers.connect(&owner).await?;
     let _ = upstream.try_send(subscribe);
-    let request = forwarded(ReceiverStream::new(requests), authorization);
     let mut responses = MessagingClient::new(channel).consume(request).await?.into_inner();
     let (tx, rx) = mpsc::channel(16);
     let shutdown = broker.shutdown().clone();
@@ -125,6 +129,7 @@ fn in_transaction(request: &pb::ConsumeRequest, owner: &str) -> Option<pb::Consu
 /// Forwards a unary Admin call about a queue another node serves, at
 /// `owner`: `call` makes it on a client of that node.
 pub(super) async fn admin<Req, Resp, F, Fut>(
+    peers: &Peers,
     owner: String,
     request: Request<Req>,
     call: F,
@@ -133,9 +138,9 @@ where
     F: FnOnce(AdminClient<Channel>, Request<Req>) -> Fut,
     Fut: Future<Output = Result<Response<Resp>, Status>>,
 {
-    let channel = connect(&owner).await?;
-    let authorization = request.metadata().get("authorization").cloned();
-    let request = forwarded(request.into_inner(), authorization);
+    let credentials = Credentials::of(&request);
+    let request = forwarded(request.into_inner(), credentials, peers, &owner)?;
+    let channel = peers.connect(&owner).await?;
     call(AdminClient::new(channel), request).await.map_err(moved)
 }
 
@@ -149,32 +154,63 @@ pub(super) fn was_forwarded<T>(request: &Request<T>) -> bool {
 /// Marks a forwarded call (see [`was_forwarded`]).
 const FORWARDED: &str = "rebound-forwarded";
 
-/// A request to the serving node: the message, the caller's credentials,
-/// and the mark of a forwarded call.
-fn forwarded<T>(message: T, authorization: Option<MetadataValue<Ascii>>) -> Request<T> {
+/// How the serving node learns who the caller is.
+pub(super) enum Credentials {
+    /// The caller's `authorization` metadata, which the serving node checks
+    /// again.
+    Authorization(MetadataValue<Ascii>),
+    /// A user who logged in with a client certificate, whom this node
+    /// vouches for.
+    Certificate(String),
+    /// Nobody: security is off.
+    Anonymous,
+}
+
+impl Credentials {
+    /// The credentials of an authenticated `request`: its `authorization`
+    /// metadata if it has some; otherwise its user logged in with a
+    /// certificate (`security/authenticator.rs`).
+    pub(super) fn of<T>(request: &Request<T>) -> Credentials {
+        if let Some(authorization) = request.metadata().get("authorization") {
+            return Credentials::Authorization(authorization.clone());
+        }
+        match Caller::of(request).principal {
+            Principal::User { name } => Credentials::Certificate(name),
+            Principal::Anonymous => Credentials::Anonymous,
+        }
+    }
+}
+
+/// A request to the node at `owner`: the message, the caller's credentials,
+/// and the mark of a forwarded call. Refused when the caller logged in with
+/// a certificate and the nodes share no secret to vouch for it with.
+fn forwarded<T>(
+    message: T,
+    credentials: Credentials,
+    peers: &Peers,
+    owner: &str,
+) -> Result<Request<T>, Status> {
     let mut request = Request::new(message);
-    if let Some(authorization) = authorization {
-        request.metadata_mut().insert("authorization", authorization);
+    match credentials {
+        Credentials::Authorization(authorization) => {
+            request.metadata_mut().insert("authorization", authorization);
+        }
+        Credentials::Certificate(user) => {
+            if !peers.vouch(request.metadata_mut(), &user) {
+                return Err(BrokerError::FailedPrecondition(format!(
+                    "this queue is served by the node at {owner}, and a caller who logs in with a \
+                     client certificate is forwarded there only when the nodes share a secret \
+                     ([cluster] secret-file): connect to {owner}"
+                ))
+                .into());
+            }
+        }
+        Credentials::Anonymous => {}
     }
     request
         .metadata_mut()
         .insert(FORWARDED, MetadataValue::from_static("1"));
-    request
-}
-
-/// A connection to the node at `owner`.
-async fn connect(owner: &str) -> Result<Channel, Status> {
-    let unreachable = |err: &dyn std::fmt::Display| {
-        Status::unavailable(format!(
-            "the node serving this queue, at {owner}, cannot be reached: {err}"
-        ))
-    };
-    Endpoint::from_shared(format!("http://{owner}"))
-        .map_err(|e| unreachable(&e))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect()
-        .await
-        .map_err(|e| unreachable(&e))
+    Ok(request)
 }
 
 /// The serving node's status as the client should see it: a broken

@@ -14,6 +14,10 @@
 //! peer down (`throttle.rs`). Each refusal is logged as a warning on the audit
 //! target [`AUDIT_TARGET`], with the peer address.
 //!
+//! A caller forwarded by another node of the cluster, which vouches for it
+//! with the cluster's secret, is admitted by name ([`Authenticator::admit_vouched`],
+//! after `forwarded.rs` checked the secret).
+//!
 //! [`Authenticator::admit`] is the one entry both edges call (the gRPC layer,
 //! `layer.rs`, and the HTTP endpoint's, `http/login.rs`): same users, cache,
 //! slowdown and audit lines, whichever way a client comes in.
@@ -120,6 +124,36 @@ impl Authenticator {
                 certificates,
             };
             self.authenticate(credentials).await?
+        };
+        request.extensions_mut().insert(principal);
+        Ok(())
+    }
+
+    /// Admits `request` as `user`, whom another node of the cluster vouched
+    /// for (`forwarded.rs`): that user if it is one here, anonymous when no
+    /// users are configured; refused (and audited) otherwise.
+    pub fn admit_vouched<B>(
+        &self,
+        request: &mut http::Request<B>,
+        user: String,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), Refused> {
+        let users = self.current();
+        let principal = if users.is_empty() {
+            Principal::Anonymous
+        } else if users.contains_key(&user) {
+            Principal::User { name: user }
+        } else {
+            warn!(
+                target: AUDIT_TARGET,
+                operation = "login",
+                result = "denied",
+                user = %user,
+                peer = %peer.map_or("-".to_owned(), |peer| peer.to_string()),
+                credentials = "forwarded",
+                "login refused: a node vouched for a user unknown here"
+            );
+            return Err(Refused::Invalid);
         };
         request.extensions_mut().insert(principal);
         Ok(())

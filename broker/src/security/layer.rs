@@ -7,7 +7,9 @@
 //! HTTP endpoint makes too (`http/login.rs`) — which puts the
 //! [`Principal`](super::Principal) in the request's extensions (services read it
 //! with `tonic::Request::extensions`); a refusal is answered `UNAUTHENTICATED` here. The health
-//! service is exempt, so that probes need no password.
+//! service is exempt, so that probes need no password. A call on which another
+//! node of the cluster vouches for its caller is admitted as that caller only
+//! with the cluster's secret (`forwarded.rs`), before and instead of the rest.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,7 +20,11 @@ use std::task::{Context, Poll};
 use tonic::body::Body;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
+use tracing::warn;
+
+use super::AUDIT_TARGET;
 use super::authenticator::Authenticator;
+use super::forwarded::{self, NodeSecret};
 
 /// A verified client certificate chain, leaf first.
 type Certificates = Arc<Vec<rustls::pki_types::CertificateDer<'static>>>;
@@ -26,15 +32,21 @@ type Certificates = Arc<Vec<rustls::pki_types::CertificateDer<'static>>>;
 /// The path prefix of the gRPC health service, which needs no login.
 const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
-/// The layer; `Server::builder().layer(AuthLayer::new(authenticator))`.
+/// The layer; `Server::builder().layer(AuthLayer::new(authenticator, secret))`.
 #[derive(Clone, Debug)]
 pub struct AuthLayer {
     authenticator: Arc<Authenticator>,
+    /// The cluster's shared secret, with which another node may vouch for a
+    /// caller it forwards (`forwarded.rs`); `None` = no node may.
+    secret: Option<Arc<NodeSecret>>,
 }
 
 impl AuthLayer {
-    pub fn new(authenticator: Arc<Authenticator>) -> AuthLayer {
-        AuthLayer { authenticator }
+    pub fn new(authenticator: Arc<Authenticator>, secret: Option<Arc<NodeSecret>>) -> AuthLayer {
+        AuthLayer {
+            authenticator,
+            secret,
+        }
     }
 }
 
@@ -45,6 +57,7 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
         Authenticated {
             inner,
             authenticator: self.authenticator.clone(),
+            secret: self.secret.clone(),
         }
     }
 }
@@ -54,6 +67,7 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
 pub struct Authenticated<S> {
     inner: S,
     authenticator: Arc<Authenticator>,
+    secret: Option<Arc<NodeSecret>>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -81,8 +95,24 @@ where
         }
         let (peer, certificates) = connection(&request);
         let authenticator = self.authenticator.clone();
+        let vouched = forwarded::caller(request.headers(), self.secret.as_deref());
         Box::pin(async move {
-            match authenticator.admit(&mut request, peer, certificates).await {
+            let admitted = match vouched {
+                None => authenticator.admit(&mut request, peer, certificates).await,
+                Some(Ok(user)) => authenticator.admit_vouched(&mut request, user, peer),
+                Some(Err(not_a_node)) => {
+                    warn!(
+                        target: AUDIT_TARGET,
+                        operation = "login",
+                        result = "denied",
+                        peer = %peer.map_or("-".to_owned(), |peer| peer.to_string()),
+                        credentials = "forwarded",
+                        "login refused: {not_a_node}"
+                    );
+                    return Ok(tonic::Status::unauthenticated(not_a_node.to_string()).into_http());
+                }
+            };
+            match admitted {
                 Ok(()) => inner.call(request).await,
                 Err(refused) => Ok(tonic::Status::unauthenticated(refused.to_string()).into_http()),
             }

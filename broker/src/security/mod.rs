@@ -14,6 +14,7 @@
 //! - [`authenticator`]: the check itself against the `[[users]]` in force (their
 //!   password hashes), swapped on reload.
 //! - [`basic`]: HTTP basic credentials; [`certificate`]: the CN of a client certificate.
+//! - [`forwarded`]: a caller another node of the cluster forwarded and vouches for.
 //! - [`password`]: argon2id hashing and verification; [`cache`]: verified credentials.
 //! - [`throttle`]: slowing down repeated failures from one peer.
 //! - [`anonymous`]: the rule for running without users.
@@ -28,6 +29,7 @@ pub mod authenticator;
 pub mod basic;
 pub mod cache;
 pub mod certificate;
+pub mod forwarded;
 pub mod layer;
 pub mod password;
 pub mod policy;

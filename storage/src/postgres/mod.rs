@@ -122,7 +122,9 @@
 //!
 //! With `postgres-ca-file` every connection is encrypted and the server's
 //! certificate verified against that CA and the URL's host (`tls.rs` says
-//! why only that mode).
+//! why only that mode). With a client certificate as well
+//! ([`PostgresOptions::tls_client`]) every connection presents it, for a
+//! server that authenticates the broker by certificate.
 //!
 //! # Not yet
 //!
@@ -188,6 +190,7 @@ use group_commit::Committer;
 use ids::IdBlock;
 pub use inbox::InboxNotice;
 use pool::Database;
+pub use tls::ClientIdentity;
 
 /// How to reach the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +204,9 @@ pub struct PostgresOptions {
     /// connection uses TLS and verifies the server (`tls.rs`); `None` =
     /// plain connections.
     pub tls_roots: Option<Vec<CertificateDer<'static>>>,
+    /// The client certificate every connection presents (only with
+    /// `tls_roots`); `None` = none.
+    pub tls_client: Option<ClientIdentity>,
 }
 
 impl PostgresOptions {
@@ -210,6 +216,7 @@ impl PostgresOptions {
             url: url.into(),
             pool_size: 8,
             tls_roots: None,
+            tls_client: None,
         }
     }
 }

@@ -31,7 +31,8 @@ pub(super) struct Database {
     pool: Pool,
     /// How to connect, for a connection of its own (`LISTEN`).
     config: tokio_postgres::Config,
-    /// With `postgres-ca-file`: TLS, for that connection too.
+    /// With `postgres-ca-file`: TLS (and the client certificate), for that
+    /// connection too.
     tls: Option<MakeRustlsConnect>,
 }
 
@@ -57,7 +58,13 @@ impl Database {
         let tls = match &options.tls_roots {
             Some(roots) => {
                 config.ssl_mode(SslMode::Require);
-                Some(super::tls::connector(roots)?)
+                Some(super::tls::connector(roots, options.tls_client.as_ref())?)
+            }
+            None if options.tls_client.is_some() => {
+                return Err(StorageError::Engine(Arc::new(std::io::Error::other(
+                    "a client certificate for the database needs the CA that signed the \
+                     database's certificate (postgres-ca-file)",
+                ))));
             }
             None if config.get_ssl_mode() == SslMode::Require => {
                 return Err(StorageError::Engine(Arc::new(std::io::Error::other(
@@ -276,6 +283,18 @@ mod tests {
         let err = Database::connect(&PostgresOptions::new("postgres://u@h/db?sslmode=require"))
             .err()
             .expect("refused");
+        assert!(err.to_string().contains("postgres-ca-file"), "{err}");
+    }
+
+    #[test]
+    fn a_client_certificate_needs_a_ca() {
+        let made = rcgen::generate_simple_self_signed(vec!["rebound".to_owned()]).unwrap();
+        let mut options = PostgresOptions::new("postgres://u@h/db");
+        options.tls_client = Some(crate::ClientIdentity {
+            chain: vec![made.cert.der().clone()],
+            key: rustls_pki_types::PrivateKeyDer::try_from(made.signing_key.serialize_der()).unwrap(),
+        });
+        let err = Database::connect(&options).err().expect("refused");
         assert!(err.to_string().contains("postgres-ca-file"), "{err}");
     }
 

@@ -26,7 +26,12 @@ impl TestSchema {
     /// A new empty schema, or `None` (after saying why) when no database is
     /// configured outside CI.
     pub fn create(test: &str) -> Option<TestSchema> {
-        let admin_url = database_url(test)?;
+        Some(TestSchema::create_in(database_url(test)?, None))
+    }
+
+    /// A new empty schema in the database of `admin_url`, owned by `owner`
+    /// when given (else by the admin).
+    fn create_in(admin_url: String, owner: Option<&str>) -> TestSchema {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "t{}_{}_{}",
@@ -37,8 +42,11 @@ impl TestSchema {
                 .unwrap()
                 .subsec_nanos()
         );
-        admin(&admin_url, format!("CREATE SCHEMA {name}"));
-        Some(TestSchema { admin_url, name })
+        let authorization = owner
+            .map(|role| format!(" AUTHORIZATION {role}"))
+            .unwrap_or_default();
+        admin(&admin_url, format!("CREATE SCHEMA {name}{authorization}"));
+        TestSchema { admin_url, name }
     }
 
     /// The URL of the test database with this schema as the search path.
@@ -81,6 +89,64 @@ pub fn database_ca_file(test: &str) -> Option<std::path::PathBuf> {
         return None;
     };
     Some(path.into())
+}
+
+/// A schema of its own in the database of the test role that logs in only
+/// with a client certificate over TLS (`.ci/postgres.sh`: pg_hba `cert`),
+/// and that certificate.
+pub struct CertLogin {
+    /// The URL of the schema, as that role.
+    pub url: String,
+    /// PEM: the CA of the server's certificate.
+    pub ca: std::path::PathBuf,
+    /// PEM: the client certificate, from the same CA.
+    pub cert: std::path::PathBuf,
+    /// PEM: its private key.
+    pub key: std::path::PathBuf,
+    /// Dropped with the login.
+    _schema: TestSchema,
+}
+
+/// The [`CertLogin`] of the test database, or `None` (after saying why)
+/// outside CI when there is none; under `CI=true` it must be there.
+pub fn cert_login(test: &str) -> Option<CertLogin> {
+    let admin_url = database_url(test)?;
+    let vars = [
+        "REBOUND_TEST_POSTGRES_CERT_URL",
+        "REBOUND_TEST_POSTGRES_CA",
+        "REBOUND_TEST_POSTGRES_CLIENT_CERT",
+        "REBOUND_TEST_POSTGRES_CLIENT_KEY",
+    ];
+    let values: Result<Vec<String>, _> = vars.iter().map(std::env::var).collect();
+    let Ok([url, ca, cert, key]) = values.map(|v| <[String; 4]>::try_from(v).expect("four")) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{vars:?} are not all set: CI must run the PostgreSQL tests with .ci/postgres.sh"
+        );
+        println!("SKIPPED: {test}: {vars:?} are not all set (bash .ci/postgres.sh CMD)");
+        return None;
+    };
+    // The admin (a superuser, trusted over plain TCP) in the role's database,
+    // whose name ends the role's URL as it ends the admin's.
+    let database = |url: &str| {
+        url.rsplit_once('/')
+            .expect("a URL ending in /database")
+            .1
+            .to_owned()
+    };
+    let admin_base = admin_url.rsplit_once('/').expect("a URL ending in /database").0;
+    let role = tokio_postgres::Config::from_str(&url)
+        .unwrap()
+        .get_user()
+        .map(str::to_owned);
+    let schema = TestSchema::create_in(format!("{admin_base}/{}", database(&url)), role.as_deref());
+    Some(CertLogin {
+        url: url_with_schema(&url, &schema.name),
+        ca: ca.into(),
+        cert: cert.into(),
+        key: key.into(),
+        _schema: schema,
+    })
 }
 
 /// `url` with `schema` as the search path of its connections.
