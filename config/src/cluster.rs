@@ -247,20 +247,8 @@ mod tests {
 
     #[test]
     fn with_tls_a_node_needs_a_ca_for_the_others_and_a_ca_file_needs_tls() {
-        let dir = std::env::temp_dir().join(format!("rebound-cluster-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
         // PEM of the right kind is all the config checks; the TLS handshake judges the rest.
-        std::fs::write(
-            &cert,
-            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-        )
-        .unwrap();
-        std::fs::write(
-            &key,
-            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        )
-        .unwrap();
+        let (dir, cert, key) = crate::tls::fake_pem_pair("cluster-ca");
         let parse = |text: String| crate::Config::parse(&text, "t.toml").map_err(|e| e.to_string());
         let tls = format!("[tls]\ncert-file = {cert:?}\nkey-file = {key:?}\n");
         let cluster = "[cluster]\nnode-id = \"n1\"\n";

@@ -199,20 +199,8 @@ mod tests {
 
     #[test]
     fn a_client_certificate_needs_its_key_and_a_ca() {
-        let dir = std::env::temp_dir().join(format!("rebound-pg-client-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
         // PEM of the right kind is all the config checks; the store checks the pair fits.
-        std::fs::write(
-            &cert,
-            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-        )
-        .unwrap();
-        std::fs::write(
-            &key,
-            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        )
-        .unwrap();
+        let (dir, cert, key) = crate::tls::fake_pem_pair("pg-client");
         let err = |text: String| crate::Config::parse(&text, "t.toml").unwrap_err().to_string();
         let ca = format!("postgres-ca-file = {cert:?}\n");
         let both = format!("postgres-client-cert-file = {cert:?}\npostgres-client-key-file = {key:?}\n");

@@ -124,8 +124,30 @@ impl RawTls {
     }
 }
 
+/// A directory `rebound-<name>-<pid>` under the temp dir with `c.pem` and
+/// `k.pem`: PEM of the right kinds around bytes that are no key at all,
+/// which is as far as the config looks. The caller removes the directory.
+#[cfg(test)]
+pub(crate) fn fake_pem_pair(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("rebound-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    (dir, cert, key)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::fake_pem_pair;
     use crate::Config;
 
     fn err(text: &str) -> String {
@@ -151,22 +173,9 @@ mod tests {
 
     #[test]
     fn require_client_cert_needs_a_client_ca() {
-        let dir = std::env::temp_dir().join(format!("rebound-tls-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // Not a real certificate and key: the config only checks that they are PEM
-        // of the right kind; the broker checks that they fit together.
-        let cert = dir.join("c.pem");
-        let key = dir.join("k.pem");
-        std::fs::write(
-            &cert,
-            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-        )
-        .unwrap();
-        std::fs::write(
-            &key,
-            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        )
-        .unwrap();
+        // The config only checks that they are PEM of the right kind; the broker
+        // checks that they fit together.
+        let (dir, cert, key) = fake_pem_pair("tls-config");
         let base = format!("[tls]\ncert-file = {cert:?}\nkey-file = {key:?}\n");
         let config = Config::parse(&base, "test.toml").unwrap();
         let tls = config.tls.unwrap();
