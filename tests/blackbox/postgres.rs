@@ -111,23 +111,7 @@ async fn a_broker_given_the_database_ca_serves_over_tls_to_it() {
         ca_file
     );
     let broker = Broker::start_custom(&config, "127.0.0.1:0", &[]).await;
-    let client = broker.client().await;
-    client
-        .create_queue("orders", "orders", RoutingType::Anycast, true)
-        .await
-        .unwrap();
-    client
-        .send(OutgoingMessage::new("orders", "encrypted"))
-        .await
-        .unwrap();
-    let mut consumer = client.consume("orders", 10).await.unwrap();
-    let d = consumer
-        .next_timeout(Duration::from_secs(5))
-        .await
-        .unwrap()
-        .expect("delivered");
-    assert_eq!(&d.message.body[..], b"encrypted");
-    consumer.ack(&[d.id]).await.unwrap();
+    round_trip(&broker, "encrypted").await;
     let plain = schema.query_i64(&format!(
         "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
          WHERE a.application_name = '{name}' AND NOT s.ssl"
@@ -151,13 +135,18 @@ async fn a_broker_given_a_client_certificate_logs_in_to_a_database_that_demands_
         login.url, login.ca, login.cert, login.key
     );
     let broker = Broker::start_custom(&config, "127.0.0.1:0", &[]).await;
+    round_trip(&broker, "by certificate").await;
+}
+
+/// Creates queue `orders`, sends `body` to it, and receives and acks it.
+async fn round_trip(broker: &Broker, body: &str) {
     let client = broker.client().await;
     client
         .create_queue("orders", "orders", RoutingType::Anycast, true)
         .await
         .unwrap();
     client
-        .send(OutgoingMessage::new("orders", "by certificate"))
+        .send(OutgoingMessage::new("orders", body.to_owned()))
         .await
         .unwrap();
     let mut consumer = client.consume("orders", 10).await.unwrap();
@@ -166,6 +155,6 @@ async fn a_broker_given_a_client_certificate_logs_in_to_a_database_that_demands_
         .await
         .unwrap()
         .expect("delivered");
-    assert_eq!(&d.message.body[..], b"by certificate");
+    assert_eq!(&d.message.body[..], body.as_bytes());
     consumer.ack(&[d.id]).await.unwrap();
 }
