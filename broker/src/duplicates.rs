@@ -349,6 +349,17 @@ mod tests {
     }
 
     #[test]
+    fn learnt_ids_are_duplicates_and_their_rows_are_not_this_nodes_to_delete() {
+        let cache = DuplicateIds::default();
+        cache.learn(&[("a".into(), id("x"))]);
+        assert_eq!(send(&cache, &["x", "y"], 10, true).0, [true, false]);
+        // "x" is evicted first, without a delete: the node that stored it evicts it.
+        let (_, ops) = send(&cache, &["z"], 2, true);
+        assert!(removed(&ops).is_empty(), "{ops:?}");
+        assert_eq!(send(&cache, &["x"], 10, true).0, [false]);
+    }
+
+    #[test]
     fn recovery_keeps_the_newest_and_deletes_the_rest() {
         let cache = DuplicateIds::default();
         let entries = (0..5)

@@ -320,11 +320,14 @@ async fn a_duplicate_id_another_node_stored_fails_that_commit_only() {
     for id in 2..=11 {
         let ops = match id {
             5 => vec![put(1, id), dup_id(0, "x")],
-            _ => vec![put(1, id), Op::PutDuplicateId {
-                address: "orders".into(),
-                seq: id,
-                id: Bytes::from(format!("new {id}")),
-            }],
+            _ => vec![
+                put(1, id),
+                Op::PutDuplicateId {
+                    address: "orders".into(),
+                    seq: id,
+                    id: Bytes::from(format!("new {id}")),
+                },
+            ],
         };
         commits.push((id, b.commit(ops)));
     }
@@ -339,7 +342,11 @@ async fn a_duplicate_id_another_node_stored_fails_that_commit_only() {
     }
     assert_eq!(stored_messages(&a), [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
     let recovered = b.recover().unwrap();
-    let x: Vec<_> = recovered.duplicate_ids.iter().filter(|d| &d.id[..] == b"x").collect();
+    let x: Vec<_> = recovered
+        .duplicate_ids
+        .iter()
+        .filter(|d| &d.id[..] == b"x")
+        .collect();
     assert_eq!(x.len(), 1, "{:?}", recovered.duplicate_ids);
 
     // An id deleted and stored again in one group is no conflict.
@@ -372,7 +379,8 @@ async fn two_nodes_storing_one_id_at_once_store_it_once() {
         let second = b.commit(vec![put(1, 2 * round + 2), dup_id(round, id)]);
         let (first, second) = tokio::join!(first, second);
         match (&first, &second) {
-            (Ok(()), Err(StorageError::DuplicateIds { .. })) | (Err(StorageError::DuplicateIds { .. }), Ok(())) => {}
+            (Ok(()), Err(StorageError::DuplicateIds { .. }))
+            | (Err(StorageError::DuplicateIds { .. }), Ok(())) => {}
             other => panic!("round {round}: {other:?}"),
         }
     }

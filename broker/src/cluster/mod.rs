@@ -30,6 +30,11 @@
 //! nodes, so two nodes creating it at once create it once. Queue deletions
 //! reach the others the same way; address deletions only when they restart.
 //!
+//! Duplicate ids are the cluster's: the database has one row per address
+//! and id, so a send whose id another node stored is refused by the store
+//! and made again as a duplicate (`crate::duplicates`, and
+//! `rebound_storage::postgres`'s `duplicate_ids.rs`).
+//!
 //! A consumer, and the Admin calls about one queue, reaching a node that does
 //! not serve the queue are forwarded to the node that does
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
@@ -37,9 +42,8 @@
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
 //! (refused, FAILED_PRECONDITION); TLS between nodes; address deletions
-//! reaching the other nodes before they restart; address sizes and
-//! duplicate-id caches shared by the nodes (both are per node; the caches
-//! even share their rows); throughput figures through several nodes.
+//! reaching the other nodes before they restart; address sizes shared by
+//! the nodes (they are per node); throughput figures through several nodes.
 mod balance;
 mod deadline;
 mod inbox;

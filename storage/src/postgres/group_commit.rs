@@ -221,7 +221,9 @@ async fn run(
 /// storing duplicate ids, keeps its ops, to write them again without a
 /// commit whose lease was lost or whose id was stored already.
 fn fold(group: &mut [Request]) -> Writes {
-    let keep = group.iter().any(|r| r.claims.is_some() || !r.ids.stored.is_empty());
+    let keep = group
+        .iter()
+        .any(|r| r.claims.is_some() || !r.ids.stored.is_empty());
     let mut writes = Writes::default();
     for request in group {
         let ops = match keep {
@@ -258,7 +260,10 @@ async fn without_refused(
 ) {
     loop {
         let (lost, stored) = match pool.get().await.map_err(pool_error) {
-            Ok(client) => (lost_leases(&client, claims.as_ref()).await, stored_ids(&client, &group).await),
+            Ok(client) => (
+                lost_leases(&client, claims.as_ref()).await,
+                stored_ids(&client, &group).await,
+            ),
             Err(_) => Default::default(),
         };
         if lost.is_empty() && stored.is_empty() {
@@ -272,9 +277,18 @@ async fn without_refused(
                 let _ = request.done.send(Err(StorageError::Fenced { queue }));
                 continue;
             }
-            let ids: Vec<_> = request.ids.stored.iter().filter(|i| stored.contains(*i)).cloned().collect();
+            let ids: Vec<_> = request
+                .ids
+                .stored
+                .iter()
+                .filter(|i| stored.contains(*i))
+                .cloned()
+                .collect();
             if !ids.is_empty() {
-                tracing::debug!(ids = ids.len(), "a commit of duplicate ids stored already is refused");
+                tracing::debug!(
+                    ids = ids.len(),
+                    "a commit of duplicate ids stored already is refused"
+                );
                 let _ = request.done.send(Err(StorageError::DuplicateIds { ids }));
                 continue;
             }
@@ -318,7 +332,9 @@ async fn stored_ids(client: &deadpool_postgres::Client, group: &[Request]) -> BT
     if candidates.is_empty() {
         return BTreeSet::new();
     }
-    duplicate_ids::stored(client, &candidates).await.unwrap_or_default()
+    duplicate_ids::stored(client, &candidates)
+        .await
+        .unwrap_or_default()
 }
 
 /// Answers every waiter of `group` with `result`, and counts it.

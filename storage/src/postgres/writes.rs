@@ -583,7 +583,11 @@ mod tests {
         ] {
             writes.add(op);
         }
-        let keys: Vec<_> = writes.duplicate_ids.iter().map(|((a, _), seq)| (a.clone(), *seq)).collect();
+        let keys: Vec<_> = writes
+            .duplicate_ids
+            .iter()
+            .map(|((a, _), seq)| (a.clone(), *seq))
+            .collect();
         assert_eq!(keys, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
         assert_eq!(
             fold(vec![Op::DeleteAddress("a".into())]),
