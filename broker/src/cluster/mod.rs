@@ -27,8 +27,8 @@
 //!
 //! Addresses and queues created on one node reach the others at once (a
 //! NOTIFY) or within five seconds; a queue has one id per name across the
-//! nodes, so two nodes creating it at once create it once. Queue deletions
-//! reach the others the same way; address deletions only when they restart.
+//! nodes, so two nodes creating it at once create it once. Queue and
+//! address deletions reach the others the same way (`engine/peers.rs`).
 //!
 //! Duplicate ids are the cluster's: the database has one row per address
 //! and id, so a send whose id another node stored is refused by the store
@@ -41,8 +41,7 @@
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
-//! (refused, FAILED_PRECONDITION); TLS between nodes; address deletions
-//! reaching the other nodes before they restart; address sizes shared by
+//! (refused, FAILED_PRECONDITION); TLS between nodes; address sizes shared by
 //! the nodes (they are per node); throughput figures through several nodes.
 mod balance;
 mod deadline;

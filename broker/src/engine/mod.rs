@@ -82,6 +82,7 @@ pub use addresses::Creation;
 pub use consume::{Settled, Subscription, queue_gone};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
+pub use peers::Stored;
 pub use send::Sent;
 pub use serving::QueueIds;
 pub use settle::Settlement;
