@@ -39,6 +39,10 @@
 //! not serve the queue are forwarded to the node that does
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
+//! A listing of queues asks the serving nodes for their queues' figures and
+//! names the node serving each (`served_by`); a node's metrics show the
+//! queues it serves only (`metrics/queues.rs`), so that scraping every node
+//! counts each queue once.
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
 //! (refused, FAILED_PRECONDITION); TLS between nodes; address sizes shared by

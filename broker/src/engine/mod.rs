@@ -84,7 +84,7 @@ pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use peers::Stored;
 pub use send::Sent;
-pub use serving::QueueIds;
+pub use serving::{Owner, QueueIds};
 pub use settle::Settlement;
 
 /// The engine. Cheap to share as `Arc<Broker>`.
