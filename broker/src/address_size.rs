@@ -8,6 +8,10 @@
 //! a queue adds what it holds, unbinding it (deleting it) takes that away, so
 //! the totals are always the sum of the bound queues' [`Queue::bytes`].
 //!
+//! Several nodes on one database: the totals are the node's, of the queues it
+//! serves (another node's queue holds nothing here), so a node holds sends to
+//! the limits of what it serves only (`crate::cluster`).
+//!
 //! Sends that wait for room (BLOCK) wait on [`BrokerSize::room`]; whatever makes
 //! room wakes them, but only while some are waiting, so the common path pays
 //! one relaxed load.

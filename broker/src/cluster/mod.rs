@@ -46,7 +46,10 @@
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
 //! (refused, FAILED_PRECONDITION); TLS between nodes; address sizes shared by
-//! the nodes (they are per node); throughput figures through several nodes.
+//! the nodes: `max-size-bytes`, `global-max-size` and the full policies
+//! count the bytes of the queues a node serves (`crate::address_size`), so
+//! a send through a node that does not serve an address's queues is not held
+//! to its limit; throughput figures through several nodes.
 mod balance;
 mod deadline;
 mod inbox;
