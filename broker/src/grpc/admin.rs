@@ -52,7 +52,7 @@ impl AdminService {
     /// listing through any node shows the cluster's queues as their nodes
     /// see them. A queue whose node cannot answer keeps this node's view
     /// (its messages are counted by the node serving it).
-    async fn from_owners(
+    async fn figures_of_owners(
         &self,
         queues: &mut [pb::QueueInfo],
         authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
@@ -214,7 +214,7 @@ impl pb::admin_server::Admin for AdminService {
             .map(|q| queue_info(q, self.broker.served_by(q)))
             .collect();
         if !forwarded {
-            self.from_owners(&mut queues, authorization).await;
+            self.figures_of_owners(&mut queues, authorization).await;
         }
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
         Ok(Response::new(pb::ListQueuesResponse {
