@@ -386,3 +386,28 @@ async fn two_nodes_storing_one_id_at_once_store_it_once() {
     }
     assert_eq!(stored_messages(&a).len(), 20);
 }
+
+/// The sizes a node publishes are read by the other nodes while it holds the
+/// queues' leases, and no longer once it gave a lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_sizes_are_read_by_the_other_nodes_while_the_lease_holds() {
+    let Some(schema) = TestSchema::create("cluster sizes") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
+    assert_eq!(a.acquire("a", 2, LEASE).await.unwrap(), Some(1));
+    a.publish_sizes("a", vec![(1, 1500), (2, 0)]).await.unwrap();
+    a.publish_sizes("a", vec![(1, 2000)]).await.unwrap();
+    let seen = b.sizes_elsewhere("b").await.unwrap();
+    assert_eq!((seen.get(&1), seen.get(&2)), (Some(&2000), Some(&0)));
+    assert!(
+        a.sizes_elsewhere("a").await.unwrap().is_empty(),
+        "its own are not elsewhere"
+    );
+    a.release("a", 1).await.unwrap();
+    let seen = b.sizes_elsewhere("b").await.unwrap();
+    assert_eq!((seen.get(&1), seen.len()), (None, 1), "a gave queue 1 back");
+}

@@ -8,7 +8,8 @@
 //! transactions stay node-local; a duplicate id is one whichever node a
 //! retry reaches; an address deleted through one node is gone from the
 //! others without a restart; every node lists every queue with the figures
-//! of the node serving it, which alone exports its metrics. Skipped (failed under CI) without a test
+//! of the node serving it, which alone exports its metrics; an address's
+//! size limit holds sends through every node. Skipped (failed under CI) without a test
 //! database.
 //!
 //! A consumer may connect to any node: one that does not serve the queue
@@ -791,4 +792,54 @@ async fn every_node_lists_every_queue_as_its_node_sees_it() {
             false => assert_eq!(messages, None, "node {i} does not serve orders: {scraped}"),
         }
     }
+}
+
+/// `max-size-bytes` holds a send through a node that does not serve the
+/// address's queue, once the sizes were shared (about a second), and lets
+/// it through again once consumers made room.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_address_limit_holds_sends_through_every_node() {
+    let Some(schema) = TestSchema::create("cluster address sizes") else {
+        return;
+    };
+    let config = format!(
+        "[[address-settings]]\nmatch = \"orders\"\nmax-size-bytes = 1500\naddress-full-policy = \"FAIL\"\n{CONFIG}"
+    );
+    let url = schema.url();
+    let nodes = Nodes::start_with(Some(schema), &config, &url).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let other = (owner + 1) % 3;
+    let node = |i: usize| nodes.nodes[i].as_ref().expect("a running node");
+    let body = "x".repeat(1000);
+    let (owners, others) = (node(owner).client().await, node(other).client().await);
+    owners
+        .send(OutgoingMessage::new("orders", body.clone()))
+        .await
+        .unwrap();
+    let full = |r: &rebound_client::Result<u64>| {
+        r.as_ref()
+            .is_err_and(|e| e.code() == Some(Code::ResourceExhausted))
+    };
+    assert!(full(
+        &owners.send(OutgoingMessage::new("orders", body.clone())).await
+    ));
+    eventually(
+        Duration::from_secs(10),
+        "a send through another node is accepted",
+        || async { full(&others.send(OutgoingMessage::new("orders", body.clone())).await) },
+    )
+    .await;
+
+    let mut consumer = nodes.consume(owner, Duration::from_secs(5)).await;
+    while let Ok(Some(d)) = consumer.next_timeout(Duration::from_secs(1)).await {
+        consumer.ack(&[d.id]).await.unwrap();
+    }
+    consumer.flush().await.unwrap();
+    eventually(Duration::from_secs(10), "the room made is not seen", || async {
+        others
+            .send(OutgoingMessage::new("orders", body.clone()))
+            .await
+            .is_ok()
+    })
+    .await;
 }

@@ -6,6 +6,7 @@
 //! | `node.rs` | the node's task: heartbeat, lease renewal, balancing, stepping down |
 //! | `inbox.rs` | the task that brings messages other nodes stored into served queues |
 //! | `metadata.rs` | the task that adds and removes what other nodes create and delete |
+//! | `sizes.rs` | the task that shares the bytes each node's queues hold, for address limits |
 //! | `balance.rs` | which queues a node takes and gives back (pure) |
 //! | `deadline.rs` | until when the node may serve without a renewal, by its own clock |
 //!
@@ -35,6 +36,10 @@
 //! and made again as a duplicate (`crate::duplicates`, and
 //! `rebound_storage::postgres`'s `duplicate_ids.rs`).
 //!
+//! Address sizes are the cluster's, about a second late: each node
+//! publishes what the queues it serves hold and counts what the others
+//! published against `max-size-bytes` and `global-max-size` (`sizes.rs`).
+//!
 //! A consumer, and the Admin calls about one queue, reaching a node that does
 //! not serve the queue are forwarded to the node that does
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
@@ -45,16 +50,14 @@
 //! counts each queue once.
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
-//! (refused, FAILED_PRECONDITION); TLS between nodes; address sizes shared by
-//! the nodes: `max-size-bytes`, `global-max-size` and the full policies
-//! count the bytes of the queues a node serves (`crate::address_size`), so
-//! a send through a node that does not serve an address's queues is not held
-//! to its limit; throughput figures through several nodes.
+//! (refused, FAILED_PRECONDITION); TLS between nodes; throughput figures
+//! through several nodes.
 mod balance;
 mod deadline;
 mod inbox;
 mod metadata;
 mod node;
+mod sizes;
 
 use std::sync::Arc;
 
@@ -71,8 +74,10 @@ pub async fn start(
     broker: &Arc<Broker>,
     me: Identity,
 ) -> Result<(), StorageError> {
+    let id = me.id.clone();
     let node = Node::join(store.clone(), broker.clone(), me).await?;
     broker.spawn(node.run());
+    broker.spawn(sizes::run(store.clone(), broker.clone(), id));
     broker.spawn(inbox::run(store.clone(), broker.clone()));
     broker.spawn(metadata::run(store, broker.clone()));
     Ok(())

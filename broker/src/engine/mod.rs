@@ -55,6 +55,7 @@ mod recovery;
 mod send;
 mod serving;
 mod settle;
+mod shared_sizes;
 mod transact;
 
 use std::future::Future;

@@ -45,6 +45,7 @@
 //! inbox           (queue, id PK)
 //! queue_id_allocator (next_id bigint)
 //! queue_names     (name PK, id): one queue id per name across nodes
+//! queue_sizes     (queue PK, node, bytes)                     migration 4
 //! ```
 //!
 //! A message row repeats the few fields recovery indexes (priority, expiry,
@@ -168,6 +169,7 @@ mod inbox;
 mod pool;
 mod reads;
 mod schema;
+mod sizes;
 mod tls;
 mod writes;
 

@@ -95,6 +95,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
      ALTER TABLE duplicate_ids DROP CONSTRAINT duplicate_ids_pkey;
      ALTER TABLE duplicate_ids ADD PRIMARY KEY (address, id);
      CREATE INDEX duplicate_ids_seq ON duplicate_ids (address, seq);",
+    // 4: the bytes each node's queues hold, for the other nodes' address
+    // size limits (sizes.rs).
+    "CREATE TABLE queue_sizes (
+         queue bigint PRIMARY KEY,
+         node text NOT NULL,
+         bytes bigint NOT NULL);",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty
