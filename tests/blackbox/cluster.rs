@@ -663,6 +663,21 @@ async fn a_duplicate_id_sent_through_two_nodes_is_stored_once() {
     assert!(retry.duplicate, "the retry through another node is a duplicate");
     // And through the first node again, which learnt nothing new.
     assert!(a.send_outcome(order("first", "order-1")).await.unwrap().duplicate);
+    // A transaction through a third node fails its commit, as on one node,
+    // and stores nothing, nor remembers its other id.
+    let c = nodes.nodes[2].as_ref().unwrap().client().await;
+    let tx = c.session().await.unwrap().begin().await.unwrap();
+    tx.send(order("new", "order-2")).await.unwrap();
+    tx.send(order("first in a transaction", "order-1")).await.unwrap();
+    let err = tx.commit().await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::AlreadyExists), "{err}");
+    assert!(err.to_string().contains("duplicate id 'order-1'"), "{err}");
+    assert!(
+        !c.send_outcome(order("second", "order-2"))
+            .await
+            .unwrap()
+            .duplicate
+    );
 
     const RACES: usize = 10;
     for i in 0..RACES {
@@ -681,8 +696,9 @@ async fn a_duplicate_id_sent_through_two_nodes_is_stored_once() {
         bodies.push(body(&d));
         consumer.ack(&[d.id]).await.unwrap();
     }
-    assert_eq!(bodies.len(), 1 + RACES, "{bodies:?}");
+    assert_eq!(bodies.len(), 2 + RACES, "{bodies:?}");
     assert_eq!(bodies.iter().filter(|b| b.starts_with("first")).count(), 1);
+    assert!(bodies.contains(&"second".to_owned()), "{bodies:?}");
 }
 
 /// Polls `check` every 100 ms until it holds, for at most `within`.

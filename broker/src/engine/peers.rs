@@ -24,7 +24,9 @@ use crate::postoffice::Address;
 /// its addresses.
 #[derive(Debug, Default)]
 pub struct Stored {
+    /// The ids of the durable queues stored.
     pub queues: BTreeSet<QueueId>,
+    /// The names of the addresses stored.
     pub addresses: BTreeSet<String>,
 }
 
