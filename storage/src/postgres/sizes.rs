@@ -5,7 +5,8 @@
 //! A node writes the sizes of the queues it serves every round of its
 //! cluster task (one multi-row upsert); a node reads those of the queues
 //! other nodes hold under a live lease. A row of a queue whose node stopped
-//! serving it is ignored (its lease moved) until the new node overwrites it.
+//! serving it is ignored (its lease moved) until the new node overwrites it;
+//! a deleted queue's row goes with the queue (`writes.rs`).
 
 use std::collections::HashMap;
 

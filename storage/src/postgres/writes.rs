@@ -183,6 +183,7 @@ impl Writes {
         let (put, gone) = split(self.queues);
         let gone: Vec<i64> = gone.into_iter().map(i64::from).collect();
         out.push(Statement::new(DELETE_QUEUE_NAMES, vec![Box::new(gone.clone())]));
+        out.push(Statement::new(DELETE_QUEUE_SIZES, vec![Box::new(gone.clone())]));
         out.push(Statement::new(DELETE_QUEUES, vec![Box::new(gone)]));
         let (ids, records): (Vec<i64>, Vec<Vec<u8>>) =
             put.into_iter().map(|(q, r)| (i64::from(q), r)).unzip();
@@ -414,6 +415,8 @@ const UPSERT_ADDRESSES: &str = "INSERT INTO addresses (name, record)
      ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record";
 /// A deleted queue's name may be given to a new queue (`cluster.rs`).
 const DELETE_QUEUE_NAMES: &str = "DELETE FROM queue_names WHERE id = ANY($1::bigint[])";
+/// What a deleted queue held no longer counts for its address (`sizes.rs`).
+const DELETE_QUEUE_SIZES: &str = "DELETE FROM queue_sizes WHERE queue = ANY($1::bigint[])";
 /// Other nodes re-read the addresses and queues (`cluster.rs`); the array
 /// only makes the statement one with rows.
 const NOTIFY_METADATA: &str = "SELECT pg_notify('rebound_metadata', '') FROM unnest($1::integer[])";
