@@ -8,6 +8,11 @@
 //! a queue adds what it holds, unbinding it (deleting it) takes that away, so
 //! the totals are always the sum of the bound queues' [`Queue::bytes`].
 //!
+//! Several nodes on one database: the totals are the node's, of the queues it
+//! serves (another node's queue holds nothing here); what the other nodes'
+//! queues hold, as they publish it about every second, is kept beside them
+//! ([`set_elsewhere`]) and counted by admission (`engine/admit.rs`).
+//!
 //! Sends that wait for room (BLOCK) wait on [`BrokerSize::room`]; whatever makes
 //! room wakes them, but only while some are waiting, so the common path pays
 //! one relaxed load.
@@ -22,6 +27,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct BrokerSize {
     bytes: AtomicU64,
+    /// What other nodes' queues hold, as last published (`crate::cluster`).
+    elsewhere: AtomicU64,
     blocked: AtomicU64,
     /// Notified (all waiters) when bytes leave an address while sends are
     /// blocked, and when the settings change.
@@ -31,6 +38,11 @@ pub struct BrokerSize {
 impl BrokerSize {
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// What other nodes' queues hold, as last published (0 on a single broker).
+    pub fn elsewhere(&self) -> u64 {
+        self.elsewhere.load(Ordering::Relaxed)
     }
 
     /// Sends waiting for room, over every address.
@@ -48,6 +60,8 @@ impl BrokerSize {
 #[derive(Debug, Default)]
 pub struct AddressSize {
     bytes: AtomicU64,
+    /// What other nodes' queues of the address hold, as last published.
+    elsewhere: AtomicU64,
     blocked: AtomicU64,
     dropped: AtomicU64,
     /// Dropping since the last accepted send (one WARN per episode).
@@ -63,6 +77,12 @@ impl AddressSize {
     /// Bytes its queues hold.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// What other nodes' queues of the address hold, as last published (0 on
+    /// a single broker).
+    pub fn elsewhere(&self) -> u64 {
+        self.elsewhere.load(Ordering::Relaxed)
     }
 
     /// Sends waiting for room now.
@@ -121,6 +141,22 @@ impl Drop for Blocked {
     }
 }
 
+/// Records what other nodes' queues hold, per address (`addresses`) and in
+/// all (`total`); wakes blocked sends when that went down.
+pub fn set_elsewhere<'a>(
+    broker: &BrokerSize,
+    addresses: impl IntoIterator<Item = (&'a AddressSize, u64)>,
+    total: u64,
+) {
+    let mut less = broker.elsewhere.swap(total, Ordering::Relaxed) > total;
+    for (address, bytes) in addresses {
+        less |= address.elsewhere.swap(bytes, Ordering::Relaxed) > bytes;
+    }
+    if less && broker.blocked() > 0 {
+        broker.room.notify_waiters();
+    }
+}
+
 /// What a bound queue moves as its bytes change: its address's total and the
 /// broker's.
 #[derive(Debug, Clone)]
@@ -168,6 +204,23 @@ mod tests {
         drop((first, second));
         assert_eq!((a.blocked(), broker.blocked()), (0, 0));
         assert!(a.block(&broker, 100_000 + BLOCK_WARNING_EVERY_MS).1);
+    }
+
+    #[tokio::test]
+    async fn what_other_nodes_hold_is_kept_apart_and_less_of_it_wakes_blocked_sends() {
+        let broker = Arc::new(BrokerSize::default());
+        let a = Arc::new(AddressSize::default());
+        set_elsewhere(&broker, [(&*a, 700)], 900);
+        assert_eq!((a.bytes(), a.elsewhere(), broker.elsewhere()), (0, 700, 900));
+        let (_blocked, _) = a.block(&broker, 0);
+        let room = broker.room.notified();
+        tokio::pin!(room);
+        room.as_mut().enable();
+        set_elsewhere(&broker, [(&*a, 100)], 100);
+        assert!(
+            futures::poll!(room).is_ready(),
+            "room made elsewhere wakes the blocked"
+        );
     }
 
     #[test]

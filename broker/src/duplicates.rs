@@ -19,6 +19,16 @@
 //! flight (the client went away) forgets its ids: a retry may then store the
 //! message twice, never lose it.
 //!
+//! Several nodes (PostgreSQL): each node has its cache, and the database has
+//! one row per address and id whichever node stored it, so a commit storing an
+//! id another node stored is refused ([`rebound_storage::StorageError::DuplicateIds`]);
+//! the send learns those ids ([`DuplicateIds::learn`]) and is made again, its
+//! messages with them now duplicates. Two nodes storing one id at once: the
+//! database makes the second wait for the first's outcome. The cache stays the
+//! fast path; each node evicts the rows it stored, so an address holds up to
+//! `id-cache-size` rows per node. Non-durable messages' ids are not stored, so
+//! they are checked by the node they reach only.
+//!
 //! Only producers' sends are checked: a message the broker moves (a dead letter, an
 //! expired message, `queue move` and `queue retry`) keeps its `_AMQ_DUPL_ID` but is
 //! not checked again, so sending a dead letter back is never taken for a duplicate.
@@ -150,6 +160,22 @@ impl DuplicateIds {
         ops
     }
 
+    /// Remembers ids another commit stored (another node's, in a cluster), as
+    /// the store reported them; their rows are that commit's to delete.
+    pub fn learn(&self, ids: &[(String, Bytes)]) {
+        let mut caches = self.lock();
+        for (address, id) in ids {
+            let cache = caches.entry(address.clone()).or_default();
+            if cache.ids.contains_key(id) {
+                continue;
+            }
+            let seq = cache.next_seq;
+            cache.next_seq += 1;
+            cache.fifo.push_back((seq, id.clone(), false));
+            cache.ids.insert(id.clone(), Seen::Remembered);
+        }
+    }
+
     /// How many ids `address` remembers (pending ones included).
     #[cfg(test)]
     fn len(&self, address: &str) -> usize {
@@ -179,6 +205,7 @@ impl Cache {
                 ops.push(Op::RemoveDuplicateId {
                     address: address.to_owned(),
                     seq: *seq,
+                    id: id.clone(),
                 });
             }
             self.ids.remove(id);
@@ -319,6 +346,17 @@ mod tests {
         reservation.durable();
         assert!(done.changed().await.is_err(), "woken when the first is settled");
         assert_eq!(send(&cache, &["x"], 10, true).0, [true]);
+    }
+
+    #[test]
+    fn learnt_ids_are_duplicates_and_their_rows_are_not_this_nodes_to_delete() {
+        let cache = DuplicateIds::default();
+        cache.learn(&[("a".into(), id("x"))]);
+        assert_eq!(send(&cache, &["x", "y"], 10, true).0, [true, false]);
+        // "x" is evicted first, without a delete: the node that stored it evicts it.
+        let (_, ops) = send(&cache, &["z"], 2, true);
+        assert!(removed(&ops).is_empty(), "{ops:?}");
+        assert_eq!(send(&cache, &["x"], 10, true).0, [false]);
     }
 
     #[test]

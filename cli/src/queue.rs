@@ -174,15 +174,26 @@ const LIST_COLUMNS: [&str; 14] = [
 ];
 
 fn list_table(queues: &[QueueInfo]) -> String {
-    let headers = LIST_COLUMNS.map(|column| column.replace('_', "-").to_uppercase());
+    let mut columns = LIST_COLUMNS.to_vec();
+    // On a cluster, which node serves each queue ("-": none known yet).
+    if queues.iter().any(|q| !q.served_by.is_empty()) {
+        columns.push("served_by");
+    }
+    let headers: Vec<String> = columns
+        .iter()
+        .map(|column| column.replace('_', "-").to_uppercase())
+        .collect();
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let rows: Vec<Vec<String>> = queues
         .iter()
         .map(|queue| {
             let fields = queue_fields(queue).into_iter();
             fields
-                .filter(|(key, _)| LIST_COLUMNS.contains(key))
-                .map(|(_, value)| plain(&value))
+                .filter(|(key, _)| columns.contains(key))
+                .map(|(_, value)| match value {
+                    serde_json::Value::Null => "-".to_owned(),
+                    value => plain(&value),
+                })
                 .collect()
         })
         .collect();

@@ -244,8 +244,9 @@ pub fn routing_name(routing_type: RoutingType) -> &'static str {
 /// The state, outage start and next probe (ms since the epoch; null when not in
 /// outage mode, or while a probe is out) come after the counters, as outage mode
 /// added them; then the paged messages and bytes (included in `messages` and
-/// `bytes`), and whether they are still being counted after a restart.
-pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 22] {
+/// `bytes`), and whether they are still being counted after a restart; then,
+/// on a cluster, the node serving the queue (null on a single broker).
+pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 23] {
     let ms = |value: u64| (value > 0).then_some(value);
     [
         ("name", q.name.clone().into()),
@@ -270,6 +271,10 @@ pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 22] {
         ("paged_messages", q.paged_messages.into()),
         ("paged_bytes", q.paged_bytes.into()),
         ("counting", q.counting.into()),
+        (
+            "served_by",
+            (!q.served_by.is_empty()).then(|| q.served_by.clone()).into(),
+        ),
     ]
 }
 

@@ -86,6 +86,14 @@ pub enum StorageError {
         /// The queue.
         queue: crate::QueueId,
     },
+    /// A commit stored duplicate ids another commit had stored already
+    /// (PostgreSQL engine: the database keeps one row per id and address,
+    /// whichever node stored it). Nothing of the commit was written.
+    #[error("duplicate ids already stored: {}", describe_ids(ids))]
+    DuplicateIds {
+        /// The ids found stored, with their address.
+        ids: Vec<(String, bytes::Bytes)>,
+    },
     /// Another process registered this node's id since this one did
     /// (PostgreSQL engine, several brokers on one database): two nodes run
     /// with one `node-id`, or this one was replaced after a stall.
@@ -113,4 +121,12 @@ impl StorageError {
             source: Arc::new(source),
         }
     }
+}
+
+fn describe_ids(ids: &[(String, bytes::Bytes)]) -> String {
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|(address, id)| format!("{} on {address}", String::from_utf8_lossy(id)))
+        .collect();
+    ids.join(", ")
 }

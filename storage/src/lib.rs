@@ -437,6 +437,9 @@ pub enum Op {
         address: String,
         /// The entry's place in that cache.
         seq: u64,
+        /// The entry's id (the PostgreSQL engine keys entries by id, so
+        /// that several nodes' caches share one row per id).
+        id: bytes::Bytes,
     },
 }
 

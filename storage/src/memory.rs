@@ -124,7 +124,7 @@ impl Data {
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, seq), id);
             }
-            Op::RemoveDuplicateId { address, seq } => {
+            Op::RemoveDuplicateId { address, seq, .. } => {
                 self.duplicate_ids.remove(&(address, seq));
             }
         }

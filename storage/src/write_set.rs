@@ -85,7 +85,7 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
             Op::PutDuplicateId { address, seq, id } => {
                 staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
             }
-            Op::RemoveDuplicateId { address, seq } => staged.delete(keys::duplicate_id(&address, seq)),
+            Op::RemoveDuplicateId { address, seq, .. } => staged.delete(keys::duplicate_id(&address, seq)),
         }
     }
     Ok(staged)

@@ -1,7 +1,7 @@
 //! What [`PostgresStore`] does for several brokers on one database:
 //! membership, queue leases, queue ids, and fencing (a node that lost a
 //! queue's lease cannot write as its owner, and that fails none of the
-//! other commits it groups with).
+//! other commits it groups with), and duplicate ids shared by the nodes.
 
 mod pg;
 
@@ -288,4 +288,126 @@ async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox()
     assert!(a.drain_inbox(1).await.unwrap().is_empty(), "taken once");
     assert_eq!(scan(&a).len(), 1 + ids.len(), "then in the queue as any message");
     assert!(a.inbox_queues(vec![1, 2]).await.unwrap().is_empty());
+}
+
+fn dup_id(seq: u64, id: &'static str) -> Op {
+    Op::PutDuplicateId {
+        address: "orders".into(),
+        seq,
+        id: Bytes::from_static(id.as_bytes()),
+    }
+}
+
+fn stored_messages(store: &PostgresStore) -> Vec<u64> {
+    let recovered = store.recover().unwrap();
+    let mut ids: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// An id one node stored fails the commit of another node storing it (the
+/// commits grouped with it are written), whatever the seqs; the id the
+/// first stored stays, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_id_another_node_stored_fails_that_commit_only() {
+    let Some(schema) = TestSchema::create("cluster duplicate ids") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1), put(1, 1), dup_id(0, "x")]).await.unwrap();
+    // Queued without waiting, so that the committer groups them.
+    let mut commits = Vec::new();
+    for id in 2..=11 {
+        let ops = match id {
+            5 => vec![put(1, id), dup_id(0, "x")],
+            _ => vec![
+                put(1, id),
+                Op::PutDuplicateId {
+                    address: "orders".into(),
+                    seq: id,
+                    id: Bytes::from(format!("new {id}")),
+                },
+            ],
+        };
+        commits.push((id, b.commit(ops)));
+    }
+    for (id, commit) in commits {
+        match (id, commit.await) {
+            (5, Err(StorageError::DuplicateIds { ids })) => {
+                assert_eq!(ids, [("orders".to_owned(), Bytes::from_static(b"x"))]);
+            }
+            (5, other) => panic!("the duplicate: {other:?}"),
+            (_, result) => result.unwrap(),
+        }
+    }
+    assert_eq!(stored_messages(&a), [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
+    let recovered = b.recover().unwrap();
+    let x: Vec<_> = recovered
+        .duplicate_ids
+        .iter()
+        .filter(|d| &d.id[..] == b"x")
+        .collect();
+    assert_eq!(x.len(), 1, "{:?}", recovered.duplicate_ids);
+
+    // An id deleted and stored again in one group is no conflict.
+    a.commit(vec![
+        Op::RemoveDuplicateId {
+            address: "orders".into(),
+            seq: 0,
+            id: Bytes::from_static(b"x"),
+        },
+        put(1, 12),
+        dup_id(20, "x"),
+    ])
+    .await
+    .unwrap();
+    assert!(stored_messages(&a).contains(&12));
+}
+
+/// Two nodes storing one id at once: one commit is written, the other is
+/// refused as a duplicate, and one message is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_storing_one_id_at_once_store_it_once() {
+    let Some(schema) = TestSchema::create("cluster duplicate race") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1)]).await.unwrap();
+    for round in 0..20_u64 {
+        let id: &'static str = Box::leak(format!("race {round}").into_boxed_str());
+        let first = a.commit(vec![put(1, 2 * round + 1), dup_id(round, id)]);
+        let second = b.commit(vec![put(1, 2 * round + 2), dup_id(round, id)]);
+        let (first, second) = tokio::join!(first, second);
+        match (&first, &second) {
+            (Ok(()), Err(StorageError::DuplicateIds { .. }))
+            | (Err(StorageError::DuplicateIds { .. }), Ok(())) => {}
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    assert_eq!(stored_messages(&a).len(), 20);
+}
+
+/// The sizes a node publishes are read by the other nodes while it holds the
+/// queues' leases, and no longer once it gave a lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_sizes_are_read_by_the_other_nodes_while_the_lease_holds() {
+    let Some(schema) = TestSchema::create("cluster sizes") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.register_node("a", "a:1").await.unwrap();
+    b.register_node("b", "b:1").await.unwrap();
+    assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
+    assert_eq!(a.acquire("a", 2, LEASE).await.unwrap(), Some(1));
+    a.publish_sizes("a", vec![(1, 1500), (2, 0)]).await.unwrap();
+    a.publish_sizes("a", vec![(1, 2000)]).await.unwrap();
+    let seen = b.sizes_elsewhere("b").await.unwrap();
+    assert_eq!((seen.get(&1), seen.get(&2)), (Some(&2000), Some(&0)));
+    assert!(
+        a.sizes_elsewhere("a").await.unwrap().is_empty(),
+        "its own are not elsewhere"
+    );
+    a.release("a", 1).await.unwrap();
+    let seen = b.sizes_elsewhere("b").await.unwrap();
+    assert_eq!((seen.get(&1), seen.len()), (None, 1), "a gave queue 1 back");
 }

@@ -27,7 +27,7 @@ const RECEIVE_KEYS: [&str; 12] = [
 ];
 
 /// The keys of `rebound queue list --json` and `queue stat --json`.
-const QUEUE_KEYS: [&str; 22] = [
+const QUEUE_KEYS: [&str; 23] = [
     "name",
     "address",
     "routing_type",
@@ -50,6 +50,7 @@ const QUEUE_KEYS: [&str; 22] = [
     "paged_messages",
     "paged_bytes",
     "counting",
+    "served_by",
 ];
 
 /// Creates an anycast queue `name` on an address of the same name.

@@ -3,14 +3,13 @@
 //! them from the store when a group that wrote some notifies, and every
 //! [`REREAD`] anyway, for notifications lost while its listening connection
 //! was down.
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rebound_storage::PostgresStore;
 use tracing::debug;
 
-use crate::engine::Broker;
+use crate::engine::{Broker, Stored};
 
 /// How often the addresses and queues are read anyway.
 pub const REREAD: Duration = Duration::from_secs(5);
@@ -18,7 +17,7 @@ pub const REREAD: Duration = Duration::from_secs(5);
 /// Runs until the broker shuts down.
 pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
     let mut notices = store.metadata_notices();
-    let mut previous = BTreeSet::new();
+    let mut previous = Stored::default();
     loop {
         tokio::select! {
             Some(_) = notices.recv() => while notices.try_recv().is_ok() {},

@@ -6,6 +6,7 @@
 //! | `node.rs` | the node's task: heartbeat, lease renewal, balancing, stepping down |
 //! | `inbox.rs` | the task that brings messages other nodes stored into served queues |
 //! | `metadata.rs` | the task that adds and removes what other nodes create and delete |
+//! | `sizes.rs` | the task that shares the bytes each node's queues hold, for address limits |
 //! | `balance.rs` | which queues a node takes and gives back (pure) |
 //! | `deadline.rs` | until when the node may serve without a renewal, by its own clock |
 //!
@@ -27,13 +28,26 @@
 //!
 //! Addresses and queues created on one node reach the others at once (a
 //! NOTIFY) or within five seconds; a queue has one id per name across the
-//! nodes, so two nodes creating it at once create it once. Queue deletions
-//! reach the others the same way; address deletions only when they restart.
+//! nodes, so two nodes creating it at once create it once. Queue and
+//! address deletions reach the others the same way (`engine/peers.rs`).
+//!
+//! Duplicate ids are the cluster's: the database has one row per address
+//! and id, so a send whose id another node stored is refused by the store
+//! and made again as a duplicate (`crate::duplicates`, and
+//! `rebound_storage::postgres`'s `duplicate_ids.rs`).
+//!
+//! Address sizes are the cluster's, about a second late: each node
+//! publishes what the queues it serves hold and counts what the others
+//! published against `max-size-bytes` and `global-max-size` (`sizes.rs`).
 //!
 //! A consumer, and the Admin calls about one queue, reaching a node that does
 //! not serve the queue are forwarded to the node that does
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
+//! A listing of queues asks the serving nodes for their queues' figures and
+//! names the node serving each (`served_by`); a node's metrics show the
+//! queues it serves only (`metrics/queues.rs`), so that scraping every node
+//! counts each queue once.
 //!
 //! Nodes that serve TLS forward over TLS, each verifying the other against
 //! the cluster's CA and presenting its own certificate (`grpc/peers.rs`). A
@@ -42,15 +56,13 @@
 //! (`security/forwarded.rs` draws the trust boundary).
 //!
 //! Not yet: acks inside a transaction of a queue another node serves
-//! (refused, FAILED_PRECONDITION); address deletions
-//! reaching the other nodes before they restart; address sizes and
-//! duplicate-id caches shared by the nodes (both are per node; the caches
-//! even share their rows); throughput figures through several nodes.
+//! (refused, FAILED_PRECONDITION).
 mod balance;
 mod deadline;
 mod inbox;
 mod metadata;
 mod node;
+mod sizes;
 
 use std::sync::Arc;
 
@@ -67,8 +79,10 @@ pub async fn start(
     broker: &Arc<Broker>,
     me: Identity,
 ) -> Result<(), StorageError> {
+    let id = me.id.clone();
     let node = Node::join(store.clone(), broker.clone(), me).await?;
     broker.spawn(node.run());
+    broker.spawn(sizes::run(store.clone(), broker.clone(), id));
     broker.spawn(inbox::run(store.clone(), broker.clone()));
     broker.spawn(metadata::run(store, broker.clone()));
     Ok(())

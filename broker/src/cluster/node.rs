@@ -28,7 +28,7 @@ use tracing::{error, info, warn};
 
 use super::balance;
 use super::deadline::Deadline;
-use crate::engine::{Broker, QueueIds};
+use crate::engine::{Broker, Owner, QueueIds};
 
 /// What a broker that is a node of the cluster takes its queue ids from
 /// ([`Broker::open_leased`]): the database, one id per queue name.
@@ -188,9 +188,18 @@ impl Node {
         let owners = holders
             .iter()
             .filter(|(_, node)| **node != self.me.id)
-            .filter_map(|(&queue, node)| Some((queue, nodes.get(node)?.clone())))
+            .filter_map(|(&queue, node)| {
+                let advertise = nodes.get(node)?.clone();
+                Some((
+                    queue,
+                    Owner {
+                        node: node.clone(),
+                        advertise,
+                    },
+                ))
+            })
             .collect();
-        self.broker.set_owners(owners);
+        self.broker.set_owners(&self.me.id, owners);
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {

@@ -14,7 +14,10 @@
 //! are in their queues, so sends committing at the same time may together pass
 //! a limit by what they carry. Within one batch the earlier messages count. A
 //! message counts as many times as it will be stored in the address's queues
-//! (filters aside), as the address's size does.
+//! (filters aside), as the address's size does. In a cluster the totals
+//! include what the other nodes' queues hold, as last published
+//! (`crate::address_size`): a second or so late, so sends through several
+//! nodes at once may pass a limit by what they carry in that time.
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,9 +119,9 @@ impl Broker {
                 room.as_mut().enable();
             }
             let sizes = Sizes {
-                address: target.size.bytes() + target.pending,
+                address: target.size.bytes() + target.size.elsewhere() + target.pending,
                 address_limit: target.settings.max_size_bytes,
-                broker: self.sizes.bytes() + pending,
+                broker: self.sizes.bytes() + self.sizes.elsewhere() + pending,
                 broker_limit: self.settings.global_max_size(),
             };
             let admit = decide(target.settings.address_full_policy, sizes, incoming);

@@ -55,6 +55,7 @@ mod recovery;
 mod send;
 mod serving;
 mod settle;
+mod shared_sizes;
 mod transact;
 
 use std::future::Future;
@@ -82,8 +83,9 @@ pub use addresses::Creation;
 pub use consume::{Settled, Subscription, queue_gone};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
+pub use peers::Stored;
 pub use send::Sent;
-pub use serving::QueueIds;
+pub use serving::{Owner, QueueIds};
 pub use settle::Settlement;
 
 /// The engine. Cheap to share as `Arc<Broker>`.

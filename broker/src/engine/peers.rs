@@ -7,8 +7,9 @@
 //! `serving.rs`: its lease decides who serves it). A queue the registry has
 //! and the store lost is removed, but only if the previous read had it: a
 //! queue this node just created may not be committed when the store is read,
-//! and must not be taken for one deleted elsewhere. Addresses deleted by
-//! another node stay until this node restarts.
+//! and must not be taken for one deleted elsewhere. An address goes the same
+//! way, with its node-local (non-durable) queues, unless a durable queue of
+//! it is still there (one this node just created on it).
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -19,28 +20,59 @@ use super::Broker;
 use super::recovery::queue_from_record;
 use crate::postoffice::Address;
 
+/// What one read of the store had: the ids of its queues and the names of
+/// its addresses.
+#[derive(Debug, Default)]
+pub struct Stored {
+    /// The ids of the durable queues stored.
+    pub queues: BTreeSet<QueueId>,
+    /// The names of the addresses stored.
+    pub addresses: BTreeSet<String>,
+}
+
 impl Broker {
     /// Brings the registry in step with the store's `addresses` and `queues`;
-    /// `previous` is the queue ids of the previous call (empty the first
-    /// time). Returns the ids of this one.
+    /// `previous` is what the previous call had (nothing the first time).
+    /// Returns what this one had.
     pub fn merge_stored(
         self: &Arc<Self>,
         addresses: Vec<AddressRecord>,
         queues: Vec<QueueRecord>,
-        previous: &BTreeSet<QueueId>,
-    ) -> BTreeSet<QueueId> {
-        let stored: BTreeSet<QueueId> = queues.iter().map(|q| q.id).collect();
+        previous: &Stored,
+    ) -> Stored {
+        let stored = Stored {
+            queues: queues.iter().map(|q| q.id).collect(),
+            addresses: addresses.iter().map(|a| a.name.clone()).collect(),
+        };
         let mut added = Vec::new();
         let mut removed = Vec::new();
+        let mut gone_addresses = Vec::new();
         {
             let mut reg = self.write();
             let gone: Vec<String> = reg
                 .queues
                 .values()
-                .filter(|q| q.durable && !stored.contains(&q.id) && previous.contains(&q.id))
+                .filter(|q| q.durable && !stored.queues.contains(&q.id) && previous.queues.contains(&q.id))
                 .map(|q| q.name.clone())
                 .collect();
             removed.extend(gone.iter().filter_map(|name| reg.unbind(name)));
+            let gone: Vec<String> = reg
+                .addresses
+                .values()
+                .filter(|a| !stored.addresses.contains(&a.name) && previous.addresses.contains(&a.name))
+                .filter(|a| !a.queues.iter().any(|q| q.durable))
+                .map(|a| a.name.clone())
+                .collect();
+            for name in gone {
+                let local: Vec<String> = reg.addresses[&name]
+                    .queues
+                    .iter()
+                    .map(|q| q.name.clone())
+                    .collect();
+                removed.extend(local.iter().filter_map(|q| reg.unbind(q)));
+                reg.addresses.remove(&name);
+                gone_addresses.push(name);
+            }
             for record in addresses {
                 if !reg.addresses.contains_key(&record.name) {
                     reg.addresses
@@ -60,6 +92,10 @@ impl Broker {
         for queue in removed {
             info!(queue = %queue.name, "deleted by another node");
             queue.close();
+        }
+        for address in gone_addresses {
+            info!(%address, "address deleted by another node");
+            self.duplicates.forget_address(&address);
         }
         for queue in added {
             info!(queue = %queue.name, "created by another node");

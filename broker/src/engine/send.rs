@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use prost::Message as _;
 use rebound_config::EffectiveSettings;
-use rebound_storage::{DeliveryState, MessageRecord, Op};
+use rebound_storage::{DeliveryState, MessageRecord, Op, StorageError};
 
 use super::Broker;
 use super::addresses::Create;
@@ -109,6 +109,10 @@ impl Broker {
     /// Routes prepared messages and commits them together with `ops` (a
     /// transaction's acks), then makes them visible. Returns how many found no queue
     /// and which were duplicates (see [`Sent::duplicates`]).
+    ///
+    /// A commit the store refuses for ids another commit stored (another node's,
+    /// in a cluster: `crate::duplicates`) is made again with those ids remembered,
+    /// so that their messages are now duplicates.
     pub(super) async fn route_sends(
         self: &Arc<Self>,
         mut prepared: Vec<Prepared>,
@@ -122,6 +126,30 @@ impl Broker {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
         let dropped = self.admit(&mut prepared).await?;
+        // Each retry learns at least one id of the send's.
+        let mut retries = prepared.iter().filter(|p| p.duplicate_id.is_some()).count();
+        loop {
+            let again = (retries > 0).then(|| (prepared.clone(), ops.clone()));
+            match self.store_sends(prepared, ops, &dropped, on_duplicate).await {
+                Err(BrokerError::Storage(StorageError::DuplicateIds { ids })) if again.is_some() => {
+                    self.duplicates.learn(&ids);
+                    (prepared, ops) = again.expect("checked");
+                    retries -= 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// [`Broker::route_sends`] once the messages are admitted (`dropped` says
+    /// which were not).
+    async fn store_sends(
+        self: &Arc<Self>,
+        mut prepared: Vec<Prepared>,
+        mut ops: Vec<Op>,
+        dropped: &[bool],
+        on_duplicate: OnDuplicate,
+    ) -> Result<(u32, Vec<bool>)> {
         let mut duplicates = Vec::new();
         let mut reservation = None;
         if prepared.iter().any(|p| p.duplicate_id.is_some()) {

@@ -28,11 +28,28 @@ use crate::time::now_ms;
 /// same for one name while the queue exists).
 pub type QueueIds = Box<dyn Fn(&str) -> std::result::Result<QueueId, StorageError> + Send + Sync>;
 
+/// A node serving queues, as the cluster's leases name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Its `node-id`.
+    pub node: String,
+    /// Where it is reached (`host:port`).
+    pub advertise: String,
+}
+
+/// Who serves what, as last seen.
+#[derive(Default)]
+struct Owners {
+    /// This node's id.
+    me: String,
+    /// The queues other nodes serve.
+    others: HashMap<QueueId, Owner>,
+}
+
 /// What [`Broker::serve_leased_only`] set.
 pub(super) struct Leased {
     queue_ids: QueueIds,
-    /// Where the node serving each queue is reached, as last seen.
-    owners: std::sync::RwLock<HashMap<QueueId, String>>,
+    owners: std::sync::RwLock<Owners>,
     /// Fires when `owners` is seen again.
     owners_seen: tokio::sync::Notify,
 }
@@ -60,12 +77,32 @@ impl Broker {
         }
     }
 
-    /// Records where the nodes serving queues are reached (queue id → its
-    /// node's advertised `host:port`), for forwarding.
-    pub fn set_owners(&self, owners: HashMap<QueueId, String>) {
+    /// Records this node's id (`me`) and which nodes serve the queues it
+    /// does not (`others`), for forwarding and listings.
+    pub fn set_owners(&self, me: &str, others: HashMap<QueueId, Owner>) {
         if let Some(leased) = self.leased.get() {
-            *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = owners;
+            *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = Owners {
+                me: me.to_owned(),
+                others,
+            };
             leased.owners_seen.notify_waiters();
+        }
+    }
+
+    /// The id of the node serving `queue`, as last seen: this node's for one
+    /// it serves, empty when no node is known to (and on a single broker).
+    pub fn served_by(&self, queue: &Queue) -> String {
+        let Some(leased) = self.leased.get() else {
+            return String::new();
+        };
+        let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
+        match queue.is_served() {
+            true => owners.me.clone(),
+            false => owners
+                .others
+                .get(&queue.id)
+                .map(|o| o.node.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -107,7 +144,7 @@ impl Broker {
             return None;
         }
         let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
-        owners.get(&queue.id).cloned()
+        owners.others.get(&queue.id).map(|o| o.advertise.clone())
     }
 
     /// Whether a delivery's count is stored before the message goes out:

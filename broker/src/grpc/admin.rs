@@ -53,6 +53,32 @@ impl AdminService {
         self.broker.owner_of_soon(&name).await
     }
 
+    /// Replaces the figures of the queues other nodes serve by theirs (asked
+    /// of each node at once, with the caller's credentials), so that a
+    /// listing through any node shows the cluster's queues as their nodes
+    /// see them. A queue whose node cannot answer keeps this node's view
+    /// (its messages are counted by the node serving it).
+    async fn figures_of_owners(
+        &self,
+        queues: &mut [pb::QueueInfo],
+        authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    ) {
+        let mut by_owner: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for info in queues.iter() {
+            if let Some(owner) = self.broker.owner_of(&info.name) {
+                by_owner.entry(owner).or_default().push(info.name.clone());
+            }
+        }
+        let asked = by_owner
+            .into_iter()
+            .map(|(owner, names)| proxy::queue_infos(owner, names, authorization.clone()));
+        for remote in futures::future::join_all(asked).await.into_iter().flatten() {
+            if let Some(info) = queues.iter_mut().find(|q| q.name == remote.name) {
+                *info = remote;
+            }
+        }
+    }
+
     /// Checks `operation` for `caller` under the security in force.
     fn authorize(&self, caller: &Caller, operation: &Operation<'_>) -> Result<(), Status> {
         Ok(access::authorize(&self.security.policy(), caller, operation)?)
@@ -159,7 +185,7 @@ impl pb::admin_server::Admin for AdminService {
         );
         let queue = managed(&caller, &operation, none, work).await?;
         Ok(Response::new(pb::CreateQueueResponse {
-            queue: Some(queue_info(&queue)),
+            queue: Some(queue_info(&queue, self.broker.served_by(&queue))),
         }))
     }
 
@@ -180,13 +206,22 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::ListQueuesRequest>,
     ) -> Result<Response<pb::ListQueuesResponse>, Status> {
         let caller = Caller::of(&request);
+        let forwarded = proxy::was_forwarded(&request);
+        let authorization = request.metadata().get("authorization").cloned();
         let r = request.into_inner();
         let policy = self.security.policy();
         let shown = |q: &crate::queue::Queue| access::may_browse(&policy, &caller, &q.address);
         let page = self
             .broker
             .queues_page(&r.page_token, page_size(r.page_size), shown);
-        let queues: Vec<pb::QueueInfo> = page.items.iter().map(|q| queue_info(q)).collect();
+        let mut queues: Vec<pb::QueueInfo> = page
+            .items
+            .iter()
+            .map(|q| queue_info(q, self.broker.served_by(q)))
+            .collect();
+        if !forwarded {
+            self.figures_of_owners(&mut queues, authorization).await;
+        }
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
         Ok(Response::new(pb::ListQueuesResponse {
             queues,
@@ -209,7 +244,7 @@ impl pb::admin_server::Admin for AdminService {
         self.authorize(&caller, &Operation::on_queue(&self.broker, Kind::Browse, &name))?;
         let queue = self.broker.queue(&name)?;
         Ok(Response::new(pb::GetQueueResponse {
-            queue: Some(queue_info(&queue)),
+            queue: Some(queue_info(&queue, self.broker.served_by(&queue))),
         }))
     }
 

@@ -193,7 +193,8 @@ pub fn retry_outcome_to_wire(o: RetryOutcome) -> pb::RetryOutcome {
     }
 }
 
-pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
+/// A queue's figures; `served_by` is the node serving it (`Broker::served_by`).
+pub fn queue_info(queue: &Queue, served_by: String) -> pb::QueueInfo {
     let snap = queue.snapshot();
     pb::QueueInfo {
         name: queue.name.clone(),
@@ -224,6 +225,7 @@ pub fn queue_info(queue: &Queue) -> pb::QueueInfo {
             Status::Outage { next_probe_ms, .. } => next_probe_ms.unwrap_or(0),
             Status::Normal => 0,
         },
+        served_by,
     }
 }
 

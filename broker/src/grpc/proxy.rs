@@ -1,6 +1,7 @@
 //! Forwarding a Consume stream, and the Admin calls about one queue
 //! (counters, browsing, purge, remove, move, retry), to the node that serves
-//! the queue, when several brokers share one database (`crate::cluster`).
+//! the queue, when several brokers share one database (`crate::cluster`);
+//! a listing of queues asks each serving node for its queues' figures.
 //!
 //! Why a proxy and not a redirect: a client connects to any node (one
 //! address behind a load balancer, say) and its stream works as on a single
@@ -142,6 +143,29 @@ where
     let request = forwarded(request.into_inner(), credentials, peers, &owner)?;
     let channel = peers.connect(&owner).await?;
     call(AdminClient::new(channel), request).await.map_err(moved)
+}
+
+/// The figures of queues `names` from the node at `owner` that serves
+/// them: one connection, the GetQueue calls on it at once, each forwarded
+/// with `authorization`. A queue the node cannot answer for is left out.
+pub(super) async fn queue_infos(
+    owner: String,
+    names: Vec<String>,
+    authorization: Option<MetadataValue<Ascii>>,
+) -> Vec<pb::QueueInfo> {
+    let Ok(channel) = connect(&owner).await else {
+        return Vec::new();
+    };
+    let calls = names.into_iter().map(|queue| {
+        let mut client = AdminClient::new(channel.clone());
+        let request = forwarded(pb::GetQueueRequest { queue }, authorization.clone());
+        async move { client.get_queue(request).await.ok()?.into_inner().queue }
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Whether `request` was forwarded by another node: it is answered here,

@@ -14,7 +14,8 @@ impl From<BrokerError> for Status {
             | BrokerError::TransactionNotFound(_) => Code::NotFound,
             BrokerError::QueueExists { .. }
             | BrokerError::AddressExists { .. }
-            | BrokerError::DuplicateId { .. } => Code::AlreadyExists,
+            | BrokerError::DuplicateId { .. }
+            | BrokerError::Storage(StorageError::DuplicateIds { .. }) => Code::AlreadyExists,
             BrokerError::InvalidArgument(_) | BrokerError::MessageTooLarge { .. } => Code::InvalidArgument,
             BrokerError::AddressFull { .. } | BrokerError::LimitReached { .. } => Code::ResourceExhausted,
             BrokerError::FailedPrecondition(_) => Code::FailedPrecondition,

@@ -8,6 +8,12 @@
 //! A scrape shows the queues of the addresses its caller may browse (the filter
 //! the registry is built with); the consume streams count every queue, as the
 //! other broker-wide figures do.
+//!
+//! Several nodes on one database: a node shows only the queues it serves, so
+//! that each queue is shown by exactly one node and a scrape of every node is
+//! the cluster's view (summing over the nodes counts nothing twice; the
+//! scrape's own `instance` label says which node). A queue that moves to
+//! another node starts its counters again there, as after a restart.
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -106,7 +112,9 @@ const COUNTERS: [Figure; 6] = [
 
 impl Collector for Queues {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let queues = self.0.queues();
+        let mut queues = self.0.queues();
+        // Another node's queue (away from this one) is that node's to show.
+        queues.retain(|q| q.is_served());
         let snapshots: Vec<(Labels<'_>, Snapshot)> = queues
             .iter()
             .map(|q| {

@@ -20,13 +20,17 @@
 //! commute, and a group whose commit fails was never acknowledged. A commit
 //! issued after another resolved is always ordered after it.
 //! In a cluster, a group that writes under a lease this node lost fails
-//! only the commits that claimed it (`fence.rs`); the others are written
-//! again without them.
+//! only the commits that claimed it (`fence.rs`), and one that stores a
+//! duplicate id stored already only the commits that carried it
+//! (`duplicate_ids.rs`); the others are written again without them.
 //! A failed group fails its waiters only: the committer carries on, and the
 //! next group takes a connection from the pool, which replaces a broken one,
 //! so commits work again once the database does.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use deadpool_postgres::Pool;
@@ -34,6 +38,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
+use super::duplicate_ids::{self, Ids};
 use super::fence::{Claims, Fence, Sorted};
 use super::pool::{Database, pool_error};
 use super::writes::{Footprint, Writes};
@@ -52,6 +57,8 @@ struct Request {
     claims: Option<Claims>,
     /// The messages it stores for queues other nodes hold.
     inbox: Vec<(QueueId, MessageId)>,
+    /// The duplicate ids it stores and deletes.
+    ids: Ids,
     done: oneshot::Sender<Result<(), StorageError>>,
 }
 
@@ -104,6 +111,7 @@ impl Committer {
             Err(e) => return Commit::ready(Err(e)),
         };
         let bytes = ops.iter().map(op_bytes).sum();
+        let ids = Ids::of(&ops);
         let (done, commit) = oneshot::channel();
         // A committer that stopped drops the sender: the commit is Closed.
         let _ = self.queue.send(Message::Commit(Request {
@@ -112,6 +120,7 @@ impl Committer {
             bytes,
             claims,
             inbox,
+            ids,
             done,
         }));
         Commit::from(commit)
@@ -208,10 +217,13 @@ async fn run(
     }
 }
 
-/// Folds the ops of `group` into one set of writes. A fenced group keeps
-/// its ops, to write them again without a commit whose lease was lost.
+/// Folds the ops of `group` into one set of writes. A fenced group, or one
+/// storing duplicate ids, keeps its ops, to write them again without a
+/// commit whose lease was lost or whose id was stored already.
 fn fold(group: &mut [Request]) -> Writes {
-    let keep = group.iter().any(|r| r.claims.is_some());
+    let keep = group
+        .iter()
+        .any(|r| r.claims.is_some() || !r.ids.stored.is_empty());
     let mut writes = Writes::default();
     for request in group {
         let ops = match keep {
@@ -227,59 +239,102 @@ fn fold(group: &mut [Request]) -> Writes {
 async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters: &Counters) {
     let claims = Claims::merge(group.iter().filter_map(|r| r.claims.as_ref()));
     let result = write(pool, writes, claims.as_ref()).await;
-    match (result, claims) {
-        (Err(e), Some(claims)) => without_lost_leases(pool, group, claims, e, counters).await,
-        (result, _) => answer(group, result, counters),
+    let checkable = claims.is_some() || group.iter().any(|r| !r.ids.stored.is_empty());
+    match result {
+        Err(e) if checkable => without_refused(pool, group, claims, e, counters).await,
+        result => answer(group, result, counters),
     }
 }
 
-/// After a fenced group failed with `error`: if leases it wrote under are
-/// lost, fails the commits that claimed them with [`StorageError::Fenced`]
-/// and writes the others again (as often as leases go while it does);
-/// otherwise fails the group with `error`.
-async fn without_lost_leases(
+/// After a group failed with `error`: fails the commits that wrote under a
+/// lease this node lost with [`StorageError::Fenced`] and those that stored
+/// an id stored already with [`StorageError::DuplicateIds`], and writes the
+/// others again (as often as that happens while it does); when no commit is
+/// to blame, fails the group with `error`.
+async fn without_refused(
     pool: &Pool,
     mut group: Vec<Request>,
-    mut claims: Claims,
+    mut claims: Option<Claims>,
     mut error: StorageError,
     counters: &Counters,
 ) {
     loop {
-        let held = match pool.get().await.map_err(pool_error) {
-            Ok(client) => claims.held(&client).await,
-            Err(e) => Err(e),
+        let (lost, stored) = match pool.get().await.map_err(pool_error) {
+            Ok(client) => (
+                lost_leases(&client, claims.as_ref()).await,
+                stored_ids(&client, &group).await,
+            ),
+            Err(_) => Default::default(),
         };
-        let lost: Vec<(QueueId, u64)> = match held {
-            Ok(held) => claims.leases.difference(&held).copied().collect(),
-            Err(_) => Vec::new(),
-        };
-        if lost.is_empty() {
+        if lost.is_empty() && stored.is_empty() {
             return answer(group, Err(error), counters);
         }
-        let (stale, rest): (Vec<_>, Vec<_>) = group.into_iter().partition(|r| {
-            r.claims
-                .as_ref()
-                .is_some_and(|c| lost.iter().any(|lease| c.leases.contains(lease)))
-        });
-        for request in stale {
-            let claims = request.claims.as_ref().expect("only claims go stale");
-            let queue = lost.iter().find(|l| claims.leases.contains(l)).expect("stale").0;
-            tracing::info!(queue, "a commit to a queue whose lease this node lost is refused");
-            let _ = request.done.send(Err(StorageError::Fenced { queue }));
+        let mut rest = Vec::with_capacity(group.len());
+        for request in group {
+            let claims = request.claims.as_ref();
+            if let Some(&(queue, _)) = lost.iter().find(|l| claims.is_some_and(|c| c.leases.contains(l))) {
+                tracing::info!(queue, "a commit to a queue whose lease this node lost is refused");
+                let _ = request.done.send(Err(StorageError::Fenced { queue }));
+                continue;
+            }
+            let ids: Vec<_> = request
+                .ids
+                .stored
+                .iter()
+                .filter(|i| stored.contains(*i))
+                .cloned()
+                .collect();
+            if !ids.is_empty() {
+                tracing::debug!(
+                    ids = ids.len(),
+                    "a commit of duplicate ids stored already is refused"
+                );
+                let _ = request.done.send(Err(StorageError::DuplicateIds { ids }));
+                continue;
+            }
+            rest.push(request);
         }
         group = rest;
         if group.is_empty() {
             return;
         }
         let writes = fold(&mut group);
-        match Claims::merge(group.iter().filter_map(|r| r.claims.as_ref())) {
-            None => return answer(group, write(pool, writes, None).await, counters),
-            Some(next) => match write(pool, writes, Some(&next)).await {
-                Ok(()) => return answer(group, Ok(()), counters),
-                Err(e) => (claims, error) = (next, e),
-            },
+        claims = Claims::merge(group.iter().filter_map(|r| r.claims.as_ref()));
+        match write(pool, writes, claims.as_ref()).await {
+            Ok(()) => return answer(group, Ok(()), counters),
+            Err(e) => error = e,
         }
     }
+}
+
+/// The leases of `claims` this node no longer holds (none when that cannot
+/// be read).
+async fn lost_leases(client: &deadpool_postgres::Client, claims: Option<&Claims>) -> Vec<(QueueId, u64)> {
+    let Some(claims) = claims else {
+        return Vec::new();
+    };
+    match claims.held(client).await {
+        Ok(held) => claims.leases.difference(&held).copied().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The duplicate ids `group` stores that the database holds already, but for
+/// those the group deletes first (none when that cannot be read).
+async fn stored_ids(client: &deadpool_postgres::Client, group: &[Request]) -> BTreeSet<(String, Bytes)> {
+    let deleted: BTreeSet<_> = group.iter().flat_map(|r| r.ids.deleted.iter()).collect();
+    let candidates: BTreeSet<(String, Bytes)> = group
+        .iter()
+        .flat_map(|r| r.ids.stored.iter())
+        .filter(|id| !deleted.contains(id))
+        .cloned()
+        .collect();
+    if candidates.is_empty() {
+        return BTreeSet::new();
+    }
+    duplicate_ids::stored(client, &candidates)
+        .await
+        .unwrap_or_default()
 }
 
 /// Answers every waiter of `group` with `result`, and counts it.

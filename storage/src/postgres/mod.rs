@@ -34,7 +34,8 @@
 //! messages        (queue, id PK, priority, expiration_ms,    0x01
 //!                  size, grp, record bytea)
 //! delivery_states (queue, id PK, record bytea)               0x02
-//! duplicate_ids   (address, seq PK, id bytea)                0x30
+//! duplicate_ids   (address, id bytea PK, seq)                0x30 (PK since
+//!                                                             migration 3)
 //! id_allocator    (next_id bigint): the next free message id
 //! schema_version  (version int): the migrations applied
 //!
@@ -44,6 +45,7 @@
 //! inbox           (queue, id PK)
 //! queue_id_allocator (next_id bigint)
 //! queue_names     (name PK, id): one queue id per name across nodes
+//! queue_sizes     (queue PK, node, bytes)                     migration 4
 //! ```
 //!
 //! A message row repeats the few fields recovery indexes (priority, expiry,
@@ -161,6 +163,7 @@
 //!   transaction.
 
 mod cluster;
+mod duplicate_ids;
 mod fence;
 mod group_commit;
 mod ids;
@@ -168,6 +171,7 @@ mod inbox;
 mod pool;
 mod reads;
 mod schema;
+mod sizes;
 mod tls;
 mod writes;
 

@@ -87,6 +87,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
          END IF;
          RETURN 1;
      END $$;",
+    // 3: one row per duplicate id and address, whichever node stored it:
+    // a node's insert of an id another stored conflicts (duplicate_ids.rs).
+    // Nodes' seqs may then coincide; they only order an address's rows.
+    "DELETE FROM duplicate_ids a USING duplicate_ids b
+         WHERE a.address = b.address AND a.id = b.id AND a.seq < b.seq;
+     ALTER TABLE duplicate_ids DROP CONSTRAINT duplicate_ids_pkey;
+     ALTER TABLE duplicate_ids ADD PRIMARY KEY (address, id);
+     CREATE INDEX duplicate_ids_seq ON duplicate_ids (address, seq);",
+    // 4: the bytes each node's queues hold, for the other nodes' address
+    // size limits (sizes.rs).
+    "CREATE TABLE queue_sizes (
+         queue bigint PRIMARY KEY,
+         node text NOT NULL,
+         bytes bigint NOT NULL);",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty

@@ -16,7 +16,8 @@
 //! (`cluster.rs`), so that other nodes update their registries.
 //!
 //! Each table gets at most one `DELETE … USING unnest(…)` and one
-//! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE`, whatever the
+//! `INSERT … SELECT * FROM unnest(…) ON CONFLICT … DO UPDATE` (duplicate ids:
+//! a plain `INSERT`, which fails on an id stored already), whatever the
 //! number of rows; statements with no rows are not sent.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,7 +67,10 @@ pub(super) struct Writes {
     queues: BTreeMap<QueueId, Option<Vec<u8>>>,
     messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
     states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
-    duplicate_ids: BTreeMap<(String, u64), Option<Vec<u8>>>,
+    /// Duplicate ids removed, then those inserted (with their seq): an id
+    /// the group removes and stores again is deleted before it is inserted.
+    duplicate_ids_gone: BTreeSet<(String, Vec<u8>)>,
+    duplicate_ids: BTreeMap<(String, Vec<u8>), u64>,
     /// Messages stored for queues other nodes hold (`fence.rs`).
     inbox: BTreeSet<(QueueId, MessageId)>,
 }
@@ -82,6 +86,7 @@ impl Writes {
             }
             Op::DeleteAddress(name) => {
                 self.duplicate_ids.retain(|(address, _), _| *address != name);
+                self.duplicate_ids_gone.retain(|(address, _)| *address != name);
                 self.addresses.insert(name.clone(), None);
                 self.wiped_addresses.insert(name);
             }
@@ -114,10 +119,12 @@ impl Writes {
                 }
             }
             Op::PutDuplicateId { address, seq, id } => {
-                self.duplicate_ids.insert((address, seq), Some(id.to_vec()));
+                self.duplicate_ids.insert((address, id.to_vec()), seq);
             }
-            Op::RemoveDuplicateId { address, seq } => {
-                self.duplicate_ids.insert((address, seq), None);
+            Op::RemoveDuplicateId { address, id, .. } => {
+                let key = (address, id.to_vec());
+                self.duplicate_ids.remove(&key);
+                self.duplicate_ids_gone.insert(key);
             }
         }
     }
@@ -144,6 +151,7 @@ impl Writes {
                 .iter()
                 .chain(self.addresses.keys())
                 .chain(self.duplicate_ids.keys().map(|(address, _)| address))
+                .chain(self.duplicate_ids_gone.iter().map(|(address, _)| address))
                 .cloned()
                 .collect(),
         }
@@ -175,6 +183,7 @@ impl Writes {
         let (put, gone) = split(self.queues);
         let gone: Vec<i64> = gone.into_iter().map(i64::from).collect();
         out.push(Statement::new(DELETE_QUEUE_NAMES, vec![Box::new(gone.clone())]));
+        out.push(Statement::new(DELETE_QUEUE_SIZES, vec![Box::new(gone.clone())]));
         out.push(Statement::new(DELETE_QUEUES, vec![Box::new(gone)]));
         let (ids, records): (Vec<i64>, Vec<Vec<u8>>) =
             put.into_iter().map(|(q, r)| (i64::from(q), r)).unzip();
@@ -207,22 +216,21 @@ impl Writes {
             vec![Box::new(queues), Box::new(ids), Box::new(records)],
         ));
 
-        let (put, gone) = split(self.duplicate_ids);
-        let (addresses, seqs): (Vec<String>, Vec<i64>) = gone.into_iter().map(|(a, s)| (a, s as i64)).unzip();
+        let (addresses, entries): (Vec<String>, Vec<Vec<u8>>) = self.duplicate_ids_gone.into_iter().unzip();
         out.push(Statement::new(
             DELETE_DUPLICATE_IDS,
-            vec![Box::new(addresses), Box::new(seqs)],
+            vec![Box::new(addresses), Box::new(entries)],
         ));
-        let mut addresses = Vec::with_capacity(put.len());
-        let mut seqs = Vec::with_capacity(put.len());
-        let mut entries = Vec::with_capacity(put.len());
-        for ((address, seq), id) in put {
+        let mut addresses = Vec::with_capacity(self.duplicate_ids.len());
+        let mut seqs = Vec::with_capacity(self.duplicate_ids.len());
+        let mut entries = Vec::with_capacity(self.duplicate_ids.len());
+        for ((address, id), seq) in self.duplicate_ids {
             addresses.push(address);
             seqs.push(seq as i64);
             entries.push(id);
         }
         out.push(Statement::new(
-            UPSERT_DUPLICATE_IDS,
+            INSERT_DUPLICATE_IDS,
             vec![Box::new(addresses), Box::new(seqs), Box::new(entries)],
         ));
         if metadata {
@@ -407,6 +415,8 @@ const UPSERT_ADDRESSES: &str = "INSERT INTO addresses (name, record)
      ON CONFLICT (name) DO UPDATE SET record = EXCLUDED.record";
 /// A deleted queue's name may be given to a new queue (`cluster.rs`).
 const DELETE_QUEUE_NAMES: &str = "DELETE FROM queue_names WHERE id = ANY($1::bigint[])";
+/// What a deleted queue held no longer counts for its address (`sizes.rs`).
+const DELETE_QUEUE_SIZES: &str = "DELETE FROM queue_sizes WHERE queue = ANY($1::bigint[])";
 /// Other nodes re-read the addresses and queues (`cluster.rs`); the array
 /// only makes the statement one with rows.
 const NOTIFY_METADATA: &str = "SELECT pg_notify('rebound_metadata', '') FROM unnest($1::integer[])";
@@ -437,11 +447,13 @@ const UPSERT_STATES: &str = "INSERT INTO delivery_states (queue, id, record)
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
      ON CONFLICT (queue, id) DO UPDATE SET record = EXCLUDED.record";
 const DELETE_DUPLICATE_IDS: &str = "DELETE FROM duplicate_ids t
-     USING unnest($1::text[], $2::bigint[]) AS d(address, seq)
-     WHERE t.address = d.address AND t.seq = d.seq";
-const UPSERT_DUPLICATE_IDS: &str = "INSERT INTO duplicate_ids (address, seq, id)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])
-     ON CONFLICT (address, seq) DO UPDATE SET id = EXCLUDED.id";
+     USING unnest($1::text[], $2::bytea[]) AS d(address, id)
+     WHERE t.address = d.address AND t.id = d.id";
+/// No `ON CONFLICT`: an id stored already, by this node or another, fails
+/// the transaction, and the committer finds which (`duplicate_ids.rs`).
+/// The insert of an id another transaction is storing waits for its outcome.
+const INSERT_DUPLICATE_IDS: &str = "INSERT INTO duplicate_ids (address, seq, id)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])";
 
 #[cfg(test)]
 mod tests {
@@ -574,7 +586,11 @@ mod tests {
         ] {
             writes.add(op);
         }
-        let keys: Vec<_> = writes.duplicate_ids.keys().cloned().collect();
+        let keys: Vec<_> = writes
+            .duplicate_ids
+            .iter()
+            .map(|((a, _), seq)| (a.clone(), *seq))
+            .collect();
         assert_eq!(keys, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
         assert_eq!(
             fold(vec![Op::DeleteAddress("a".into())]),
@@ -584,5 +600,36 @@ mod tests {
                 (NOTIFY_METADATA, 1)
             ]
         );
+    }
+
+    #[test]
+    fn an_id_removed_and_stored_again_is_deleted_before_it_is_inserted() {
+        let id = bytes::Bytes::from_static(b"x");
+        let ops = vec![
+            Op::RemoveDuplicateId {
+                address: "a".into(),
+                seq: 1,
+                id: id.clone(),
+            },
+            Op::PutDuplicateId {
+                address: "a".into(),
+                seq: 2,
+                id: id.clone(),
+            },
+        ];
+        assert_eq!(fold(ops), [(DELETE_DUPLICATE_IDS, 2), (INSERT_DUPLICATE_IDS, 3)]);
+        let stored_then_removed = vec![
+            Op::PutDuplicateId {
+                address: "a".into(),
+                seq: 2,
+                id: id.clone(),
+            },
+            Op::RemoveDuplicateId {
+                address: "a".into(),
+                seq: 2,
+                id,
+            },
+        ];
+        assert_eq!(fold(stored_then_removed), [(DELETE_DUPLICATE_IDS, 2)]);
     }
 }

@@ -599,12 +599,14 @@ pub async fn duplicate_ids_are_kept_in_order_removed_and_deleted_with_their_addr
             Op::RemoveDuplicateId {
                 address: "orders".into(),
                 seq: 1,
+                id: Bytes::from_static(b"a"),
             },
             put_duplicate_id("orders", 3, "c"),
             // Removing what is not there is no error.
             Op::RemoveDuplicateId {
                 address: "nowhere".into(),
                 seq: 1,
+                id: Bytes::from_static(b"x"),
             },
         ])
         .await

@@ -54,8 +54,13 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
         address: "remote".into(),
         ..Default::default()
     };
-    let seen = broker.merge_stored(vec![address], vec![queue], &Default::default());
-    assert!(seen.contains(&77));
+    let other = rebound_storage::AddressRecord {
+        name: "other".into(),
+        ..Default::default()
+    };
+    let seen = broker.merge_stored(vec![address, other], vec![queue], &Default::default());
+    assert!(seen.queues.contains(&77));
+    assert!(broker.read().addresses.contains_key("other"));
     let added = broker.queue("remote").expect("created by another node");
     assert_eq!(added.id, 77);
     assert!(added.is_served(), "a single broker serves what it has");
@@ -68,8 +73,14 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
     let seen = broker.merge_stored(Vec::new(), Vec::new(), &seen);
     assert!(broker.queue("remote").is_err(), "deleted elsewhere");
     assert!(added.is_closed());
-    // A queue of this node that a read missed (not committed yet) stays.
-    assert!(!seen.contains(&mine.id));
+    assert!(
+        !broker.read().addresses.contains_key("other"),
+        "deleted elsewhere"
+    );
+    // A queue of this node that a read missed (not committed yet) stays, and
+    // so does its address.
+    assert!(!seen.queues.contains(&mine.id));
     broker.merge_stored(Vec::new(), Vec::new(), &seen);
     assert!(broker.queue("mine").is_ok());
+    assert!(broker.read().addresses.contains_key("remote"));
 }

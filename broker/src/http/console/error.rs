@@ -49,6 +49,7 @@ impl ApiError {
             BrokerError::QueueExists { .. }
             | BrokerError::AddressExists { .. }
             | BrokerError::DuplicateId { .. }
+            | BrokerError::Storage(StorageError::DuplicateIds { .. })
             | BrokerError::FailedPrecondition(_) => StatusCode::CONFLICT,
             BrokerError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
             BrokerError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
