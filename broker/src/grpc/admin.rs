@@ -58,11 +58,7 @@ impl AdminService {
     /// listing through any node shows the cluster's queues as their nodes
     /// see them. A queue whose node cannot answer keeps this node's view
     /// (its messages are counted by the node serving it).
-    async fn figures_of_owners(
-        &self,
-        queues: &mut [pb::QueueInfo],
-        authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
-    ) {
+    async fn figures_of_owners(&self, queues: &mut [pb::QueueInfo], credentials: proxy::Credentials) {
         let mut by_owner: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for info in queues.iter() {
             if let Some(owner) = self.broker.owner_of(&info.name) {
@@ -71,7 +67,7 @@ impl AdminService {
         }
         let asked = by_owner
             .into_iter()
-            .map(|(owner, names)| proxy::queue_infos(owner, names, authorization.clone()));
+            .map(|(owner, names)| proxy::queue_infos(&self.peers, owner, names, &credentials));
         for remote in futures::future::join_all(asked).await.into_iter().flatten() {
             if let Some(info) = queues.iter_mut().find(|q| q.name == remote.name) {
                 *info = remote;
@@ -207,7 +203,7 @@ impl pb::admin_server::Admin for AdminService {
     ) -> Result<Response<pb::ListQueuesResponse>, Status> {
         let caller = Caller::of(&request);
         let forwarded = proxy::was_forwarded(&request);
-        let authorization = request.metadata().get("authorization").cloned();
+        let credentials = proxy::Credentials::of(&request);
         let r = request.into_inner();
         let policy = self.security.policy();
         let shown = |q: &crate::queue::Queue| access::may_browse(&policy, &caller, &q.address);
@@ -220,7 +216,7 @@ impl pb::admin_server::Admin for AdminService {
             .map(|q| queue_info(q, self.broker.served_by(q)))
             .collect();
         if !forwarded {
-            self.figures_of_owners(&mut queues, authorization).await;
+            self.figures_of_owners(&mut queues, credentials).await;
         }
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
         Ok(Response::new(pb::ListQueuesResponse {

@@ -147,19 +147,21 @@ where
 
 /// The figures of queues `names` from the node at `owner` that serves
 /// them: one connection, the GetQueue calls on it at once, each forwarded
-/// with `authorization`. A queue the node cannot answer for is left out.
+/// with the caller's `credentials`. A queue the node cannot answer for is
+/// left out.
 pub(super) async fn queue_infos(
+    peers: &Peers,
     owner: String,
     names: Vec<String>,
-    authorization: Option<MetadataValue<Ascii>>,
+    credentials: &Credentials,
 ) -> Vec<pb::QueueInfo> {
-    let Ok(channel) = connect(&owner).await else {
+    let Ok(channel) = peers.connect(&owner).await else {
         return Vec::new();
     };
-    let calls = names.into_iter().map(|queue| {
+    let calls = names.into_iter().filter_map(|queue| {
         let mut client = AdminClient::new(channel.clone());
-        let request = forwarded(pb::GetQueueRequest { queue }, authorization.clone());
-        async move { client.get_queue(request).await.ok()?.into_inner().queue }
+        let request = forwarded(pb::GetQueueRequest { queue }, credentials.clone(), peers, &owner).ok()?;
+        Some(async move { client.get_queue(request).await.ok()?.into_inner().queue })
     });
     futures::future::join_all(calls)
         .await
@@ -179,6 +181,7 @@ pub(super) fn was_forwarded<T>(request: &Request<T>) -> bool {
 const FORWARDED: &str = "rebound-forwarded";
 
 /// How the serving node learns who the caller is.
+#[derive(Clone)]
 pub(super) enum Credentials {
     /// The caller's `authorization` metadata, which the serving node checks
     /// again.
