@@ -369,6 +369,15 @@ pub trait Store: Send + Sync + 'static {
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
+    /// The most messages an [`Op::DeleteQueue`] should take with it, if the
+    /// engine writes one delete per key it removes: a caller deleting a
+    /// larger queue removes its messages first, that many per commit, so
+    /// that no commit (nor the memory it takes) grows with the queue. `None`:
+    /// the engine deletes a queue whole, however large.
+    fn queue_delete_chunk(&self) -> Option<usize> {
+        None
+    }
+
     /// Finishes queued commits, flushes and fsyncs everything and stops the
     /// committer; later commits fail with [`StorageError::Closed`]. Reads
     /// keep working; the engine's files are released when the store is

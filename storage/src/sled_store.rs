@@ -100,6 +100,10 @@ const _: () = assert!((LEAF_ENTRIES_BOUND + 2) * (MAX_INLINE_RECORD_BYTES + 20) 
 /// when every group was flushed, the same loop ran 204 closes without one.
 const FLUSH_EVERY_WRITES: usize = 4096;
 
+/// Messages per commit when a large queue is deleted ([`Store::queue_delete_chunk`]):
+/// about 0.5 MB of journal record.
+const QUEUE_DELETE_CHUNK: usize = 10_000;
+
 /// Tuning for [`SledStore::open_with`].
 #[derive(Debug, Clone)]
 pub struct SledOptions {
@@ -571,6 +575,12 @@ impl Store for SledStore {
             queues,
             duplicate_ids,
         })
+    }
+
+    /// A queue's deletion expands into a delete of each of its keys, in one
+    /// journal record held in memory whole.
+    fn queue_delete_chunk(&self) -> Option<usize> {
+        Some(QUEUE_DELETE_CHUNK)
     }
 
     fn stats(&self) -> StoreStats {

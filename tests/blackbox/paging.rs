@@ -2,7 +2,7 @@
 //! `max-read-page-messages` keep their order, priorities within the head,
 //! consumer selectors, redelivery counts and dead-lettering; management
 //! operations and the figures cover the paged messages; a restart with a paged
-//! backlog keeps everything.
+//! backlog keeps everything; a deep queue is deleted a chunk at a time.
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -246,4 +246,32 @@ async fn a_restart_with_a_paged_backlog_keeps_everything() {
     let unique: HashSet<&String> = got.iter().collect();
     assert_eq!(unique.len(), 12_000);
     assert_eq!(got, numbered(0..12_000));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deep_queue_is_deleted_a_chunk_at_a_time_and_stays_deleted() {
+    let (mut broker, client) = paging_broker().await;
+    // Two and a half of the embedded store's 10,000-message chunks.
+    send_numbered(&client, 0..25_000).await;
+    // Some out to a consumer when the queue goes.
+    let mut consumer = client.consume("orders", 5).await.unwrap();
+    consumer.next_timeout(IDLE).await.unwrap().expect("a delivery");
+    let before = client.server_info().await.unwrap().store_commits;
+    client.delete_queue("orders").await.unwrap();
+    let commits = client.server_info().await.unwrap().store_commits - before;
+    assert!(
+        commits >= 4,
+        "three chunks and the queue itself, in {commits} commits"
+    );
+    assert!(client.queue("orders").await.is_err());
+
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    drop((consumer, client));
+    broker.restart().await;
+    let client = broker.client().await;
+    let info = client.queue("orders").await.unwrap();
+    assert_eq!((info.messages, info.paged_messages), (0, 0));
 }

@@ -317,14 +317,19 @@ impl Broker {
         Ok(queue)
     }
 
-    /// Deletes a queue with its messages; its consumers' streams end.
+    /// Deletes a queue with its messages; its consumers' streams end. On a
+    /// store that deletes key by key, a large queue is emptied first in
+    /// bounded commits (`wipe.rs`).
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let chunk = self.store.queue_delete_chunk();
         let (commit, queue) = {
             let mut reg = self.write();
             let queue = reg
                 .unbind(name)
                 .ok_or_else(|| BrokerError::QueueNotFound(name.to_owned()))?;
-            let ops = if queue.durable {
+            // A store that deletes a queue whole gets the deletion at once, in
+            // the registry's order.
+            let ops = if queue.durable && chunk.is_none() {
                 vec![Op::DeleteQueue(queue.id)]
             } else {
                 Vec::new()
@@ -332,7 +337,12 @@ impl Broker {
             (self.submit(ops), queue)
         };
         queue.close();
-        self.commit(commit).await
+        self.commit(commit).await?;
+        if let (true, Some(chunk)) = (queue.durable, chunk) {
+            self.empty_stored(&queue, chunk).await?;
+            self.commit(self.submit(vec![Op::DeleteQueue(queue.id)])).await?;
+        }
+        Ok(())
     }
 
     pub fn queue(&self, name: &str) -> Result<Arc<Queue>> {

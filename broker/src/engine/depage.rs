@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tracing::error;
 
-use super::Broker;
+use super::{Broker, blocking};
 use crate::queue::{Queue, ReadLimit};
 use crate::time::now_ms;
 
@@ -95,14 +95,4 @@ async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<
         }
     }
     Ok(())
-}
-
-/// Runs a store read on a blocking thread.
-async fn blocking<T: Send + 'static>(
-    read: impl FnOnce() -> Result<T, rebound_storage::StorageError> + Send + 'static,
-) -> crate::error::Result<T> {
-    match tokio::task::spawn_blocking(read).await {
-        Ok(result) => Ok(result?),
-        Err(join) => std::panic::resume_unwind(join.into_panic()),
-    }
 }

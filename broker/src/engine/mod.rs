@@ -21,6 +21,7 @@
 //! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
 //! | `peers.rs` | the registry kept in step with what other nodes create and delete |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
+//! | `wipe.rs` | emptying a deleted queue in bounded commits before it goes |
 //!
 //! These files call each other's methods but never import each other's modules
 //! (only the types they share), so the imports of the engine form no circle.
@@ -57,6 +58,7 @@ mod serving;
 mod settle;
 mod shared_sizes;
 mod transact;
+mod wipe;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -327,6 +329,16 @@ pub fn parse_filter(text: &str) -> Result<Option<Selector>> {
     Selector::parse(text)
         .map(Some)
         .map_err(|e| BrokerError::InvalidArgument(format!("filter {:?}: {e}", rebound_config::excerpt(text))))
+}
+
+/// Runs a store read on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, rebound_storage::StorageError> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(result) => Ok(result?),
+        Err(join) => std::panic::resume_unwind(join.into_panic()),
+    }
 }
 
 #[cfg(test)]
