@@ -134,15 +134,10 @@ async fn clean_up(client: &Client, queue: &str) {
                 failures.push(format!("queue {name}: {err}"));
             }
         }
-        // The queue first: deleted on its own, a deep one goes a chunk at a
-        // time rather than in the address's one commit.
         if left.iter().any(|name| name == queue)
-            && let Err(err) = match client.delete_queue(queue).await {
-                Ok(()) => client.delete_address(queue, true).await,
-                Err(err) => Err(err),
-            }
+            && let Err(err) = client.delete_address(queue, true).await
         {
-            failures.push(format!("queue {queue} and its address: {err}"));
+            failures.push(format!("address {queue} with its queue: {err}"));
         }
         tokio::time::sleep(pause).await;
         pause *= 2;

@@ -275,3 +275,18 @@ async fn a_deep_queue_is_deleted_a_chunk_at_a_time_and_stays_deleted() {
     let info = client.queue("orders").await.unwrap();
     assert_eq!((info.messages, info.paged_messages), (0, 0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forcing_the_deletion_of_an_address_deletes_its_deep_queue_a_chunk_at_a_time() {
+    let (_broker, client) = paging_broker().await;
+    send_numbered(&client, 0..25_000).await;
+    let before = client.server_info().await.unwrap().store_commits;
+    client.delete_address("orders", true).await.unwrap();
+    let commits = client.server_info().await.unwrap().store_commits - before;
+    assert!(
+        commits >= 4,
+        "three chunks and the queue itself, in {commits} commits"
+    );
+    assert!(client.queue("orders").await.is_err());
+    assert!(client.address("orders").await.is_err());
+}

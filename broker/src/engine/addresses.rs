@@ -230,8 +230,13 @@ impl Broker {
         Ok(!existed)
     }
 
-    /// Deletes an address; with `force` also its queues and their messages.
+    /// Deletes an address; with `force` also its queues and their messages
+    /// (on a store that deletes key by key, its durable queues first, each a
+    /// chunk at a time).
     pub async fn delete_address(&self, name: &str, force: bool) -> Result<()> {
+        if force && self.store.queue_delete_chunk().is_some() {
+            self.delete_durable_queues_of(name).await?;
+        }
         let (commit, closed) = {
             let mut reg = self.write();
             let Some(address) = reg.addresses.get(name) else {
@@ -260,6 +265,26 @@ impl Broker {
         // The store deletes the address's duplicate ids with it.
         self.duplicates.forget_address(name);
         self.commit(commit).await
+    }
+
+    /// Deletes the durable queues of address `name` one by one, each a chunk
+    /// at a time (`wipe.rs`), before the address goes with what is left.
+    async fn delete_durable_queues_of(&self, name: &str) -> Result<()> {
+        let durable: Vec<String> = self.read().addresses.get(name).map_or_else(Vec::new, |a| {
+            a.queues
+                .iter()
+                .filter(|q| q.durable)
+                .map(|q| q.name.clone())
+                .collect()
+        });
+        for queue in durable {
+            match self.delete_queue(&queue).await {
+                // Deleted meanwhile by someone else: as good.
+                Ok(()) | Err(BrokerError::QueueNotFound(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
     }
 
     /// Creates a queue on an address (created if missing).
