@@ -144,14 +144,11 @@ impl Authenticator {
         } else if users.contains_key(&user) {
             Principal::User { name: user }
         } else {
-            warn!(
-                target: AUDIT_TARGET,
-                operation = "login",
-                result = "denied",
-                user = %user,
-                peer = %peer.map_or("-".to_owned(), |peer| peer.to_string()),
-                credentials = "forwarded",
-                "login refused: a node vouched for a user unknown here"
+            audit_refusal(
+                Some(&user),
+                peer,
+                "forwarded",
+                &"a node vouched for a user unknown here",
             );
             return Err(Refused::Invalid);
         };
@@ -181,15 +178,7 @@ impl Authenticator {
                     (Some(_), _) => "password",
                     (None, _) => "certificate",
                 };
-                warn!(
-                    target: AUDIT_TARGET,
-                    operation = "login",
-                    result = "denied",
-                    user = name.as_deref().unwrap_or("-"),
-                    peer = %caller.peer.map_or("-".to_owned(), |peer| peer.to_string()),
-                    credentials,
-                    "login refused: {refused}"
-                );
+                audit_refusal(name.as_deref(), caller.peer, credentials, &refused);
                 Err(refused)
             }
         }
@@ -258,6 +247,25 @@ fn table(users: &[UserConfig]) -> Arc<Users> {
             .map(|user| (user.name.clone(), user.password_hash.clone()))
             .collect(),
     )
+}
+
+/// Writes a refused login to the audit log: who it claimed to be (if
+/// anyone), from where, with what kind of credentials, and why.
+pub(super) fn audit_refusal(
+    user: Option<&str>,
+    peer: Option<SocketAddr>,
+    credentials: &'static str,
+    why: &dyn std::fmt::Display,
+) {
+    warn!(
+        target: AUDIT_TARGET,
+        operation = "login",
+        result = "denied",
+        user = user.unwrap_or("-"),
+        peer = %peer.map_or("-".to_owned(), |peer| peer.to_string()),
+        credentials,
+        "login refused: {why}"
+    );
 }
 
 #[cfg(test)]

@@ -20,10 +20,7 @@ use std::task::{Context, Poll};
 use tonic::body::Body;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-use tracing::warn;
-
-use super::AUDIT_TARGET;
-use super::authenticator::Authenticator;
+use super::authenticator::{Authenticator, audit_refusal};
 use super::forwarded::{self, NodeSecret};
 
 /// A verified client certificate chain, leaf first.
@@ -101,14 +98,7 @@ where
                 None => authenticator.admit(&mut request, peer, certificates).await,
                 Some(Ok(user)) => authenticator.admit_vouched(&mut request, user, peer),
                 Some(Err(not_a_node)) => {
-                    warn!(
-                        target: AUDIT_TARGET,
-                        operation = "login",
-                        result = "denied",
-                        peer = %peer.map_or("-".to_owned(), |peer| peer.to_string()),
-                        credentials = "forwarded",
-                        "login refused: {not_a_node}"
-                    );
+                    audit_refusal(None, peer, "forwarded", &not_a_node);
                     return Ok(tonic::Status::unauthenticated(not_a_node.to_string()).into_http());
                 }
             };
