@@ -265,34 +265,34 @@ impl<E: Engine> Thread<E> {
                 }
             }
             if !drains.is_empty() {
-                self.checkpointer.submit(Job {
-                    table: self.memtable.freeze(),
-                    seq: self.journal.last_seq(),
-                    segment: None,
-                    done: drains,
-                    last: false,
-                });
+                self.checkpointer.submit(self.frozen(drains, false));
             }
         }
+        let last = self.frozen(Vec::new(), true);
         let Thread {
             journal,
-            memtable,
             checkpointer,
             failure,
             ..
         } = self;
-        checkpointer.submit(Job {
-            table: memtable.freeze(),
-            seq: journal.last_seq(),
-            segment: None,
-            done: Vec::new(),
-            last: true,
-        });
+        checkpointer.submit(last);
         checkpointer.finish();
         if let Some(e) = failure.get() {
             return Err(e.clone());
         }
         journal.remove()
+    }
+
+    /// The active table frozen, as a job that reaches the last record
+    /// written, for `done` to wait on; `last` when the store closes.
+    fn frozen(&self, done: Vec<mpsc::Sender<Result<(), StorageError>>>, last: bool) -> Job<E::Value> {
+        Job {
+            table: self.memtable.freeze(),
+            seq: self.journal.last_seq(),
+            segment: None,
+            done,
+            last,
+        }
     }
 
     /// Makes one group durable in the journal and readable from the
@@ -344,13 +344,7 @@ impl<E: Engine> Thread<E> {
             .memtable
             .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
         if full {
-            self.checkpointer.submit(Job {
-                table: self.memtable.freeze(),
-                seq: self.journal.last_seq(),
-                segment: None,
-                done: Vec::new(),
-                last: false,
-            });
+            self.checkpointer.submit(self.frozen(Vec::new(), false));
         }
         for path in &bodies.obsolete {
             self.large.remove(path);
