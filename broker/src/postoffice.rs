@@ -160,6 +160,18 @@ impl Registry {
         Some(queue)
     }
 
+    /// Removes address `name` with its queues, unbound; they are returned.
+    pub fn remove_address(&mut self, name: &str) -> Vec<Arc<Queue>> {
+        let names: Vec<String> = self
+            .addresses
+            .get(name)
+            .map(|a| a.queues.iter().map(|q| q.name.clone()).collect())
+            .unwrap_or_default();
+        let queues = names.iter().filter_map(|q| self.unbind(q)).collect();
+        self.addresses.remove(name);
+        queues
+    }
+
     /// Where a message goes; empty if its address does not exist or has no queue for it.
     pub fn route(&self, record: &MessageRecord) -> Vec<Arc<Queue>> {
         self.addresses

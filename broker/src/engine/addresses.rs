@@ -248,16 +248,12 @@ impl Broker {
                     address.queues.len()
                 )));
             }
-            let names: Vec<String> = address.queues.iter().map(|q| q.name.clone()).collect();
-            let mut ops = Vec::new();
-            let mut closed = Vec::new();
-            for q in names.iter().filter_map(|n| reg.unbind(n)) {
-                if q.durable {
-                    ops.push(Op::DeleteQueue(q.id));
-                }
-                closed.push(q);
-            }
-            reg.addresses.remove(name);
+            let closed = reg.remove_address(name);
+            let mut ops: Vec<Op> = closed
+                .iter()
+                .filter(|q| q.durable)
+                .map(|q| Op::DeleteQueue(q.id))
+                .collect();
             ops.push(Op::DeleteAddress(name.to_owned()));
             (self.submit(ops), closed)
         };

@@ -64,13 +64,7 @@ impl Broker {
                 .map(|a| a.name.clone())
                 .collect();
             for name in gone {
-                let local: Vec<String> = reg.addresses[&name]
-                    .queues
-                    .iter()
-                    .map(|q| q.name.clone())
-                    .collect();
-                removed.extend(local.iter().filter_map(|q| reg.unbind(q)));
-                reg.addresses.remove(&name);
+                removed.extend(reg.remove_address(&name));
                 gone_addresses.push(name);
             }
             for record in addresses {
