@@ -29,10 +29,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use bytes::Bytes;
 use deadpool_postgres::Pool;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -217,13 +216,19 @@ async fn run(
     }
 }
 
-/// Folds the ops of `group` into one set of writes. A fenced group, or one
-/// storing duplicate ids, keeps its ops, to write them again without a
-/// commit whose lease was lost or whose id was stored already.
-fn fold(group: &mut [Request]) -> Writes {
-    let keep = group
+/// Whether a failed `group` may be to blame on some of its commits only, and
+/// be written again without them: one fenced, or storing duplicate ids.
+fn refusable(group: &[Request]) -> bool {
+    group
         .iter()
-        .any(|r| r.claims.is_some() || !r.ids.stored.is_empty());
+        .any(|r| r.claims.is_some() || !r.ids.stored.is_empty())
+}
+
+/// Folds the ops of `group` into one set of writes. A [`refusable`] group
+/// keeps its ops, to write them again without a commit whose lease was lost
+/// or whose id was stored already.
+fn fold(group: &mut [Request]) -> Writes {
+    let keep = refusable(group);
     let mut writes = Writes::default();
     for request in group {
         let ops = match keep {
@@ -239,9 +244,8 @@ fn fold(group: &mut [Request]) -> Writes {
 async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters: &Counters) {
     let claims = Claims::merge(group.iter().filter_map(|r| r.claims.as_ref()));
     let result = write(pool, writes, claims.as_ref()).await;
-    let checkable = claims.is_some() || group.iter().any(|r| !r.ids.stored.is_empty());
     match result {
-        Err(e) if checkable => without_refused(pool, group, claims, e, counters).await,
+        Err(e) if refusable(&group) => without_refused(pool, group, claims, e, counters).await,
         result => answer(group, result, counters),
     }
 }
