@@ -16,6 +16,22 @@ use rebound_storage::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+/// Queue 1, `q`.
+fn queue_q() -> Op {
+    Op::PutQueue(QueueRecord {
+        id: 1,
+        name: "q".into(),
+        ..Default::default()
+    })
+}
+
+/// The certificates of a PEM file.
+fn certificates(path: &std::path::Path) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .unwrap()
+}
+
 fn put(id: u64) -> Op {
     Op::PutMessage {
         queue: 1,
@@ -35,17 +51,7 @@ async fn commits_fail_unavailable_while_the_database_is_away_and_work_again_once
     };
     let mut proxy = DatabaseProxy::start(&schema).await;
     let store = PostgresStore::open(&PostgresOptions::new(proxy.url())).unwrap();
-    store
-        .commit(vec![
-            Op::PutQueue(QueueRecord {
-                id: 1,
-                name: "q".into(),
-                ..Default::default()
-            }),
-            put(1),
-        ])
-        .await
-        .unwrap();
+    store.commit(vec![queue_q(), put(1)]).await.unwrap();
 
     proxy.cut().await;
     let failed = store.commit(vec![put(2)]).await;
@@ -85,14 +91,7 @@ async fn commits_touching_the_same_rows_apply_in_order_whatever_is_in_flight() {
         return;
     };
     let store = PostgresStore::open(&PostgresOptions::new(schema.url())).unwrap();
-    store
-        .commit(vec![Op::PutQueue(QueueRecord {
-            id: 1,
-            name: "q".into(),
-            ..Default::default()
-        })])
-        .await
-        .unwrap();
+    store.commit(vec![queue_q()]).await.unwrap();
     let state = rebound_storage::DeliveryState {
         delivery_count: 2,
         ..Default::default()
@@ -139,26 +138,14 @@ async fn with_a_ca_every_connection_is_encrypted_and_the_server_verified() {
     let Some(ca_file) = pg::database_ca_file(test) else {
         return;
     };
-    let ca = CertificateDer::pem_file_iter(&ca_file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .unwrap();
+    let ca = certificates(&ca_file);
     // A name of its own, to find this store's connections among the suite's.
     let name = format!("rebound_tls_{}", std::process::id());
     let url = format!("{}&application_name={name}", schema.url());
     let mut options = PostgresOptions::new(url.clone());
     options.tls_roots = Some(ca);
     let store = PostgresStore::open(&options).unwrap();
-    store
-        .commit(vec![
-            Op::PutQueue(QueueRecord {
-                id: 1,
-                name: "q".into(),
-                ..Default::default()
-            }),
-            put(1),
-        ])
-        .await
-        .unwrap();
+    store.commit(vec![queue_q(), put(1)]).await.unwrap();
     assert!(store.read_message(1, 1).unwrap().is_some());
     let connections = |ssl: bool| {
         schema.query_i64(&format!(
@@ -185,33 +172,20 @@ async fn a_server_that_demands_a_client_certificate_gets_it_on_every_connection(
     let Some(login) = pg::cert_login("postgres client certificate") else {
         return;
     };
-    let certs = |path: &std::path::Path| {
-        CertificateDer::pem_file_iter(path)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .unwrap()
-    };
     let identity = ClientIdentity {
-        chain: certs(&login.cert),
+        chain: certificates(&login.cert),
         key: PrivateKeyDer::from_pem_file(&login.key).unwrap(),
     };
     let mut options = PostgresOptions::new(login.url.clone());
-    options.tls_roots = Some(certs(&login.ca));
+    options.tls_roots = Some(certificates(&login.ca));
     options.tls_client = Some(identity.clone());
     let store = PostgresStore::open(&options).unwrap();
     // The connection that LISTENs is one of its own: a notification it
     // passes on shows that it logged in with the certificate too.
     let mut notices = store.metadata_notices();
-    let queue_id = 1;
     let listening = async {
         loop {
-            store
-                .commit(vec![Op::PutQueue(QueueRecord {
-                    id: queue_id,
-                    name: "q".into(),
-                    ..Default::default()
-                })])
-                .await
-                .unwrap();
+            store.commit(vec![queue_q()]).await.unwrap();
             if let Ok(notice) = tokio::time::timeout(Duration::from_millis(200), notices.recv()).await {
                 return notice;
             }
@@ -219,7 +193,7 @@ async fn a_server_that_demands_a_client_certificate_gets_it_on_every_connection(
     };
     let notice = tokio::time::timeout(Duration::from_secs(20), listening).await;
     assert!(matches!(notice, Ok(Some(_))), "no notification: {notice:?}");
-    store.commit(vec![Op::DeleteQueue(queue_id)]).await.unwrap();
+    store.commit(vec![Op::DeleteQueue(1)]).await.unwrap();
     store.close().unwrap();
 
     // Without the certificate the server refuses the broker, and says why.
