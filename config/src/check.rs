@@ -21,11 +21,18 @@ pub(crate) fn checked<R, T>(
     check: fn(R) -> Result<T, String>,
     key: impl FnOnce() -> String,
 ) -> Result<Option<T>, ConfigError> {
-    let Some(value) = value else { return Ok(None) };
+    value.map(|value| check_one(doc, value, check, key)).transpose()
+}
+
+/// Runs `check` on a spanned value, locating a failure at the value.
+pub(crate) fn check_one<R, T>(
+    doc: &Document<'_>,
+    value: Spanned<R>,
+    check: fn(R) -> Result<T, String>,
+    key: impl FnOnce() -> String,
+) -> Result<T, ConfigError> {
     let start = value.span().start;
-    check(value.into_inner())
-        .map(Some)
-        .map_err(|message| doc.error(start, Some(key()), message))
+    check(value.into_inner()).map_err(|message| doc.error(start, Some(key()), message))
 }
 
 pub(crate) fn any<T>(value: T) -> Result<T, String> {

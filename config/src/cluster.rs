@@ -43,7 +43,7 @@ use toml::Spanned;
 
 use crate::check;
 use crate::error::{ConfigError, Document};
-use crate::tls::TlsConfig;
+use crate::tls::{TlsConfig, certificate_file};
 
 /// Leases `lease` accepts: at least 1 s (a node renews every third of it,
 /// and must notice a failed renewal before it lapses), at most 10 minutes
@@ -105,7 +105,7 @@ impl RawCluster {
                 )
             })?;
         let ca_start = self.ca_file.as_ref().map(|value| value.span().start);
-        let ca_file = check::checked(doc, self.ca_file, ca_file, || "cluster.ca-file".into())?;
+        let ca_file = check::checked(doc, self.ca_file, certificate_file, || "cluster.ca-file".into())?;
         match (tls, ca_start) {
             (None, Some(ca_start)) => {
                 return Err(doc.error(
@@ -149,10 +149,6 @@ impl RawCluster {
 /// (also the daemon's words when `--node-id` makes the node).
 pub const NEEDS_A_CA: &str = "with [tls], a node reaches the other nodes over TLS and needs the CA \
      their certificates chain to: set `ca-file` in [cluster], or `client-ca-file` in [tls]";
-
-fn ca_file(path: PathBuf) -> Result<PathBuf, String> {
-    crate::tls::read_certificates(&path).map(|_| path)
-}
 
 /// The shortest shared secret `secret-file` may hold, in bytes: 32 random
 /// characters are beyond guessing.

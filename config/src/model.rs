@@ -23,7 +23,7 @@ use crate::pattern_map::{RawEntry, by_pattern};
 use crate::security::{RawSecurityEntry, SecuritySettings};
 use crate::settings::{AddressSettings, SettingsRepository, for_each_setting};
 use crate::storage::{self, PostgresClientCert, StorageEngine};
-use crate::tls::{RawTls, TlsConfig};
+use crate::tls::{self, RawTls, TlsConfig};
 use crate::users::{RawUser, UserConfig, users};
 
 /// Journal segment sizes `journal-file-size` accepts: 4 KiB to 1 GiB. A
@@ -191,7 +191,7 @@ impl RawConfig {
             }
             None => None,
         };
-        let postgres_ca_file = checked(doc, self.postgres_ca_file, storage::postgres_ca_file, || {
+        let postgres_ca_file = checked(doc, self.postgres_ca_file, tls::certificate_file, || {
             "postgres-ca-file".into()
         })?;
         Ok(Config {

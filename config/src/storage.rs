@@ -13,7 +13,9 @@ use std::str::FromStr;
 
 use toml::Spanned;
 
+use crate::check::check_one;
 use crate::error::{ConfigError, Document};
+use crate::tls::{certificate_file, key_file};
 
 /// Connections `postgres-pool-size` accepts: the committer needs one, reads
 /// another.
@@ -86,12 +88,6 @@ pub(crate) fn postgres_pool_size(value: i64) -> Result<usize, String> {
         })
 }
 
-/// A PEM file of CA certificates, at least one (relative paths from the
-/// broker's working directory, as `data-dir`).
-pub(crate) fn postgres_ca_file(path: PathBuf) -> Result<PathBuf, String> {
-    crate::tls::read_certificates(&path).map(|_| path)
-}
-
 /// The certificate the broker presents to the database, for a server that
 /// authenticates its clients by certificate (`hostssl … cert` in
 /// `pg_hba.conf`): both files or neither, and only over the TLS that
@@ -142,15 +138,9 @@ pub(crate) fn postgres_client_cert(
              the database with that CA",
         ));
     }
-    let file = |value: Spanned<PathBuf>, name: &str, read: fn(&std::path::Path) -> Result<(), String>| {
-        let start = value.span().start;
-        let path = value.into_inner();
-        read(&path).map_err(|message| doc.error(start, Some(name.into()), message))?;
-        Ok::<_, ConfigError>(path)
-    };
     Ok(Some(PostgresClientCert {
-        cert_file: file(cert, CERT, |p| crate::tls::read_certificates(p).map(drop))?,
-        key_file: file(key, KEY, |p| crate::tls::read_private_key(p).map(drop))?,
+        cert_file: check_one(doc, cert, certificate_file, || CERT.into())?,
+        key_file: check_one(doc, key, key_file, || KEY.into())?,
     }))
 }
 
@@ -177,24 +167,6 @@ mod tests {
         assert_eq!(postgres_pool_size(2), Ok(2));
         assert!(postgres_pool_size(1).is_err());
         assert!(postgres_pool_size(257).is_err());
-    }
-
-    #[test]
-    fn a_ca_file_must_hold_a_certificate() {
-        let dir = std::env::temp_dir().join(format!("rebound-pg-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (ca, empty) = (dir.join("ca.pem"), dir.join("empty.pem"));
-        // PEM of the right kind is all the config checks; the TLS handshake judges the rest.
-        std::fs::write(
-            &ca,
-            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-        )
-        .unwrap();
-        std::fs::write(&empty, "").unwrap();
-        assert_eq!(postgres_ca_file(ca.clone()), Ok(ca));
-        let refused = postgres_ca_file(empty).unwrap_err();
-        assert!(refused.ends_with("no PEM certificate in the file"), "{refused}");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

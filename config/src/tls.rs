@@ -22,6 +22,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::check::{check_one, checked};
 use crate::error::{ConfigError, Document};
 
 /// The validated `[tls]` table.
@@ -69,6 +70,17 @@ pub fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     })
 }
 
+/// A PEM file that holds at least one certificate, as the config checks it
+/// (relative paths from the broker's working directory, as `data-dir`).
+pub(crate) fn certificate_file(path: PathBuf) -> Result<PathBuf, String> {
+    read_certificates(&path).map(|_| path)
+}
+
+/// A PEM file that holds a private key, as the config checks it.
+pub(crate) fn key_file(path: PathBuf) -> Result<PathBuf, String> {
+    read_private_key(&path).map(|_| path)
+}
+
 fn pem_error(error: rustls_pki_types::pem::Error) -> String {
     match error {
         rustls_pki_types::pem::Error::Io(io) => format!("cannot read file: {io}"),
@@ -86,24 +98,21 @@ impl RawTls {
                 format!("[tls] needs `{key}` (a PEM file)"),
             )
         };
-        let file = |value: Spanned<PathBuf>, key: &str, read: fn(&Path) -> Result<(), String>| {
-            let start = value.span().start;
-            let path = value.into_inner();
-            read(&path).map_err(|message| doc.error(start, Some(format!("tls.{key}")), message))?;
-            Ok::<_, ConfigError>(path)
-        };
-        let certs = |p: &Path| read_certificates(p).map(drop);
-        let key = |p: &Path| read_private_key(p).map(drop);
-        let cert_file = file(
+        let cert_file = check_one(
+            doc,
             self.cert_file.ok_or_else(|| missing("cert-file"))?,
-            "cert-file",
-            certs,
+            certificate_file,
+            || "tls.cert-file".into(),
         )?;
-        let key_file = file(self.key_file.ok_or_else(|| missing("key-file"))?, "key-file", key)?;
-        let client_ca_file = match self.client_ca_file {
-            Some(value) => Some(file(value, "client-ca-file", certs)?),
-            None => None,
-        };
+        let key_file = check_one(
+            doc,
+            self.key_file.ok_or_else(|| missing("key-file"))?,
+            key_file,
+            || "tls.key-file".into(),
+        )?;
+        let client_ca_file = checked(doc, self.client_ca_file, certificate_file, || {
+            "tls.client-ca-file".into()
+        })?;
         let require_client_cert = match self.require_client_cert {
             Some(value) if *value.get_ref() && client_ca_file.is_none() => {
                 return Err(doc.error(
@@ -147,8 +156,20 @@ pub(crate) fn fake_pem_pair(name: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 #[cfg(test)]
 mod tests {
-    use super::fake_pem_pair;
+    use super::{certificate_file, fake_pem_pair};
     use crate::Config;
+
+    #[test]
+    fn a_certificate_file_must_hold_a_certificate() {
+        // PEM of the right kind is all the config checks; the TLS handshake judges the rest.
+        let (dir, ca, _) = fake_pem_pair("ca-file");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        assert_eq!(certificate_file(ca.clone()), Ok(ca));
+        let refused = certificate_file(empty).unwrap_err();
+        assert!(refused.ends_with("no PEM certificate in the file"), "{refused}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     fn err(text: &str) -> String {
         Config::parse(text, "test.toml")
