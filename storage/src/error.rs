@@ -121,6 +121,12 @@ impl StorageError {
             source: Arc::new(source),
         }
     }
+
+    /// An engine error that is only its message: options the engine cannot
+    /// work with.
+    pub(crate) fn refused(message: impl Into<String>) -> StorageError {
+        StorageError::Engine(Arc::new(std::io::Error::other(message.into())))
+    }
 }
 
 fn describe_ids(ids: &[(String, bytes::Bytes)]) -> String {

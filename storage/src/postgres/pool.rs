@@ -61,16 +61,16 @@ impl Database {
                 Some(super::tls::connector(roots, options.tls_client.as_ref())?)
             }
             None if options.tls_client.is_some() => {
-                return Err(StorageError::Engine(Arc::new(std::io::Error::other(
+                return Err(StorageError::refused(
                     "a client certificate for the database needs the CA that signed the \
                      database's certificate (postgres-ca-file)",
-                ))));
+                ));
             }
             None if config.get_ssl_mode() == SslMode::Require => {
-                return Err(StorageError::Engine(Arc::new(std::io::Error::other(
+                return Err(StorageError::refused(
                     "the URL asks for TLS (sslmode=require): give the CA that signed the \
                      database's certificate (postgres-ca-file)",
-                ))));
+                ));
             }
             None => None,
         };

@@ -62,10 +62,10 @@ pub(super) fn connector(
         Some(identity) => builder
             .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
             .map_err(|e| {
-                StorageError::Engine(Arc::new(std::io::Error::other(format!(
+                StorageError::refused(format!(
                     "the client certificate and key for the database (postgres-client-cert-file, \
                      postgres-client-key-file) cannot be used: {e}"
-                ))))
+                ))
             })?,
     };
     Ok(MakeRustlsConnect::new(config))
