@@ -130,13 +130,16 @@ impl Broker {
         let mut retries = prepared.iter().filter(|p| p.duplicate_id.is_some()).count();
         loop {
             let again = (retries > 0).then(|| (prepared.clone(), ops.clone()));
-            match self.store_sends(prepared, ops, &dropped, on_duplicate).await {
-                Err(BrokerError::Storage(StorageError::DuplicateIds { ids })) if again.is_some() => {
+            match (
+                self.store_sends(prepared, ops, &dropped, on_duplicate).await,
+                again,
+            ) {
+                (Err(BrokerError::Storage(StorageError::DuplicateIds { ids })), Some(again)) => {
                     self.duplicates.learn(&ids);
-                    (prepared, ops) = again.expect("checked");
+                    (prepared, ops) = again;
                     retries -= 1;
                 }
-                result => return result,
+                (result, _) => return result,
             }
         }
     }
