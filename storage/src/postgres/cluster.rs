@@ -20,9 +20,10 @@ use deadpool_postgres::Pool;
 
 use super::PostgresStore;
 use super::pool::{db_error, pool_error};
+use super::reads::{address_records, queue_records};
+use crate::QueueId;
 use crate::error::StorageError;
-use crate::records::{AddressRecord, QueueRecord, decode};
-use crate::{QueueId, keys};
+use crate::records::{AddressRecord, QueueRecord};
 
 /// A node that heartbeat within the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,21 +261,7 @@ impl PostgresStore {
     {
         self.db.run(|pool| async move {
             let client = pool.get().await.map_err(pool_error)?;
-            let addresses = client
-                .query("SELECT name, record FROM addresses ORDER BY name", &[])
-                .await
-                .map_err(db_error)?
-                .iter()
-                .map(|row| decode(&keys::address(row.get(0)), row.get(1)))
-                .collect::<Result<Vec<AddressRecord>, _>>()?;
-            let queues = client
-                .query("SELECT id, record FROM queues ORDER BY id", &[])
-                .await
-                .map_err(db_error)?
-                .iter()
-                .map(|row| decode(&keys::queue(row.get::<_, i64>(0) as QueueId), row.get(1)))
-                .collect::<Result<Vec<QueueRecord>, _>>()?;
-            Ok((addresses, queues))
+            Ok((address_records(&client).await?, queue_records(&client).await?))
         })
     }
 

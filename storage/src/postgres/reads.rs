@@ -67,6 +67,31 @@ pub(super) async fn recover_head(pool: &Pool, head: usize) -> Result<Recovered, 
     recover_in_pages(pool, head, INDEX_PAGE_ROWS).await
 }
 
+/// Every address record, by name as Rust orders strings: by bytes.
+pub(super) async fn address_records(client: &impl GenericClient) -> Result<Vec<AddressRecord>, StorageError> {
+    client
+        .query(
+            "SELECT name, record FROM addresses ORDER BY name COLLATE \"C\"",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| decode(&keys::address(row.get(0)), row.get(1)))
+        .collect()
+}
+
+/// Every queue record, by id.
+pub(super) async fn queue_records(client: &impl GenericClient) -> Result<Vec<QueueRecord>, StorageError> {
+    client
+        .query("SELECT id, record FROM queues ORDER BY id", &[])
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| decode(&keys::queue(row.get::<_, i64>(0) as QueueId), row.get(1)))
+        .collect()
+}
+
 /// [`recover_head`], reading each queue's index `page_rows` entries at a time.
 async fn recover_in_pages(pool: &Pool, head: usize, page_rows: i64) -> Result<Recovered, StorageError> {
     let mut client = pool.get().await.map_err(pool_error)?;
@@ -77,25 +102,10 @@ async fn recover_in_pages(pool: &Pool, head: usize, page_rows: i64) -> Result<Re
         .start()
         .await
         .map_err(db_error)?;
-    // Addresses by name as Rust orders strings: by bytes.
-    let addresses = tx
-        .query(
-            "SELECT name, record FROM addresses ORDER BY name COLLATE \"C\"",
-            &[],
-        )
-        .await
-        .map_err(db_error)?
-        .iter()
-        .map(|row| decode::<AddressRecord>(&keys::address(row.get(0)), row.get(1)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let addresses = address_records(&tx).await?;
     let mut queues = Vec::new();
-    for row in tx
-        .query("SELECT id, record FROM queues ORDER BY id", &[])
-        .await
-        .map_err(db_error)?
-    {
-        let id = row.get::<_, i64>(0) as QueueId;
-        let record: QueueRecord = decode(&keys::queue(id), row.get(1))?;
+    for record in queue_records(&tx).await? {
+        let id = record.id;
         let mut messages = Vec::new();
         // One entry past the head says whether the queue has more.
         let wanted = head.saturating_add(1);
