@@ -28,13 +28,8 @@ stop() {
 }
 trap stop EXIT
 
-bash "$(dirname "$0")/throwaway-tls.sh" "$dir/tls"
+bash "$(dirname "$0")/throwaway-tls.sh" "$dir/tls" rebound_cert
 chmod 600 "$dir/tls/server.key"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=rebound_cert \
-  -keyout "$dir/tls/client.key" -out "$dir/tls/client.csr" 2>/dev/null
-printf 'extendedKeyUsage=clientAuth\n' >"$dir/tls/client.ext"
-openssl x509 -req -in "$dir/tls/client.csr" -CA "$dir/tls/ca.pem" -CAkey "$dir/tls/ca.key" \
-  -CAcreateserial -days 1 -extfile "$dir/tls/client.ext" -out "$dir/tls/client.pem" 2>/dev/null
 # initdb --auth=trust's rules for everyone else, after the certificate-only role's.
 cat >"$dir/pg_hba.conf" <<'HBA'
 hostssl rebound_cert rebound_cert 127.0.0.1/32 cert
