@@ -48,7 +48,7 @@ use crate::security::access::Caller;
 type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
 
 /// Forwards a Consume stream whose `subscribe` request came already to the
-/// node at `owner` (`host:port`), with the caller's `authorization`;
+/// node at `owner` (`host:port`), with the caller's `credentials`;
 /// `counted` lives as long as the stream.
 pub(super) async fn consume<C: Send + 'static>(
     broker: &Arc<Broker>,
