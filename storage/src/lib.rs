@@ -450,6 +450,19 @@ pub enum Op {
         /// that several nodes' caches share one row per id).
         id: bytes::Bytes,
     },
+    /// Commits only if node `node` holds the lease of `queue` under `epoch`,
+    /// and lets this commit remove that queue's messages: a transaction of
+    /// one node removing the messages another node serves and holds aside
+    /// for it (several brokers on one database, `postgres/fence.rs`). A
+    /// single broker's stores have no leases and ignore it.
+    Claim {
+        /// The queue.
+        queue: QueueId,
+        /// The node that serves it.
+        node: String,
+        /// The epoch of its lease.
+        epoch: u64,
+    },
 }
 
 /// The outcome of a [`Store::commit`]: resolves once the ops are durable or

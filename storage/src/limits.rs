@@ -42,7 +42,8 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
         | Op::DeleteQueue(_)
         | Op::RemoveMessage { .. }
         | Op::RemoveStatelessMessage { .. }
-        | Op::RemoveDuplicateId { .. } => Ok(()),
+        | Op::RemoveDuplicateId { .. }
+        | Op::Claim { .. } => Ok(()),
     }
 }
 

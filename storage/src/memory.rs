@@ -127,6 +127,7 @@ impl Data {
             Op::RemoveDuplicateId { address, seq, .. } => {
                 self.duplicate_ids.remove(&(address, seq));
             }
+            Op::Claim { .. } => {}
         }
     }
 

@@ -86,6 +86,7 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
             }
             Op::RemoveDuplicateId { address, seq, .. } => staged.delete(keys::duplicate_id(&address, seq)),
+            Op::Claim { .. } => {}
         }
     }
     Ok(staged)

@@ -159,6 +159,65 @@ async fn owner_writes_need_the_lease_and_new_messages_do_not() {
     assert_eq!(ids, [2, 3]);
 }
 
+/// b removes messages of a queue a serves when its commit claims a's lease
+/// under the epoch a holds it with (a transaction of b acking what a holds
+/// aside for it), together with b's own writes; under any other epoch or
+/// node, or once another node took the queue over, nothing of that commit
+/// is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_the_owner_s_lease_lets_another_node_remove_its_messages() {
+    let Some(schema) = TestSchema::create("cluster claims") else {
+        return;
+    };
+    let (a, b, c) = (open(&schema), open(&schema), open(&schema));
+    a.commit(vec![queue(1), queue(2), put(1, 1), put(1, 2), put(1, 3)])
+        .await
+        .unwrap();
+    for (store, node) in [(&a, "a"), (&b, "b"), (&c, "c")] {
+        store.register_node(node, &format!("{node}:1")).await.unwrap();
+    }
+    let epoch = a.acquire("a", 1, LEASE).await.unwrap().unwrap();
+    b.acquire("b", 2, LEASE).await.unwrap().unwrap();
+    let claim = |node: &str, epoch| Op::Claim {
+        queue: 1,
+        node: node.into(),
+        epoch,
+    };
+    let remove = |id| Op::RemoveMessage { queue: 1, id };
+    for wrong in [claim("a", epoch + 1), claim("c", epoch)] {
+        let refused = b.commit(vec![wrong, remove(1), put(2, 10)]).await;
+        assert!(
+            matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+            "{refused:?}"
+        );
+    }
+    b.commit(vec![claim("a", epoch), remove(1), put(2, 11)])
+        .await
+        .unwrap();
+    let stored = |store: &PostgresStore| {
+        let mut all: Vec<(u32, u64)> = store
+            .recover()
+            .unwrap()
+            .queues
+            .iter()
+            .flat_map(|q| q.messages.iter().map(move |m| (q.record.id, m.id)))
+            .collect();
+        all.sort_unstable();
+        all
+    };
+    assert_eq!(stored(&b), [(1, 2), (1, 3), (2, 11)]);
+
+    // a gives the queue up and c takes it: a's epoch no longer holds.
+    a.release("a", 1).await.unwrap();
+    c.acquire("c", 1, LEASE).await.unwrap().unwrap();
+    let refused = b.commit(vec![claim("a", epoch), remove(2)]).await;
+    assert!(
+        matches!(refused, Err(StorageError::Fenced { queue: 1 })),
+        "{refused:?}"
+    );
+    assert_eq!(stored(&b), [(1, 2), (1, 3), (2, 11)]);
+}
+
 /// a holds queues 1 and 2; b takes 1 over (a's lease ran out) without a
 /// noticing. a's next commits, grouped together, ack in both queues: the
 /// ack in 1 is refused and changes nothing, the one in 2 is written.

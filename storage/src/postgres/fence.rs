@@ -18,6 +18,13 @@
 //! that wrote under a lost lease with [`StorageError::Fenced`] and writes the
 //! others again without them, so one stale queue never fails its neighbours.
 //!
+//! A transaction of one node may remove messages of a queue another node
+//! serves, which that node holds aside for it: the commit says so with an
+//! [`Op::Claim`] naming that node and the epoch it holds the queue under,
+//! and its removals of that queue's messages are checked against that claim
+//! as the node's own are against its leases. So a transaction never removes
+//! messages that a new owner has read back meanwhile.
+//!
 //! Storing a new message (and the state it is stored with) is anyone's
 //! write: for a queue this node holds it claims the lease like an owner
 //! write, for one it does not it adds a row to the inbox of the queue's
@@ -48,12 +55,18 @@ struct State {
     epochs: HashMap<QueueId, u64>,
 }
 
-/// The leases a commit (or a group of them) writes under: this node's id and
-/// `(queue, epoch)` pairs.
+/// The leases a commit (or a group of them) writes under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Claims {
+    pub(super) leases: BTreeSet<Lease>,
+}
+
+/// That node `node` holds the lease of `queue` under `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Lease {
+    pub(super) queue: QueueId,
+    pub(super) epoch: u64,
     pub(super) node: Arc<str>,
-    pub(super) leases: BTreeSet<(QueueId, u64)>,
 }
 
 impl Fence {
@@ -82,8 +95,11 @@ impl Fence {
         let state = self.state();
         match (&state.node, state.epochs.get(&queue)) {
             (Some(node), Some(&epoch)) => Ok(Claims {
-                node: Arc::clone(node),
-                leases: BTreeSet::from([(queue, epoch)]),
+                leases: BTreeSet::from([Lease {
+                    queue,
+                    epoch,
+                    node: Arc::clone(node),
+                }]),
             }),
             _ => Err(StorageError::Fenced { queue }),
         }
@@ -91,7 +107,9 @@ impl Fence {
 
     /// What `ops` claim, and the messages they store for queues this node
     /// does not hold (which go to the inbox of the node that does, see
-    /// `cluster.rs`). Nothing without fencing. A message stored for a queue
+    /// `cluster.rs`). Nothing without fencing. An owner write to a queue
+    /// this node does not hold passes if the ops claim another node's lease
+    /// on it ([`Op::Claim`]). A message stored for a queue
     /// this node holds claims its lease too: once the lease is lost, the
     /// queue's new owner may have read the queue already, so the message
     /// must reach it through the inbox instead (the commit fails, and the
@@ -112,27 +130,43 @@ impl Fence {
                 _ => None,
             })
             .collect();
-        let mut leases = BTreeSet::new();
+        let mut leases: BTreeSet<Lease> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Claim { queue, node, epoch } => Some(Lease {
+                    queue: *queue,
+                    epoch: *epoch,
+                    node: Arc::from(node.as_str()),
+                }),
+                _ => None,
+            })
+            .collect();
+        let claimed: BTreeSet<QueueId> = leases.iter().map(|l| l.queue).collect();
+        let mine = |queue: QueueId, epoch: u64| Lease {
+            queue,
+            epoch,
+            node: Arc::clone(node),
+        };
         let mut inbox = Vec::new();
         for op in ops {
             match write_of(op, &stored) {
-                Some(Write::Owner(queue)) => {
-                    let epoch = state.epochs.get(&queue).ok_or(StorageError::Fenced { queue })?;
-                    leases.insert((queue, *epoch));
-                }
+                Some(Write::Owner(queue)) => match state.epochs.get(&queue) {
+                    Some(&epoch) => {
+                        leases.insert(mine(queue, epoch));
+                    }
+                    None if claimed.contains(&queue) => {}
+                    None => return Err(StorageError::Fenced { queue }),
+                },
                 Some(Write::New(queue, id)) => match state.epochs.get(&queue) {
-                    Some(epoch) => {
-                        leases.insert((queue, *epoch));
+                    Some(&epoch) => {
+                        leases.insert(mine(queue, epoch));
                     }
                     None => inbox.push((queue, id)),
                 },
                 None => {}
             }
         }
-        let claims = (!leases.is_empty()).then(|| Claims {
-            node: Arc::clone(node),
-            leases,
-        });
+        let claims = (!leases.is_empty()).then_some(Claims { leases });
         Ok(Sorted { claims, inbox })
     }
 }
@@ -164,61 +198,64 @@ fn write_of(op: &Op, stored: &BTreeSet<(QueueId, MessageId)>) -> Option<Write> {
 }
 
 impl Claims {
-    /// The claims of several commits together (one node's).
+    /// The claims of several commits together.
     pub(super) fn merge<'a>(all: impl IntoIterator<Item = &'a Claims>) -> Option<Claims> {
         let mut merged: Option<Claims> = None;
         for claims in all {
             match &mut merged {
-                Some(m) => m.leases.extend(claims.leases.iter().copied()),
+                Some(m) => m.leases.extend(claims.leases.iter().cloned()),
                 None => merged = Some(claims.clone()),
             }
         }
         merged
     }
 
-    /// The parameters of [`FENCE`] and [`HELD`]: node, queues, epochs, count.
-    pub(super) fn columns(&self) -> (String, Vec<i64>, Vec<i64>, i32) {
-        let (queues, epochs) = self
-            .leases
-            .iter()
-            .map(|&(queue, epoch)| (i64::from(queue), epoch as i64))
-            .unzip();
-        (self.node.to_string(), queues, epochs, self.leases.len() as i32)
+    /// The parameters of [`FENCE`] and [`HELD`]: nodes, queues, epochs, count.
+    pub(super) fn columns(&self) -> (Vec<String>, Vec<i64>, Vec<i64>, i32) {
+        let mut columns = (Vec::new(), Vec::new(), Vec::new(), self.leases.len() as i32);
+        for lease in &self.leases {
+            columns.0.push(lease.node.to_string());
+            columns.1.push(i64::from(lease.queue));
+            columns.2.push(lease.epoch as i64);
+        }
+        columns
     }
 
     /// Which claims still hold, outside any transaction (after a failed
     /// group, to tell a lost lease from another failure).
-    pub(super) async fn held(&self, client: &Client) -> Result<BTreeSet<(QueueId, u64)>, StorageError> {
-        let (node, queues, epochs, _) = self.columns();
+    pub(super) async fn held(&self, client: &Client) -> Result<BTreeSet<Lease>, StorageError> {
+        let (nodes, queues, epochs, _) = self.columns();
         let rows = client
-            .query(HELD, &[&node, &queues, &epochs])
+            .query(HELD, &[&nodes, &queues, &epochs])
             .await
             .map_err(db_error)?;
         Ok(rows
             .iter()
-            .map(|row| (row.get::<_, i64>(0) as QueueId, row.get::<_, i64>(1) as u64))
+            .map(|row| Lease {
+                node: Arc::from(row.get::<_, &str>(0)),
+                queue: row.get::<_, i64>(1) as QueueId,
+                epoch: row.get::<_, i64>(2) as u64,
+            })
             .collect())
     }
 }
 
 /// Locks the lease rows a group writes under, and aborts the transaction if
-/// one is not held by `$1` under the claimed epoch. Run first in the group's
-/// transaction, with [`Claims::columns`] (`writes.rs`).
+/// one is not held by its node under the claimed epoch. Run first in the
+/// group's transaction, with [`Claims::columns`] (`writes.rs`).
 pub(super) const FENCE: &str = "SELECT rebound_fence($4, count(*)) FROM (
          SELECT 1 FROM queue_leases l
-         JOIN unnest($2::bigint[], $3::bigint[]) AS f(queue, epoch)
-           ON l.queue = f.queue AND l.epoch = f.epoch
-         WHERE l.node = $1
+         JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS f(node, queue, epoch)
+           ON l.queue = f.queue AND l.epoch = f.epoch AND l.node = f.node
          FOR SHARE OF l) held";
 
 /// The SQLSTATE `rebound_fence` raises (migration 2).
 pub(super) const LOST: &str = "RBF01";
 
 /// The claims that hold.
-const HELD: &str = "SELECT l.queue, l.epoch FROM queue_leases l
-     JOIN unnest($2::bigint[], $3::bigint[]) AS f(queue, epoch)
-       ON l.queue = f.queue AND l.epoch = f.epoch
-     WHERE l.node = $1";
+const HELD: &str = "SELECT l.node, l.queue, l.epoch FROM queue_leases l
+     JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS f(node, queue, epoch)
+       ON l.queue = f.queue AND l.epoch = f.epoch AND l.node = f.node";
 
 #[cfg(test)]
 mod tests {
@@ -248,8 +285,7 @@ mod tests {
             state: DeliveryState::default(),
         };
         let claimed = claims(&fence, &[state, ack(1)]).unwrap().unwrap();
-        assert_eq!(&*claimed.node, "n1");
-        assert_eq!(claimed.leases, BTreeSet::from([(1, 7)]));
+        assert_eq!(claimed.leases, BTreeSet::from([lease("n1", 1, 7)]));
         assert!(matches!(
             claims(&fence, &[ack(2)]),
             Err(StorageError::Fenced { queue: 2 })
@@ -284,7 +320,7 @@ mod tests {
         fence.set_node("n1");
         fence.hold(1, 3);
         let sorted = fence.sort(&ops).unwrap();
-        assert_eq!(sorted.claims.unwrap().leases, BTreeSet::from([(1, 3)]));
+        assert_eq!(sorted.claims.unwrap().leases, BTreeSet::from([lease("n1", 1, 3)]));
         assert_eq!(
             sorted.inbox,
             [(2, 9)],
@@ -292,14 +328,44 @@ mod tests {
         );
     }
 
+    fn lease(node: &str, queue: QueueId, epoch: u64) -> Lease {
+        Lease {
+            queue,
+            epoch,
+            node: Arc::from(node),
+        }
+    }
+
+    #[test]
+    fn a_claim_on_another_node_s_lease_lets_its_queue_s_messages_be_removed() {
+        let fence = Fence::default();
+        fence.set_node("n1");
+        let claim = Op::Claim {
+            queue: 2,
+            node: "n2".into(),
+            epoch: 5,
+        };
+        assert!(matches!(
+            claims(&fence, &[ack(2)]),
+            Err(StorageError::Fenced { queue: 2 })
+        ));
+        let claimed = claims(&fence, &[claim.clone(), ack(2)]).unwrap().unwrap();
+        assert_eq!(claimed.leases, BTreeSet::from([lease("n2", 2, 5)]));
+        // It covers that queue only.
+        assert!(matches!(
+            claims(&fence, &[claim, ack(3)]),
+            Err(StorageError::Fenced { queue: 3 })
+        ));
+    }
+
     #[test]
     fn merged_claims_keep_every_epoch() {
         let claims = |pairs: &[(QueueId, u64)]| Claims {
-            node: Arc::from("n"),
-            leases: pairs.iter().copied().collect(),
+            leases: pairs.iter().map(|&(q, e)| lease("n", q, e)).collect(),
         };
         let merged = Claims::merge([&claims(&[(1, 1)]), &claims(&[(1, 2), (3, 1)])]).unwrap();
-        assert_eq!(merged.leases, BTreeSet::from([(1, 1), (1, 2), (3, 1)]));
+        let expected = [(1, 1), (1, 2), (3, 1)].map(|(q, e)| lease("n", q, e));
+        assert_eq!(merged.leases, BTreeSet::from(expected));
         assert_eq!(Claims::merge([]), None);
     }
 }

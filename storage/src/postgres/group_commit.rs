@@ -38,7 +38,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::duplicate_ids::{self, Ids};
-use super::fence::{Claims, Fence, Sorted};
+use super::fence::{Claims, Fence, Lease, Sorted};
 use super::pool::{Database, pool_error};
 use super::writes::{Footprint, Writes};
 use crate::error::StorageError;
@@ -276,7 +276,11 @@ async fn without_refused(
         let mut rest = Vec::with_capacity(group.len());
         for request in group {
             let claims = request.claims.as_ref();
-            if let Some(&(queue, _)) = lost.iter().find(|l| claims.is_some_and(|c| c.leases.contains(l))) {
+            if let Some(queue) = lost
+                .iter()
+                .find(|l| claims.is_some_and(|c| c.leases.contains(l)))
+                .map(|l| l.queue)
+            {
                 tracing::info!(queue, "a commit to a queue whose lease this node lost is refused");
                 let _ = request.done.send(Err(StorageError::Fenced { queue }));
                 continue;
@@ -311,14 +315,14 @@ async fn without_refused(
     }
 }
 
-/// The leases of `claims` this node no longer holds (none when that cannot
+/// The leases of `claims` that no longer hold (none when that cannot
 /// be read).
-async fn lost_leases(client: &deadpool_postgres::Client, claims: Option<&Claims>) -> Vec<(QueueId, u64)> {
+async fn lost_leases(client: &deadpool_postgres::Client, claims: Option<&Claims>) -> Vec<Lease> {
     let Some(claims) = claims else {
         return Vec::new();
     };
     match claims.held(client).await {
-        Ok(held) => claims.leases.difference(&held).copied().collect(),
+        Ok(held) => claims.leases.difference(&held).cloned().collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -94,10 +94,10 @@ impl PostgresStore {
         let claims = self.fence.claim(queue);
         self.db.run(move |pool| async move {
             let claims = claims?;
-            let (node, queues, epochs, count) = claims.columns();
+            let (nodes, queues, epochs, count) = claims.columns();
             let mut client = pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
-            tx.query_one(super::fence::FENCE, &[&node, &queues, &epochs, &count])
+            tx.query_one(super::fence::FENCE, &[&nodes, &queues, &epochs, &count])
                 .await
                 .map_err(|err| match err.code().map(|c| c.code()) {
                     Some(super::fence::LOST) => StorageError::Fenced { queue },

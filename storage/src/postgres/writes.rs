@@ -126,6 +126,8 @@ impl Writes {
                 self.duplicate_ids.remove(&key);
                 self.duplicate_ids_gone.insert(key);
             }
+            // Checked by the fence (`fence.rs`) before anything is written.
+            Op::Claim { .. } => {}
         }
     }
 
@@ -273,10 +275,10 @@ impl Writes {
             .collect();
         let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
         pipeline.push(Box::pin(client.batch_execute("BEGIN")));
-        if let Some((statement, (node, queues, epochs, count))) = &fence {
+        if let Some((statement, (nodes, queues, epochs, count))) = &fence {
             pipeline.push(Box::pin(async move {
                 client
-                    .query_one(statement, &[node, queues, epochs, count])
+                    .query_one(statement, &[nodes, queues, epochs, count])
                     .await
                     .map(drop)
             }));
