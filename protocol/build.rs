@@ -5,7 +5,11 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let fds = protox::compile(
-        ["rebound/v1/messaging.proto", "rebound/v1/admin.proto"],
+        [
+            "rebound/v1/messaging.proto",
+            "rebound/v1/admin.proto",
+            "rebound/v1/cluster.proto",
+        ],
         ["proto"],
     )?;
     std::fs::write(

@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rebound_config::{ClusterConfig, Config, StorageEngine};
-use rebound_protocol::v1::{self as pb, admin_server::AdminServer, messaging_server::MessagingServer};
+use rebound_protocol::v1::{
+    self as pb, admin_server::AdminServer, cluster_server::ClusterServer, messaging_server::MessagingServer,
+};
 use rebound_storage::{ClientIdentity, PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -41,7 +43,7 @@ use crate::cluster::{self, Identity};
 use crate::connections;
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{Peers, admin::AdminService, messaging::MessagingService};
+use crate::grpc::{Peers, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::{self, HttpState};
 use crate::security::anonymous::{self, Access};
@@ -209,6 +211,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone(), peers))
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let cluster = ClusterServer::new(ClusterService::new(broker.clone()));
 
     if let Some(path) = args.config.clone() {
         // Armed before the ready line, so a SIGHUP right after it reloads rather than
@@ -282,7 +285,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)
-        .add_service(admin);
+        .add_service(admin)
+        .add_service(cluster);
     let accepted = connections::accept(broker.clone(), listener, KEEPALIVE);
     match tls {
         None => router.serve_with_incoming_shutdown(accepted, stop).await?,

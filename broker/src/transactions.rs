@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::engine::HeldAcks;
 use crate::error::{BrokerError, Result};
 use crate::message::Prepared;
 use crate::queue::{Entry, Queue};
@@ -24,14 +25,31 @@ pub struct Transaction {
     pub sends: Vec<Prepared>,
     /// Acked deliveries, out of their queues but still in storage.
     pub acks: Vec<(Arc<Queue>, Entry)>,
+    /// Acked deliveries of queues other nodes serve, held there
+    /// (`engine/held.rs`), each with how to ask that node to resolve them.
+    pub elsewhere: Vec<(Tell, HeldAcks)>,
     /// What `max-transaction-bytes` counts of the sends.
     bytes: u64,
 }
 
 impl Transaction {
+    /// What finishing it does.
+    pub fn outcome(&self) -> Outcome {
+        Outcome {
+            sends: self.sends.len() as u32,
+            acks: self.acks() as u32,
+        }
+    }
+
+    /// Its acks, those other nodes hold included.
+    fn acks(&self) -> usize {
+        let elsewhere: usize = self.elsewhere.iter().map(|(_, h)| h.message_ids.len()).sum();
+        self.acks.len() + elsewhere
+    }
+
     /// Whether `messages` more (of `bytes`) fit in transaction `id`.
     fn room(&self, id: u64, messages: usize, bytes: u64, limits: &Limits) -> Result<()> {
-        let held = (self.sends.len() + self.acks.len() + messages) as u64;
+        let held = (self.sends.len() + self.acks() + messages) as u64;
         if held > limits.max_transaction_messages {
             return Err(BrokerError::LimitReached {
                 what: format!("transaction {id} would hold {held} messages"),
@@ -82,6 +100,24 @@ pub struct Outcome {
     pub sends: u32,
     pub acks: u32,
 }
+
+/// Asks the nodes that hold acks of transaction `id` (`elsewhere`) to
+/// resolve them (once per consumer stream the acks came through), now that
+/// it has ended.
+pub fn tell_holders(elsewhere: &[(Tell, HeldAcks)], id: u64) {
+    let mut told: Vec<&Tell> = Vec::new();
+    for (tell, _) in elsewhere {
+        if !told.iter().any(|t| Arc::ptr_eq(t, tell)) {
+            tell(id);
+            told.push(tell);
+        }
+    }
+}
+
+/// Asks the node that holds acks of a transaction (its id) to resolve them,
+/// once it has ended (`engine/held.rs`): the gRPC edge makes the call, as the
+/// consumer whose acks they are.
+pub type Tell = Arc<dyn Fn(u64) + Send + Sync>;
 
 impl Transactions {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -191,6 +227,19 @@ impl Transactions {
                 Ok(())
             }
             None => Err(entries),
+        }
+    }
+
+    /// Adds acks another node holds for the transaction (`tell` asks it to
+    /// resolve them); if the transaction is gone meanwhile they are handed
+    /// back.
+    pub fn add_elsewhere(&self, id: u64, tell: Tell, held: HeldAcks) -> std::result::Result<(), HeldAcks> {
+        match self.lock().open.get_mut(&id) {
+            Some(tx) => {
+                tx.elsewhere.push((tell, held));
+                Ok(())
+            }
+            None => Err(held),
         }
     }
 

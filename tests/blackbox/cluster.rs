@@ -5,7 +5,7 @@
 //! message and the stored delivery counts, and the stalled one's writes are
 //! refused; a dead letter and its retry move between queues of different
 //! nodes; the cluster serves again by itself after the database was away;
-//! transactions stay node-local; a duplicate id is one whichever node a
+//! a transaction of one node acks messages another serves; a duplicate id is one whichever node a
 //! retry reaches; an address deleted through one node is gone from the
 //! others without a restart; every node lists every queue with the figures
 //! of the node serving it, which alone exports its metrics; an address's
@@ -572,35 +572,126 @@ async fn a_node_id_without_postgres_is_refused_and_a_bad_one_named() {
     );
 }
 
-/// Transactions are node-local: a consumer forwarded to another node cannot
-/// ack inside a transaction of the node it talks to, and is told why.
+async fn next(consumer: &mut Consumer) -> rebound_client::Delivery {
+    consumer
+        .next_timeout(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("delivered")
+}
+
+/// A consumer forwarded to the node serving its queue acks inside a
+/// transaction of the node it talks to: the commit removes the acked message
+/// and stores the transaction's send together, and the serving node counts
+/// the ack; a rollback returns its ack as a failed delivery; an ack in a
+/// transaction that is not open is refused and stays outstanding. After the
+/// serving node is killed, its successor has only what was not acked.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_ack_inside_a_transaction_of_a_forwarding_node_is_refused_clearly() {
+async fn a_transaction_of_a_forwarding_node_acks_messages_another_node_serves() {
     let Some(schema) = TestSchema::create("cluster transactions") else {
         return;
     };
-    let nodes = Nodes::start(schema).await;
+    let mut nodes = Nodes::start(schema).await;
     let owner = nodes.owner(Duration::from_secs(10)).await;
-    let other = (owner + 1) % 3;
-    let client = nodes.nodes[other].as_ref().unwrap().client().await;
-    client.send(OutgoingMessage::new("orders", "m")).await.unwrap();
+    let (other, third) = ((owner + 1) % 3, (owner + 2) % 3);
+    let client = nodes.node(other).client().await;
+    for body in ["m1", "m2"] {
+        client.send(OutgoingMessage::new("orders", body)).await.unwrap();
+    }
     let mut consumer = nodes.consume(other, Duration::from_secs(5)).await;
-    let d = consumer
-        .next_timeout(Duration::from_secs(5))
+    let (d1, d2) = (next(&mut consumer).await, next(&mut consumer).await);
+    assert_eq!((body(&d1).as_str(), body(&d2).as_str()), ("m1", "m2"));
+    let session = client.session().await.unwrap();
+
+    let ended = session.begin().await.unwrap();
+    ended.commit().await.unwrap();
+    let refused = consumer.ack_in(&ended, &[d1.id]).await.expect_err("refused");
+    assert!(refused.to_string().contains("was already committed"), "{refused}");
+
+    let committed = session.begin().await.unwrap();
+    consumer.ack_in(&committed, &[d1.id]).await.unwrap();
+    committed
+        .send(OutgoingMessage::new("orders", "m3"))
         .await
-        .unwrap()
-        .expect("delivered");
+        .unwrap();
+    let done = committed.commit().await.unwrap();
+    assert_eq!((done.sent, done.acked), (1, 1));
+
+    let rolled_back = session.begin().await.unwrap();
+    consumer.ack_in(&rolled_back, &[d2.id]).await.unwrap();
+    assert_eq!(rolled_back.rollback().await.unwrap().returned, 1);
+
+    let mut again = BTreeMap::new();
+    for _ in 0..2 {
+        let d = next(&mut consumer).await;
+        again.insert(body(&d), d.delivery_count);
+        consumer.ack(&[d.id]).await.unwrap();
+    }
+    assert!(consumer.flush().await.unwrap().is_empty());
+    assert_eq!(
+        again,
+        BTreeMap::from([("m2".to_owned(), 2), ("m3".to_owned(), 1)]),
+        "the rolled-back ack failed once; the committed send arrived"
+    );
+    let admin = nodes.node(third).client().await;
+    eventually(
+        Duration::from_secs(10),
+        "the serving node counts every ack",
+        || async {
+            let info = admin.queue("orders").await.unwrap();
+            info.acked == 3 && info.messages == 0 && info.delivering == 0
+        },
+    )
+    .await;
+
+    // What the commit removed is gone from the database: the next node to
+    // serve the queue has nothing to deliver.
+    drop(consumer);
+    nodes.node(owner).kill9();
+    nodes.nodes[owner] = None;
+    let successor = nodes.owner(Duration::from_secs(10)).await;
+    assert_ne!(successor, owner);
+    let mut consumer = nodes.consume(third, Duration::from_secs(10)).await;
+    let late = consumer.next_timeout(Duration::from_secs(3)).await.unwrap();
+    assert!(
+        late.is_none(),
+        "acked in a transaction, delivered again: {late:?}"
+    );
+}
+
+/// The node whose transaction holds acks of another node's queue is killed
+/// before it ends: the serving node sees it gone and counts the held
+/// deliveries as failed, and they are delivered again.
+#[tokio::test(flavor = "multi_thread")]
+async fn acks_held_for_a_node_that_dies_are_delivered_again() {
+    let Some(schema) = TestSchema::create("cluster transactions: a node dies") else {
+        return;
+    };
+    let mut nodes = Nodes::start(schema).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let (other, third) = ((owner + 1) % 3, (owner + 2) % 3);
+    let client = nodes.node(other).client().await;
+    client.send(OutgoingMessage::new("orders", "held")).await.unwrap();
+    let mut consumer = nodes.consume(other, Duration::from_secs(5)).await;
+    let d = next(&mut consumer).await;
     let session = client.session().await.unwrap();
     let transaction = session.begin().await.unwrap();
-    let refused = consumer.ack_in(&transaction, &[d.id]).await.expect_err("refused");
-    let text = refused.to_string();
-    assert!(
-        text.contains("a transaction of this node cannot settle its messages"),
-        "{text}"
+    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+    nodes.node(other).kill9();
+    nodes.nodes[other] = None;
+
+    let mut consumer = nodes.consume(third, Duration::from_secs(5)).await;
+    let again = next(&mut consumer).await;
+    assert_eq!(body(&again), "held");
+    assert_eq!(
+        again.delivery_count, 2,
+        "the held ack counts as a failed delivery"
     );
-    // Outside a transaction, the same delivery is acked through the same stream.
-    consumer.ack(&[d.id]).await.unwrap();
-    assert!(consumer.flush().await.unwrap().is_empty());
+    assert_eq!(
+        nodes.owner(Duration::from_secs(1)).await,
+        owner,
+        "served by the same node"
+    );
 }
 
 /// A consumer subscribing right after its queue was created, through any
@@ -755,7 +846,8 @@ async fn an_address_deleted_through_one_node_is_gone_from_the_others() {
 }
 
 /// `list-queues`, `queue stat` (GetQueue) and the CLI through any node show
-/// a queue with the figures of the node serving it, and name that node; only
+/// a queue with the figures of the node serving it, and name that node (and
+/// `address stat` and the address list sum those figures); only
 /// that node exports the queue's metrics, so a scrape of every node counts
 /// each queue once.
 #[tokio::test(flavor = "multi_thread")]
@@ -782,6 +874,14 @@ async fn every_node_lists_every_queue_as_its_node_sees_it() {
             (stat.messages, stat.served_by.as_str()),
             (5, owner_id.as_str()),
             "stat through node {i}"
+        );
+        let address = client.address("orders").await.unwrap();
+        let listed = client.list_addresses().await.unwrap();
+        let in_list = listed.iter().find(|a| a.name == "orders").expect("listed");
+        assert_eq!(
+            (address.messages, in_list.messages),
+            (5, 5),
+            "address stat and list through node {i}"
         );
         let json = cli(node(i), ["queue", "list", "--json"])
             .await

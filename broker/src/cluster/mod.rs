@@ -55,8 +55,11 @@
 //! nodes share a secret, with which the forwarding node vouches for it
 //! (`security/forwarded.rs` draws the trust boundary).
 //!
-//! Not yet: acks inside a transaction of a queue another node serves
-//! (refused, FAILED_PRECONDITION).
+//! A consumer forwarded to another node may ack inside a transaction of
+//! the node it talks to: the serving node holds those messages aside, the
+//! transaction's commit removes them under a claim on that node's lease,
+//! and the serving node then resolves its holds from the database, also
+//! for a node that died first (`engine/held.rs`, `grpc/proxy.rs`).
 mod balance;
 mod deadline;
 mod inbox;

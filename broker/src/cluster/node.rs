@@ -5,7 +5,8 @@
 //! (`balance.rs`): acquires free queues and loads them, or unloads one and
 //! gives it back; and it tells the engine where the other nodes' queues are
 //! served, for forwarding. A queue created here wakes it at once, so that its creator
-//! usually serves it.
+//! usually serves it. Each tick also resolves the acks held for transactions
+//! of nodes that died or started again since (`engine/held.rs`).
 //!
 //! Losing a lease: a queue the heartbeat no longer lists (another node took
 //! it) is unloaded at once. When heartbeats fail (the database is away), the
@@ -169,13 +170,12 @@ impl Node {
     }
 
     async fn balance(&mut self) -> Result<(), StorageError> {
-        let nodes: HashMap<String, String> = self
-            .store
-            .live_nodes(self.me.lease)
-            .await?
-            .into_iter()
-            .map(|n| (n.id, n.advertise))
-            .collect();
+        let live = self.store.live_nodes(self.me.lease).await?;
+        let incarnations: HashMap<String, u64> = live.iter().map(|n| (n.id.clone(), n.incarnation)).collect();
+        let broker = Arc::clone(&self.broker);
+        self.broker
+            .spawn(async move { broker.resolve_held_of_gone(&incarnations).await });
+        let nodes: HashMap<String, String> = live.into_iter().map(|n| (n.id, n.advertise)).collect();
         let live: Vec<String> = nodes.keys().cloned().collect();
         let holders: BTreeMap<QueueId, String> = self
             .store
@@ -199,18 +199,14 @@ impl Node {
                 ))
             })
             .collect();
-        self.broker.set_owners(&self.me.id, owners);
+        self.broker
+            .set_owners(&self.me.id, self.incarnation.unwrap_or_default(), owners);
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {
-            if self
-                .store
-                .acquire(&self.me.id, queue, self.me.lease)
-                .await?
-                .is_some()
-            {
+            if let Some(epoch) = self.store.acquire(&self.me.id, queue, self.me.lease).await? {
                 self.serving.insert(queue);
-                self.broker.load_queue(queue);
+                self.broker.load_queue(queue, epoch);
             }
         }
         if let Some(queue) = plan.give {

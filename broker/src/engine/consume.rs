@@ -17,7 +17,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::{Broker, Settlement};
+use super::{Broker, HeldAcks, HeldFor, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 
@@ -39,6 +39,9 @@ pub enum Settled {
         settled: Vec<u64>,
         /// Ids that were not outstanding for this consumer.
         unknown: Vec<u64>,
+        /// For acks joining a transaction of another node: what this node
+        /// holds for it (`held.rs`).
+        held: Option<HeldAcks>,
     },
     /// Not applied (an unknown or finished transaction): nothing was settled, the
     /// deliveries stay outstanding and keep the credit they used.
@@ -46,6 +49,15 @@ pub enum Settled {
         error: BrokerError,
         delivery_ids: Vec<u64>,
     },
+}
+
+/// The transaction an ack joins.
+#[derive(Debug, Clone)]
+pub enum Joins {
+    /// One of this node's.
+    Here(u64),
+    /// One of the node that forwarded the consumer here (`held.rs`).
+    Elsewhere(HeldFor),
 }
 
 impl Broker {
@@ -78,7 +90,7 @@ impl Broker {
 
     /// Settles deliveries of `consumer`: they leave the queue now, and the settle's
     /// commit runs as an engine task that calls `answer` once it is durable (or has
-    /// failed). An ack inside `transaction` joins that transaction instead. A settle
+    /// failed). An ack that `joins` a transaction joins it instead. A settle
     /// that breaks the protocol (a transactional settle that is not an ack, more ids
     /// than `max-ids-per-settle`) is an error at once, and nothing is settled.
     pub fn settle_deliveries(
@@ -87,7 +99,7 @@ impl Broker {
         consumer: ConsumerId,
         delivery_ids: Vec<u64>,
         how: Settlement,
-        transaction: Option<u64>,
+        joins: Option<Joins>,
         answer: impl FnOnce(Result<Settled>) + Send + 'static,
     ) -> Result<()> {
         let limit = self.limits().max_ids_per_settle;
@@ -97,21 +109,21 @@ impl Broker {
                 delivery_ids.len()
             )));
         }
-        if let Some(transaction) = transaction {
-            if how != Settlement::Ack {
-                return Err(BrokerError::InvalidArgument(
-                    "only an ACK can be part of a transaction".into(),
-                ));
-            }
-            // The room is checked as the settle arrives: settles in flight may take
-            // the transaction past max-transaction-messages by at most their ids.
-            if let Err(error) = self
+        if joins.is_some() && how != Settlement::Ack {
+            return Err(BrokerError::InvalidArgument(
+                "only an ACK can be part of a transaction".into(),
+            ));
+        }
+        // The room is checked as the settle arrives: settles in flight may take
+        // the transaction past max-transaction-messages by at most their ids.
+        // (Another node's transaction was checked there.)
+        if let Some(Joins::Here(transaction)) = joins
+            && let Err(error) = self
                 .transactions
                 .check_room(transaction, delivery_ids.len(), &self.limits())
-            {
-                answer(Ok(Settled::Refused { error, delivery_ids }));
-                return Ok(());
-            }
+        {
+            answer(Ok(Settled::Refused { error, delivery_ids }));
+            return Ok(());
         }
         let (entries, unknown) = queue.take_delivered(consumer, &delivery_ids);
         let settled: Vec<u64> = if unknown.is_empty() {
@@ -125,19 +137,27 @@ impl Broker {
         };
         let (broker, queue) = (self.clone(), queue.clone());
         self.spawn(async move {
-            let result = match transaction {
-                Some(transaction) => match broker.transactions.add_acks(transaction, &queue, entries) {
-                    Ok(()) => Ok(()),
-                    // Rolled back meanwhile: the acks count as failed deliveries.
-                    Err(entries) => {
-                        broker
+            let result = match joins {
+                Some(Joins::Here(transaction)) => {
+                    match broker.transactions.add_acks(transaction, &queue, entries) {
+                        Ok(()) => Ok(None),
+                        // Rolled back meanwhile: the acks count as failed deliveries.
+                        Err(entries) => broker
                             .fail(&queue, entries, "transaction ended", None, None)
                             .await
+                            .map(|()| None),
                     }
-                },
-                None => broker.settle(&queue, entries, how).await,
+                }
+                Some(Joins::Elsewhere(transaction)) => {
+                    broker.hold(transaction, &queue, entries).await.map(Some)
+                }
+                None => broker.settle(&queue, entries, how).await.map(|()| None),
             };
-            answer(result.map(|()| Settled::Done { settled, unknown }));
+            answer(result.map(|held| Settled::Done {
+                settled,
+                unknown,
+                held,
+            }));
         });
         Ok(())
     }

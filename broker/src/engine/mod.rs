@@ -15,6 +15,7 @@
 //! | `manage.rs` | browsing, and the management operations on queued messages |
 //! | `listing.rs` | read-only views: queues and addresses a page at a time |
 //! | `transact.rs` | committing and rolling back local transactions |
+//! | `held.rs` | acks held for a transaction of another node (a cluster) |
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
@@ -48,6 +49,7 @@ mod consume;
 mod depage;
 mod dispatch;
 mod forward;
+mod held;
 mod listing;
 mod manage;
 mod ops;
@@ -82,7 +84,8 @@ use crate::settings::Settings;
 use crate::transactions::Transactions;
 
 pub use addresses::Creation;
-pub use consume::{Settled, Subscription, queue_gone};
+pub use consume::{Joins, Settled, Subscription, queue_gone};
+pub use held::{HeldAcks, HeldFor};
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use peers::Stored;
@@ -102,6 +105,8 @@ pub struct Broker {
     /// Every task the engine runs; [`Broker::close`] waits for them.
     tasks: TaskTracker,
     transactions: Transactions,
+    /// Acks held for transactions of other nodes (`held.rs`).
+    holds: held::Holds,
     /// The duplicate-id caches of the addresses.
     duplicates: DuplicateIds,
     started: Instant,
@@ -155,6 +160,7 @@ impl Broker {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             transactions: Transactions::default(),
+            holds: Default::default(),
             duplicates: DuplicateIds::default(),
             started,
             store_failing: AtomicBool::new(false),

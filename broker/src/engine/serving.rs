@@ -42,6 +42,8 @@ pub struct Owner {
 struct Owners {
     /// This node's id.
     me: String,
+    /// This node's incarnation (`rebound_storage::postgres`'s membership).
+    incarnation: u64,
     /// The queues other nodes serve.
     others: HashMap<QueueId, Owner>,
 }
@@ -52,6 +54,8 @@ pub(super) struct Leased {
     owners: std::sync::RwLock<Owners>,
     /// Fires when `owners` is seen again.
     owners_seen: tokio::sync::Notify,
+    /// The epoch of the lease each served queue was loaded under.
+    epochs: std::sync::Mutex<HashMap<QueueId, u64>>,
 }
 
 /// How long a call for a queue whose node is not known yet (created a moment
@@ -68,6 +72,7 @@ impl Broker {
             queue_ids,
             owners: Default::default(),
             owners_seen: Default::default(),
+            epochs: Default::default(),
         };
         if self.leased.set(leased).is_err() {
             return;
@@ -77,16 +82,41 @@ impl Broker {
         }
     }
 
-    /// Records this node's id (`me`) and which nodes serve the queues it
-    /// does not (`others`), for forwarding and listings.
-    pub fn set_owners(&self, me: &str, others: HashMap<QueueId, Owner>) {
+    /// Records this node's id (`me`) and incarnation, and which nodes serve
+    /// the queues it does not (`others`), for forwarding and listings.
+    pub fn set_owners(&self, me: &str, incarnation: u64, others: HashMap<QueueId, Owner>) {
         if let Some(leased) = self.leased.get() {
             *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = Owners {
                 me: me.to_owned(),
+                incarnation,
                 others,
             };
             leased.owners_seen.notify_waiters();
         }
+    }
+
+    /// This node's id and incarnation, once its cluster task has seen the
+    /// leases; `None` before, and on a single broker.
+    pub fn node(&self) -> Option<(String, u64)> {
+        let owners = self
+            .leased
+            .get()?
+            .owners
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        (!owners.me.is_empty()).then(|| (owners.me.clone(), owners.incarnation))
+    }
+
+    /// The epoch of the lease this node serves queue `id` under, if it
+    /// serves it.
+    pub(crate) fn lease_epoch(&self, id: QueueId) -> Option<u64> {
+        let epochs = self
+            .leased
+            .get()?
+            .epochs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        epochs.get(&id).copied()
     }
 
     /// The id of the node serving `queue`, as last seen: this node's for one
@@ -178,6 +208,13 @@ impl Broker {
     /// Stops serving queue `id` here (its consumers are told it moved).
     /// Returns whether there is such a durable queue.
     pub fn unload_queue(&self, id: QueueId) -> bool {
+        if let Some(leased) = self.leased.get() {
+            leased
+                .epochs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        }
         let Some(queue) = self.durable_queue(id) else {
             return false;
         };
@@ -188,12 +225,20 @@ impl Broker {
         true
     }
 
-    /// Serves queue `id` here from what the store holds. Returns whether
-    /// there is such a durable queue.
-    pub fn load_queue(&self, id: QueueId) -> bool {
+    /// Serves queue `id` here from what the store holds, under the lease
+    /// this node acquired with `epoch`. Returns whether there is such a
+    /// durable queue.
+    pub fn load_queue(&self, id: QueueId, epoch: u64) -> bool {
         let Some(queue) = self.durable_queue(id) else {
             return false;
         };
+        if let Some(leased) = self.leased.get() {
+            leased
+                .epochs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, epoch);
+        }
         if !queue.is_served() {
             queue.load();
             info!(queue = %queue.name, "served by this node");

@@ -16,12 +16,13 @@ use std::sync::Arc;
 use rebound_storage::MessageRecord;
 use tracing::{info, warn};
 
-use super::Broker;
+use super::held::held_removal_ops;
 use super::ops::removal_ops;
 use super::send::OnDuplicate;
+use super::{Broker, HeldAcks};
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
-use crate::transactions::{Outcome, SessionId};
+use crate::transactions::{Outcome, SessionId, Tell, tell_holders};
 
 impl Broker {
     /// Begins a transaction of `session`; returns its id. Refused when the session
@@ -46,19 +47,33 @@ impl Broker {
         Ok(ids)
     }
 
+    /// Checks that transaction `id` is open and has room for `acks` more, before
+    /// a consumer's acks that another node will hold for it are forwarded there.
+    pub fn check_transaction_room(&self, id: u64, acks: usize) -> Result<()> {
+        self.transactions.check_room(id, acks, &self.limits())
+    }
+
+    /// Adds to its transaction acks that another node holds for it
+    /// (`held.rs`), which `tell` asks that node to resolve once the
+    /// transaction has ended; handed back when it ended meanwhile.
+    pub fn add_held_elsewhere(&self, tell: Tell, held: HeldAcks) -> std::result::Result<(), HeldAcks> {
+        self.transactions.add_elsewhere(held.transaction, tell, held)
+    }
+
     /// Commits: the sends become visible and the acked messages are removed, durably
-    /// and together. If storage fails, a send's duplicate id was already seen on
-    /// its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
+    /// and together, those other nodes hold for it included (`held.rs`, asked
+    /// then to resolve them, whatever the outcome). If storage fails, a send's
+    /// duplicate id was already seen on its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
     /// address is full ([`BrokerError::AddressFull`]: FAIL, or BLOCK past
     /// `max-block-time`), the transaction is rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions.finish(id, session, "committed")?;
-        let outcome = Outcome {
-            sends: tx.sends.len() as u32,
-            acks: tx.acks.len() as u32,
-        };
-        let removals = tx.acks.iter().flat_map(|(q, e)| removal_ops(q, [e])).collect();
-        match self.route_sends(tx.sends, removals, OnDuplicate::Refuse).await {
+        let outcome = tx.outcome();
+        let mut removals: Vec<_> = tx.acks.iter().flat_map(|(q, e)| removal_ops(q, [e])).collect();
+        removals.extend(tx.elsewhere.iter().flat_map(|(_, held)| held_removal_ops(held)));
+        let result = self.route_sends(tx.sends, removals, OnDuplicate::Refuse).await;
+        tell_holders(&tx.elsewhere, id);
+        match result {
             Ok(_) => {
                 for (queue, entry) in &tx.acks {
                     self.acked(queue, 1);
@@ -76,10 +91,8 @@ impl Broker {
     /// Rolls back: sends discarded, acked messages returned as failed deliveries.
     pub async fn rollback_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions.finish(id, session, "rolled back")?;
-        let outcome = Outcome {
-            sends: tx.sends.len() as u32,
-            acks: tx.acks.len() as u32,
-        };
+        let outcome = tx.outcome();
+        tell_holders(&tx.elsewhere, id);
         self.return_acks(tx.acks, "transaction rolled back").await;
         Ok(outcome)
     }

@@ -18,7 +18,7 @@ use super::convert::{
 };
 use super::peers::Peers;
 use super::proxy;
-use crate::engine::Broker;
+use crate::engine::{AddressView, Broker};
 use crate::security::access::{self, Caller, Kind, Operation};
 use crate::security::{Security, audit};
 
@@ -73,6 +73,30 @@ impl AdminService {
                 *info = remote;
             }
         }
+    }
+
+    /// `addresses` with the gauges of their queues summed, those of queues
+    /// other nodes serve as those nodes see them (unless the call was
+    /// forwarded here: [`AdminService::figures_of_owners`]).
+    async fn address_infos(
+        &self,
+        addresses: &[AddressView],
+        forwarded: bool,
+        credentials: proxy::Credentials,
+    ) -> Vec<pb::AddressInfo> {
+        let mut queues: Vec<pb::QueueInfo> = addresses
+            .iter()
+            .flat_map(|a| &a.queues)
+            .map(|q| queue_info(q, self.broker.served_by(q)))
+            .collect();
+        if !forwarded {
+            self.figures_of_owners(&mut queues, credentials).await;
+        }
+        let mut queues = queues.into_iter();
+        addresses
+            .iter()
+            .map(|a| address_info(a, &queues.by_ref().take(a.queues.len()).collect::<Vec<_>>()))
+            .collect()
     }
 
     /// Checks `operation` for `caller` under the security in force.
@@ -443,13 +467,15 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::ListAddressesRequest>,
     ) -> Result<Response<pb::ListAddressesResponse>, Status> {
         let caller = Caller::of(&request);
+        let forwarded = proxy::was_forwarded(&request);
+        let credentials = proxy::Credentials::of(&request);
         let r = request.into_inner();
         let policy = self.security.policy();
         let shown = |address: &str| access::may_browse(&policy, &caller, address);
         let page = self
             .broker
             .addresses_page(&r.page_token, page_size(r.page_size), shown);
-        let addresses: Vec<pb::AddressInfo> = page.items.iter().map(address_info).collect();
+        let addresses = self.address_infos(&page.items, forwarded, credentials).await;
         let next_page_token = next_page_token(page.more, addresses.last().map(|a| &a.name));
         Ok(Response::new(pb::ListAddressesResponse {
             addresses,
@@ -462,12 +488,13 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::GetAddressRequest>,
     ) -> Result<Response<pb::GetAddressResponse>, Status> {
         let caller = Caller::of(&request);
+        let forwarded = proxy::was_forwarded(&request);
+        let credentials = proxy::Credentials::of(&request);
         let name = request.into_inner().name;
         self.authorize(&caller, &Operation::browse_address(&name))?;
         let address = self.broker.address(&name)?;
-        Ok(Response::new(pb::GetAddressResponse {
-            address: Some(address_info(&address)),
-        }))
+        let mut infos = self.address_infos(&[address], forwarded, credentials).await;
+        Ok(Response::new(pb::GetAddressResponse { address: infos.pop() }))
     }
 }
 

@@ -10,7 +10,7 @@ use rebound_protocol::v1 as pb;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
-use crate::engine::{AddressView, Browsed, RetryOutcome, Selection, Settlement};
+use crate::engine::{AddressView, Browsed, HeldAcks, RetryOutcome, Selection, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::message::DEFAULT_PRIORITY;
 use crate::outage::Status;
@@ -170,6 +170,29 @@ pub fn delivery_to_wire(queue: &str, d: Dispatched) -> pb::Delivery {
     }
 }
 
+pub fn held_to_wire(held: HeldAcks) -> pb::HeldAcks {
+    pb::HeldAcks {
+        node: held.node,
+        queue_id: u64::from(held.queue),
+        epoch: held.epoch,
+        message_ids: held.message_ids,
+        transaction_id: held.transaction,
+    }
+}
+
+/// What another node says it holds; refused when its queue id is out of range.
+pub fn held_from_wire(held: pb::HeldAcks) -> Result<HeldAcks> {
+    let queue = u32::try_from(held.queue_id)
+        .map_err(|_| BrokerError::InvalidArgument(format!("queue id {} is out of range", held.queue_id)))?;
+    Ok(HeldAcks {
+        node: held.node,
+        queue,
+        epoch: held.epoch,
+        message_ids: held.message_ids,
+        transaction: held.transaction_id,
+    })
+}
+
 pub fn browsed_to_wire(b: Browsed) -> pb::BrowsedMessage {
     let (state, scheduled_at_ms) = match b.state {
         BrowseState::Ready => (pb::MessageState::Ready, 0),
@@ -230,7 +253,8 @@ pub fn queue_info(queue: &Queue, served_by: String) -> pb::QueueInfo {
 }
 
 /// An address with its queues' names and their gauges summed.
-pub fn address_info(address: &AddressView) -> pb::AddressInfo {
+/// An address, with the gauges of its `queues` summed.
+pub fn address_info(address: &AddressView, queues: &[pb::QueueInfo]) -> pb::AddressInfo {
     let mut info = pb::AddressInfo {
         name: address.name.clone(),
         routing_types: [
@@ -248,14 +272,13 @@ pub fn address_info(address: &AddressView) -> pb::AddressInfo {
         dropped_messages: address.size.dropped(),
         ..Default::default()
     };
-    for queue in &address.queues {
-        let snap = queue.snapshot();
+    for queue in queues {
         info.queues.push(queue.name.clone());
-        info.messages += snap.messages;
-        info.delivering += snap.delivering;
-        info.scheduled += snap.scheduled;
-        info.consumers += snap.consumers;
-        info.bytes += snap.bytes;
+        info.messages += queue.messages;
+        info.delivering += queue.delivering;
+        info.scheduled += queue.scheduled;
+        info.consumers += queue.consumers;
+        info.bytes += queue.bytes;
     }
     info
 }

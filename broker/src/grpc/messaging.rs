@@ -43,12 +43,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{delivery_to_wire, messages_from_wire, settlement_from_wire};
+use super::cluster::user_of;
+use super::convert::{delivery_to_wire, held_to_wire, messages_from_wire, settlement_from_wire};
 use super::peers::Peers;
 use super::proxy;
 use super::publish::publish;
 use super::status::code_and_message;
-use crate::engine::{Broker, Settled, Subscription, queue_gone};
+use crate::engine::{Broker, HeldFor, Joins, Settled, Subscription, queue_gone};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
 use crate::security::Security;
@@ -213,6 +214,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         let counted = self.streams.open(request.remote_addr(), limit)?;
         let credentials = proxy::Credentials::of(&request);
         let forwarded = proxy::was_forwarded(&request);
+        let forwarded_by = proxy::forwarded_by(&request);
         let mut inbound = request.into_inner();
         let subscribe = match inbound.message().await? {
             Some(pb::ConsumeRequest {
@@ -282,6 +284,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             consumer,
             tx,
             caller,
+            forwarded_by,
             _counted: counted,
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));
@@ -393,6 +396,9 @@ struct Session {
     consumer: ConsumerId,
     tx: ResponseTx,
     caller: Caller,
+    /// The node that forwarded this stream, and its incarnation, if another
+    /// node did: the transactions its acks name are that node's.
+    forwarded_by: Option<(String, u64)>,
     /// Counts the stream against its connection's limit while the session lives.
     _counted: Option<Counted>,
 }
@@ -466,14 +472,17 @@ impl Session {
                 let answer = move |result: Result<Settled>| {
                     room.send(result.map(settled_response).map_err(Status::from));
                 };
-                self.broker.settle_deliveries(
-                    &self.queue,
-                    self.consumer,
-                    s.delivery_ids,
-                    how,
-                    s.transaction_id,
-                    answer,
-                )
+                let joins = s.transaction_id.map(|transaction| match &self.forwarded_by {
+                    Some((node, incarnation)) => Joins::Elsewhere(HeldFor {
+                        node: node.clone(),
+                        incarnation: *incarnation,
+                        transaction,
+                        user: user_of(&self.caller),
+                    }),
+                    None => Joins::Here(transaction),
+                });
+                self.broker
+                    .settle_deliveries(&self.queue, self.consumer, s.delivery_ids, how, joins, answer)
             }
             Some(consume_request::Kind::Close(_)) => {
                 self.queue.stop(self.consumer);
@@ -489,12 +498,17 @@ impl Session {
 
 fn settled_response(settled: Settled) -> pb::ConsumeResponse {
     let settled = match settled {
-        Settled::Done { settled, unknown } => pb::Settled {
+        Settled::Done {
+            settled,
+            unknown,
+            held,
+        } => pb::Settled {
             delivery_ids: settled,
             unknown_delivery_ids: unknown,
             error: String::new(),
             error_code: 0,
             refused_delivery_ids: Vec::new(),
+            held: held.map(held_to_wire),
         },
         Settled::Refused { error, delivery_ids } => {
             let (error_code, error) = code_and_message(error);
@@ -504,6 +518,7 @@ fn settled_response(settled: Settled) -> pb::ConsumeResponse {
                 error,
                 error_code,
                 refused_delivery_ids: delivery_ids,
+                held: None,
             }
         }
     };

@@ -15,10 +15,15 @@
 //! connect to). Nodes reach each other at their advertised address, over
 //! TLS when they serve it (`peers.rs`).
 //!
-//! Transactions stay node-local: a settle inside a transaction on a
-//! forwarded stream is refused (FAILED_PRECONDITION, naming the node that
-//! serves the queue), since this node's transaction cannot commit another
-//! node's acks atomically with its own work.
+//! An ack inside a transaction of this node on a forwarded stream goes to
+//! the serving node marked with this node's id (`rebound-forwarded-by`);
+//! that node holds the acked messages aside and says which they are
+//! (`Settled.held`, taken off before the client sees the answer). The
+//! transaction's commit removes them in this node's own database
+//! transaction, under a claim on the serving node's lease, and once the
+//! transaction has ended this node asks the serving node to resolve what it
+//! held ([`teller`], `Cluster.Resolve`, with the credentials of the session
+//! that ended it). `engine/held.rs` has the serving node's side.
 //!
 //! When the serving node goes away or gives the queue up, the forwarded
 //! stream ends with UNAVAILABLE, as a local one whose queue moved; the
@@ -29,7 +34,7 @@ use std::sync::Arc;
 
 use futures::Stream;
 use rebound_protocol::v1::{
-    self as pb, admin_client::AdminClient, consume_request, consume_response,
+    self as pb, admin_client::AdminClient, cluster_client::ClusterClient, consume_request, consume_response,
     messaging_client::MessagingClient,
 };
 use tokio::sync::mpsc;
@@ -37,13 +42,16 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status, Streaming};
+use tracing::warn;
 
+use super::convert::held_from_wire;
 use super::peers::Peers;
 use super::status::code_and_message;
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::security::Principal;
 use crate::security::access::Caller;
+use crate::transactions::Tell;
 
 type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
 
@@ -52,7 +60,7 @@ type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> 
 /// `counted` lives as long as the stream.
 pub(super) async fn consume<C: Send + 'static>(
     broker: &Arc<Broker>,
-    peers: &Peers,
+    peers: &Arc<Peers>,
     owner: String,
     credentials: Credentials,
     subscribe: pb::ConsumeRequest,
@@ -60,19 +68,26 @@ pub(super) async fn consume<C: Send + 'static>(
     counted: C,
 ) -> Result<Responses, Status> {
     let (upstream, requests) = mpsc::channel(16);
-    let request = forwarded(ReceiverStream::new(requests), credentials, peers, &owner)?;
+    let tell = teller(broker, peers, &owner, credentials.clone());
+    let mut request = forwarded(ReceiverStream::new(requests), credentials, peers, &owner)?;
+    if let Some((node, incarnation)) = broker.node()
+        && let Ok(value) = format!("{node}/{incarnation}").parse()
+    {
+        request.metadata_mut().insert(FORWARDED_BY, value);
+    }
     let channel = peers.connect(&owner).await?;
     let _ = upstream.try_send(subscribe);
     let mut responses = MessagingClient::new(channel).consume(request).await?.into_inner();
     let (tx, rx) = mpsc::channel(16);
     let shutdown = broker.shutdown().clone();
     let mut upstream = Some(upstream);
+    let engine = broker.clone();
     broker.spawn(async move {
         let _counted = counted;
         let last = loop {
             tokio::select! {
                 request = inbound.message(), if upstream.is_some() => match (request, &upstream) {
-                    (Ok(Some(request)), Some(up)) => match in_transaction(&request, &owner) {
+                    (Ok(Some(request)), Some(up)) => match refused_here(&engine, &request) {
                         Some(refused) => {
                             if tx.send(Ok(refused)).await.is_err() {
                                 break None;
@@ -86,7 +101,8 @@ pub(super) async fn consume<C: Send + 'static>(
                     _ => upstream = None,
                 },
                 response = responses.message() => match response {
-                    Ok(Some(response)) => {
+                    Ok(Some(mut response)) => {
+                        take_held(&engine, &tell, &mut response);
                         if tx.send(Ok(response)).await.is_err() {
                             break None;
                         }
@@ -104,18 +120,17 @@ pub(super) async fn consume<C: Send + 'static>(
     Ok(Box::pin(ReceiverStream::new(rx)))
 }
 
-/// The refusal of a settle inside a transaction on a forwarded stream:
-/// transactions are this node's, the queue is another's (FAILED_PRECONDITION,
-/// naming both). `None` for any other request.
-fn in_transaction(request: &pb::ConsumeRequest, owner: &str) -> Option<pb::ConsumeResponse> {
+/// The refusal of an ack inside a transaction of this node that is not open
+/// or has no room for it, answered here as the serving node would answer
+/// for one of its own. `None` for any other request.
+fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Option<pb::ConsumeResponse> {
     let Some(consume_request::Kind::Settle(settle)) = &request.kind else {
         return None;
     };
-    settle.transaction_id?;
-    let (error_code, error) = code_and_message(BrokerError::FailedPrecondition(format!(
-        "this consumer's queue is served by the node at {owner}, and a transaction of this node \
-         cannot settle its messages: connect the transacted session and the consumer to {owner}"
-    )));
+    let error = broker
+        .check_transaction_room(settle.transaction_id?, settle.delivery_ids.len())
+        .err()?;
+    let (error_code, error) = code_and_message(error);
     Some(pb::ConsumeResponse {
         kind: Some(consume_response::Kind::Settled(pb::Settled {
             delivery_ids: Vec::new(),
@@ -123,8 +138,78 @@ fn in_transaction(request: &pb::ConsumeRequest, owner: &str) -> Option<pb::Consu
             error,
             error_code,
             refused_delivery_ids: settle.delivery_ids.clone(),
+            held: None,
         })),
     })
+}
+
+/// Takes what the serving node says it holds for a transaction of this node
+/// off its answer to a settle, into that transaction, with `tell` to ask it
+/// to resolve them; if the transaction ended meanwhile, it is asked at once.
+fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
+    let Some(consume_response::Kind::Settled(settled)) = &mut response.kind else {
+        return;
+    };
+    let Some(held) = settled.held.take() else {
+        return;
+    };
+    match held_from_wire(held) {
+        Ok(held) => {
+            if let Err(held) = broker.add_held_elsewhere(tell.clone(), held) {
+                tell(held.transaction);
+            }
+        }
+        Err(err) => warn!(%err, "the serving node's held acks do not decode"),
+    }
+}
+
+/// How this node asks the node at `owner` to resolve the acks it holds for
+/// a transaction of this node, as the consumer with `credentials` whose acks
+/// they are (see the module's doc). Each call is an engine task, tried a few
+/// times: a node that cannot be reached resolves them by itself once it sees
+/// this node gone, or leaves them to the queue's next owner.
+fn teller(broker: &Arc<Broker>, peers: &Arc<Peers>, owner: &str, credentials: Credentials) -> Tell {
+    let (engine, peers, owner) = (broker.clone(), peers.clone(), owner.to_owned());
+    Arc::new(move |transaction: u64| {
+        let Some((node, _)) = engine.node() else {
+            return;
+        };
+        let (peers, credentials, owner) = (peers.clone(), credentials.clone(), owner.clone());
+        engine.spawn(async move {
+            let mut last = None;
+            for attempt in 0..RESOLVE_ATTEMPTS {
+                if attempt > 0 {
+                    tokio::time::sleep(RESOLVE_RETRY).await;
+                }
+                let request = pb::ResolveRequest {
+                    node: node.clone(),
+                    transaction_id: transaction,
+                };
+                match resolve(&peers, &owner, request, credentials.clone()).await {
+                    Ok(()) => return,
+                    Err(status) => last = Some(status),
+                }
+            }
+            if let Some(status) = last {
+                warn!(%owner, transaction, %status, "could not ask a node to resolve the acks it holds");
+            }
+        });
+    })
+}
+
+/// How often, and how far apart, a node is asked to resolve acks.
+const RESOLVE_ATTEMPTS: u32 = 3;
+const RESOLVE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn resolve(
+    peers: &Peers,
+    owner: &str,
+    request: pb::ResolveRequest,
+    credentials: Credentials,
+) -> Result<(), Status> {
+    let request = forwarded(request, credentials, peers, owner)?;
+    let channel = peers.connect(owner).await?;
+    ClusterClient::new(channel).resolve(request).await.map(drop)
 }
 
 /// Forwards a unary Admin call about a queue another node serves, at
@@ -179,6 +264,20 @@ pub(super) fn was_forwarded<T>(request: &Request<T>) -> bool {
 
 /// Marks a forwarded call (see [`was_forwarded`]).
 const FORWARDED: &str = "rebound-forwarded";
+
+/// On a forwarded Consume stream: the forwarding node's id and incarnation
+/// (`node/incarnation`), whose transactions the stream's acks name.
+const FORWARDED_BY: &str = "rebound-forwarded-by";
+
+/// The node (id and incarnation) that forwarded a Consume stream, if one did.
+pub(super) fn forwarded_by<T>(request: &Request<T>) -> Option<(String, u64)> {
+    if !was_forwarded(request) {
+        return None;
+    }
+    let value = request.metadata().get(FORWARDED_BY)?.to_str().ok()?;
+    let (node, incarnation) = value.rsplit_once('/')?;
+    Some((node.to_owned(), incarnation.parse().ok()?))
+}
 
 /// How the serving node learns who the caller is.
 #[derive(Clone)]

@@ -32,6 +32,8 @@ pub struct LiveNode {
     pub id: String,
     /// Where the other nodes reach its gRPC.
     pub advertise: String,
+    /// How many times it registered (a node started again has a new one).
+    pub incarnation: u64,
 }
 
 /// A row of `queue_leases`.
@@ -192,7 +194,7 @@ impl PostgresStore {
             let client = pool.get().await.map_err(pool_error)?;
             let rows = client
                 .query(
-                    "SELECT id, advertise FROM nodes
+                    "SELECT id, advertise, incarnation FROM nodes
                      WHERE heartbeat_at > now() - $1::bigint * interval '1 millisecond' ORDER BY id",
                     &[&millis(lease)],
                 )
@@ -203,6 +205,7 @@ impl PostgresStore {
                 .map(|row| LiveNode {
                     id: row.get(0),
                     advertise: row.get(1),
+                    incarnation: row.get::<_, i64>(2) as u64,
                 })
                 .collect())
         })

@@ -36,7 +36,7 @@ async fn each_delivery_uses_one_credit_and_unknown_ids_are_reported() {
         "credit 1"
     );
     let answer = settle(&broker, &sub, &[first[0].delivery_id, 999], Settlement::Ack, None).await;
-    let Settled::Done { settled, unknown } = answer else {
+    let Settled::Done { settled, unknown, .. } = answer else {
         panic!("{answer:?}")
     };
     assert_eq!((settled, unknown), (vec![first[0].delivery_id], vec![999]));

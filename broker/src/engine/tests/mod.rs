@@ -6,6 +6,7 @@ mod creation;
 mod declare;
 mod duplicates;
 mod groups;
+mod held;
 mod intercepted;
 mod lifecycle;
 mod limits;
@@ -28,7 +29,7 @@ use rebound_config::Config;
 use rebound_storage::{MemoryStore, MessageRecord, Store};
 use tokio::sync::oneshot;
 
-use super::{Broker, Settled, Settlement, Subscription};
+use super::{Broker, Joins, Settled, Settlement, Subscription};
 use crate::queue::Dispatched;
 
 /// A config with a DLQ, as most tests want.
@@ -105,7 +106,7 @@ async fn settle(
             sub.consumer,
             ids.to_vec(),
             how,
-            transaction,
+            transaction.map(Joins::Here),
             move |r| {
                 let _ = tx.send(r);
             },

@@ -25,7 +25,7 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
     send(&broker, "orders", &["c"]).await;
     assert_eq!(sub.queue.snapshot().messages, 0, "stored, not held");
 
-    assert!(broker.load_queue(id));
+    assert!(broker.load_queue(id, 1));
     let mut sub = broker
         .subscribe("orders", 10, "")
         .await
@@ -38,7 +38,7 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
         [("a", 2), ("b", 2), ("c", 1)],
         "the first two were delivered before"
     );
-    assert!(!broker.load_queue(id + 100), "no such queue");
+    assert!(!broker.load_queue(id + 100, 1), "no such queue");
 }
 
 #[tokio::test]

@@ -71,7 +71,7 @@ async fn only_an_ack_may_be_transactional() {
             sub.consumer,
             ids(&got),
             Settlement::Release,
-            Some(tx),
+            Some(Joins::Here(tx)),
             |_| {},
         )
         .unwrap_err();
