@@ -5,7 +5,8 @@
 //! node presenting its own certificate, and receives and acks; a node that
 //! does not trust the others' CA cannot forward, and says why. A caller who
 //! logs in with its client certificate is forwarded when the nodes share a
-//! secret to vouch for it with, and refused clearly when they do not; a
+//! secret to vouch for it with (its acks in a transaction of the forwarding
+//! node too), and refused clearly when they do not; a
 //! client that claims to be a node is refused; a TLS node without a CA for
 //! the others does not start. Skipped (failed under CI) without a test
 //! database.
@@ -201,7 +202,30 @@ async fn a_caller_who_logs_in_with_a_certificate_is_vouched_for_with_the_cluster
     let ca = Ca::new("the nodes' CA");
     let nodes = TlsNodes::start_with(schema, &ca, ["ca.pem"; 3], USERS, true).await;
     let owner = nodes.owner().await;
-    round_trip(&nodes, (owner + 1) % 3).await;
+    let other = (owner + 1) % 3;
+    round_trip(&nodes, other).await;
+    // An ack inside a transaction of the forwarding node: the serving node
+    // is asked to resolve it as the user, vouched for in the same way.
+    let client = nodes.client(other).await;
+    client
+        .send(OutgoingMessage::new("orders", "in a transaction"))
+        .await
+        .unwrap();
+    let mut consumer = client.consume("orders", 10).await.unwrap();
+    let d = consumer
+        .next_timeout(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("delivered");
+    let session = client.session().await.unwrap();
+    let transaction = session.begin().await.unwrap();
+    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+    assert_eq!(transaction.commit().await.unwrap().acked, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.queue("orders").await.unwrap().acked < 21 {
+        assert!(Instant::now() < deadline, "the held ack was never resolved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // The serving node admitted the user the other node vouched for.
     let log = nodes.nodes[owner].log();
     assert!(!log.contains("login refused"), "{log}");
