@@ -5,7 +5,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::engine::HeldAcks;
 use crate::error::{BrokerError, Result};
 use crate::message::Prepared;
 use crate::queue::{Entry, Queue};
@@ -99,6 +98,20 @@ impl Default for Transactions {
 pub struct Outcome {
     pub sends: u32,
     pub acks: u32,
+}
+
+/// What a node holds for another's transaction after one settle: what that
+/// node's commit removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldAcks {
+    /// The node that holds them (`engine/held.rs`) and serves their queue.
+    pub node: String,
+    pub queue: rebound_storage::QueueId,
+    /// The epoch of that node's lease on the queue.
+    pub epoch: u64,
+    pub message_ids: Vec<u64>,
+    /// The transaction they are held for (its id on its node).
+    pub transaction: u64,
 }
 
 /// Asks the nodes that hold acks of transaction `id` (`elsewhere`) to

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::{Broker, HeldAcks, HeldFor, Settlement};
+use super::{Broker, HeldFor, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
+use crate::transactions::HeldAcks;
 
 /// A consumer attached to a queue.
 pub struct Subscription {

@@ -22,12 +22,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rebound_storage::{Op, QueueId};
+use rebound_storage::Op;
 use tracing::warn;
 
 use super::Broker;
 use crate::error::{BrokerError, Result};
 use crate::queue::{Entry, Queue};
+use crate::transactions::HeldAcks;
 
 /// The transaction of another node an ack joins, as the forwarded stream
 /// names it.
@@ -43,20 +44,6 @@ pub struct HeldFor {
     /// Who acked: the only caller who may resolve the holds ("" without
     /// security).
     pub user: String,
-}
-
-/// What a node holds for another's transaction after one settle: what that
-/// node's commit removes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldAcks {
-    /// The node that holds them (this one).
-    pub node: String,
-    pub queue: QueueId,
-    /// The epoch of this node's lease on the queue.
-    pub epoch: u64,
-    pub message_ids: Vec<u64>,
-    /// The transaction they are held for (its id on its node).
-    pub transaction: u64,
 }
 
 /// What a transaction's commit writes for acks another node holds: the

@@ -85,7 +85,7 @@ use crate::transactions::Transactions;
 
 pub use addresses::Creation;
 pub use consume::{Joins, Settled, Subscription, queue_gone};
-pub use held::{HeldAcks, HeldFor};
+pub use held::HeldFor;
 pub use listing::{AddressView, Page};
 pub use manage::{Browsed, RetryOutcome, Selection};
 pub use peers::Stored;

@@ -16,13 +16,13 @@ use std::sync::Arc;
 use rebound_storage::MessageRecord;
 use tracing::{info, warn};
 
+use super::Broker;
 use super::held::held_removal_ops;
 use super::ops::removal_ops;
 use super::send::OnDuplicate;
-use super::{Broker, HeldAcks};
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
-use crate::transactions::{Outcome, SessionId, Tell, tell_holders};
+use crate::transactions::{HeldAcks, Outcome, SessionId, Tell, tell_holders};
 
 impl Broker {
     /// Begins a transaction of `session`; returns its id. Refused when the session

@@ -10,13 +10,14 @@ use rebound_protocol::v1 as pb;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
-use crate::engine::{AddressView, Browsed, HeldAcks, RetryOutcome, Selection, Settlement};
+use crate::engine::{AddressView, Browsed, RetryOutcome, Selection, Settlement};
 use crate::error::{BrokerError, Result};
 use crate::message::DEFAULT_PRIORITY;
 use crate::outage::Status;
 use crate::queue::{BrowseState, Dispatched, Queue};
 use crate::scheduled;
 use crate::time::now_ms;
+use crate::transactions::HeldAcks;
 
 /// A producer's message as the engine takes it (checked by the engine). The fields
 /// that ask for scheduled delivery or duplicate detection become the Artemis

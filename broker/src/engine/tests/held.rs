@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rebound_storage::Op;
 
 use super::*;
-use crate::engine::{HeldAcks, HeldFor};
+use crate::engine::HeldFor;
+use crate::transactions::HeldAcks;
 
 const ORDERS: &str = r#"
 [[addresses]]
