@@ -60,10 +60,11 @@ impl Broker {
         self.transactions.add_elsewhere(held.transaction, tell, held)
     }
 
-    /// Commits: the sends become visible and the acked messages are removed, durably
-    /// and together, those other nodes hold for it included (`held.rs`, asked
-    /// then to resolve them, whatever the outcome). If storage fails, a send's
-    /// duplicate id was already seen on its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
+    /// Commits: the sends become visible and the acked messages are removed,
+    /// durably and together, those other nodes hold for it included
+    /// (`held.rs`; those nodes are asked then to resolve them, whatever the
+    /// outcome). If storage fails, a send's duplicate id was already seen on
+    /// its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
     /// address is full ([`BrokerError::AddressFull`]: FAIL, or BLOCK past
     /// `max-block-time`), the transaction is rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {

@@ -22,8 +22,8 @@
 //! transaction's commit removes them in this node's own database
 //! transaction, under a claim on the serving node's lease, and once the
 //! transaction has ended this node asks the serving node to resolve what it
-//! held ([`teller`], `Cluster.Resolve`, with the credentials of the session
-//! that ended it). `engine/held.rs` has the serving node's side.
+//! held ([`teller`], `Cluster.Resolve`, with the consumer's credentials).
+//! `engine/held.rs` has the serving node's side.
 //!
 //! When the serving node goes away or gives the queue up, the forwarded
 //! stream ends with UNAVAILABLE, as a local one whose queue moved; the
@@ -166,8 +166,9 @@ fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
 /// How this node asks the node at `owner` to resolve the acks it holds for
 /// a transaction of this node, as the consumer with `credentials` whose acks
 /// they are (see the module's doc). Each call is an engine task, tried a few
-/// times: a node that cannot be reached resolves them by itself once it sees
-/// this node gone, or leaves them to the queue's next owner.
+/// times (once when this node is stopping): a node that cannot be reached
+/// resolves them by itself once it sees this node gone, or leaves them to
+/// the queue's next owner.
 fn teller(broker: &Arc<Broker>, peers: &Arc<Peers>, owner: &str, credentials: Credentials) -> Tell {
     let (engine, peers, owner) = (broker.clone(), peers.clone(), owner.to_owned());
     Arc::new(move |transaction: u64| {
@@ -175,9 +176,13 @@ fn teller(broker: &Arc<Broker>, peers: &Arc<Peers>, owner: &str, credentials: Cr
             return;
         };
         let (peers, credentials, owner) = (peers.clone(), credentials.clone(), owner.clone());
+        let attempts = match engine.is_shutting_down() {
+            true => 1,
+            false => RESOLVE_ATTEMPTS,
+        };
         engine.spawn(async move {
             let mut last = None;
-            for attempt in 0..RESOLVE_ATTEMPTS {
+            for attempt in 0..attempts {
                 if attempt > 0 {
                     tokio::time::sleep(RESOLVE_RETRY).await;
                 }
