@@ -173,16 +173,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
-    if let (Some(cluster), Some(store)) = (cluster, postgres) {
-        let identity = Identity {
-            advertise: cluster.advertise.unwrap_or_else(|| local.to_string()),
-            id: cluster.node_id,
-            lease: cluster.lease,
-        };
-        cluster::start(store, &broker, identity)
-            .await
-            .context("cannot join the cluster in PostgreSQL")?;
-    }
     let http_listener = match http_listen.as_str() {
         "" => None,
         addr => Some(
@@ -192,6 +182,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let http_local = http_listener.as_ref().map(TcpListener::local_addr).transpose()?;
+    if let (Some(cluster), Some(store)) = (cluster, postgres) {
+        let advertise = cluster.advertise.unwrap_or_else(|| local.to_string());
+        let identity = Identity {
+            http_advertise: http_local.and_then(|http| http_advertise(http, &advertise)),
+            advertise,
+            id: cluster.node_id,
+            lease: cluster.lease,
+        };
+        cluster::start(store, &broker, identity)
+            .await
+            .context("cannot join the cluster in PostgreSQL")?;
+    }
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
@@ -391,6 +393,25 @@ fn cluster_identity(
     }))
 }
 
+/// Where the other nodes of a cluster reach this node's HTTP endpoint
+/// (`http`), for their consoles: where it listens, or, when it listens on
+/// every interface, the host of the gRPC address it `advertise`s. `None`
+/// when it listens on a loopback address and the nodes reach each other on
+/// another: they could not reach it.
+fn http_advertise(http: std::net::SocketAddr, advertise: &str) -> Option<String> {
+    let host = advertise.rsplit_once(':').map_or(advertise, |(host, _)| host);
+    let loopback_host = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match http.ip() {
+        ip if ip.is_unspecified() => Some(format!("{host}:{}", http.port())),
+        ip if ip.is_loopback() && !loopback_host => None,
+        _ => Some(http.to_string()),
+    }
+}
+
 /// How a node reaches the other nodes (`grpc/peers.rs`): over TLS when it
 /// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
 /// plaintext otherwise, and for a single broker (which forwards nothing).
@@ -439,5 +460,33 @@ impl StopSignals {
             _ = self.term.recv() => {}
             _ = self.interrupt.recv() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::http_advertise;
+
+    #[test]
+    fn the_http_endpoint_is_advertised_where_the_other_nodes_reach_it() {
+        let at = |http: &str, advertise| http_advertise(http.parse().unwrap(), advertise);
+        assert_eq!(at("0.0.0.0:8161", "node-1:61616").as_deref(), Some("node-1:8161"));
+        assert_eq!(
+            at("[::]:8161", "[fd00::1]:61616").as_deref(),
+            Some("[fd00::1]:8161")
+        );
+        assert_eq!(
+            at("10.0.0.5:8161", "node-1:61616").as_deref(),
+            Some("10.0.0.5:8161")
+        );
+        assert_eq!(
+            at("127.0.0.1:8161", "127.0.0.2:61616").as_deref(),
+            Some("127.0.0.1:8161")
+        );
+        assert_eq!(
+            at("127.0.0.1:8161", "node-1:61616"),
+            None,
+            "not reachable from node-2"
+        );
     }
 }

@@ -47,14 +47,23 @@ async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
         return;
     };
     let (a, b) = (open(&schema), open(&schema));
-    let a_incarnation = a.register_node("a", "127.0.0.2:1").await.unwrap();
-    let b_incarnation = b.register_node("b", "127.0.0.3:1").await.unwrap();
+    let a_incarnation = a
+        .register_node("a", "127.0.0.2:1", Some("127.0.0.2:8161"))
+        .await
+        .unwrap();
+    let b_incarnation = b.register_node("b", "127.0.0.3:1", None).await.unwrap();
     let live = b.live_nodes(LEASE).await.unwrap();
     let ids: Vec<_> = live
         .iter()
-        .map(|n| (n.id.as_str(), n.advertise.as_str()))
+        .map(|n| (n.id.as_str(), n.advertise.as_str(), n.http_advertise.as_deref()))
         .collect();
-    assert_eq!(ids, [("a", "127.0.0.2:1"), ("b", "127.0.0.3:1")]);
+    assert_eq!(
+        ids,
+        [
+            ("a", "127.0.0.2:1", Some("127.0.0.2:8161")),
+            ("b", "127.0.0.3:1", None)
+        ]
+    );
 
     assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
     assert_eq!(b.acquire("b", 1, LEASE).await.unwrap(), None, "held by a");
@@ -75,7 +84,7 @@ async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
     // The same id registered again (a restart) replaces the old process.
     let again = open(&schema);
     assert_eq!(
-        again.register_node("a", "127.0.0.2:1").await.unwrap(),
+        again.register_node("a", "127.0.0.2:1", None).await.unwrap(),
         a_incarnation + 1
     );
     let replaced = a.heartbeat("a", a_incarnation, LEASE).await;
@@ -129,8 +138,8 @@ async fn owner_writes_need_the_lease_and_new_messages_do_not() {
     };
     let (a, b) = (open(&schema), open(&schema));
     a.commit(vec![queue(1), put(1, 1), put(1, 2)]).await.unwrap();
-    a.register_node("a", "a:1").await.unwrap();
-    b.register_node("b", "b:1").await.unwrap();
+    a.register_node("a", "a:1", None).await.unwrap();
+    b.register_node("b", "b:1", None).await.unwrap();
     a.acquire("a", 1, LEASE).await.unwrap().unwrap();
 
     // b stores into a's queue, but may not ack or redeliver there.
@@ -174,7 +183,10 @@ async fn a_claim_on_the_owner_s_lease_lets_another_node_remove_its_messages() {
         .await
         .unwrap();
     for (store, node) in [(&a, "a"), (&b, "b"), (&c, "c")] {
-        store.register_node(node, &format!("{node}:1")).await.unwrap();
+        store
+            .register_node(node, &format!("{node}:1"), None)
+            .await
+            .unwrap();
     }
     let epoch = a.acquire("a", 1, LEASE).await.unwrap().unwrap();
     b.acquire("b", 2, LEASE).await.unwrap().unwrap();
@@ -232,8 +244,8 @@ async fn a_stale_epoch_fails_its_commit_only_and_changes_nothing() {
         setup.extend([put(1, id), put(2, id)]);
     }
     a.commit(setup).await.unwrap();
-    a.register_node("a", "a:1").await.unwrap();
-    b.register_node("b", "b:1").await.unwrap();
+    a.register_node("a", "a:1", None).await.unwrap();
+    b.register_node("b", "b:1", None).await.unwrap();
     assert_eq!(a.acquire("a", 1, EXPIRED).await.unwrap(), Some(1));
     assert_eq!(a.acquire("a", 2, LEASE).await.unwrap(), Some(1));
     a.commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
@@ -291,8 +303,8 @@ async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox()
     };
     let (a, b) = (open(&schema), open(&schema));
     a.commit(vec![queue(1), queue(2), put(1, 1)]).await.unwrap();
-    a.register_node("a", "a:1").await.unwrap();
-    b.register_node("b", "b:1").await.unwrap();
+    a.register_node("a", "a:1", None).await.unwrap();
+    b.register_node("b", "b:1", None).await.unwrap();
     a.acquire("a", 1, LEASE).await.unwrap().unwrap();
     b.acquire("b", 2, LEASE).await.unwrap().unwrap();
     let mut notices = a.inbox_notices();
@@ -454,8 +466,8 @@ async fn published_sizes_are_read_by_the_other_nodes_while_the_lease_holds() {
         return;
     };
     let (a, b) = (open(&schema), open(&schema));
-    a.register_node("a", "a:1").await.unwrap();
-    b.register_node("b", "b:1").await.unwrap();
+    a.register_node("a", "a:1", None).await.unwrap();
+    b.register_node("b", "b:1", None).await.unwrap();
     assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
     assert_eq!(a.acquire("a", 2, LEASE).await.unwrap(), Some(1));
     a.publish_sizes("a", vec![(1, 1500), (2, 0)]).await.unwrap();

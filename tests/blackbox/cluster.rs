@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use rebound_client::{Client, Code, Consumer, OutgoingMessage, Selection};
 
 use crate::support::pg::{DatabaseProxy, TestSchema};
-use crate::support::{Broker, cli, sample};
+use crate::support::{Broker, cli, http_get, http_post_json, sample};
 
 const LEASE: Duration = Duration::from_secs(2);
 
@@ -958,4 +958,47 @@ async fn an_address_limit_holds_sends_through_every_node() {
             .is_ok()
     })
     .await;
+}
+
+/// The console of any node shows and handles a queue another node serves:
+/// the queues table and the overview take its figures from that node, and
+/// its messages page and an action on its messages are forwarded there.
+#[tokio::test(flavor = "multi_thread")]
+async fn any_node_s_console_shows_and_handles_a_queue_another_node_serves() {
+    let Some(schema) = TestSchema::create("cluster console") else {
+        return;
+    };
+    let nodes = Nodes::start(schema).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let node = |i: usize| nodes.nodes[i].as_ref().expect("a running node");
+    send(&node(owner).client().await, "m", 5).await;
+    let url = node((owner + 1) % 3).http_url().await;
+    let json = |(status, text): (u16, String)| {
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        (status, value)
+    };
+
+    let (status, table) = json(http_get(&format!("{url}/api/queues")).await);
+    assert_eq!(status, 200, "{table}");
+    let orders = table["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "orders")
+        .expect("listed");
+    assert_eq!(orders["messages"], 5, "{orders}");
+    assert_eq!(orders["served_by"], format!("n{owner}"), "{orders}");
+    let (_, overview) = json(http_get(&format!("{url}/api/overview")).await);
+    assert_eq!(overview["gauges"]["messages"], 5, "{overview}");
+
+    let (status, page) = json(http_get(&format!("{url}/api/queues/orders/messages?limit=10")).await);
+    assert_eq!(status, 200, "{page}");
+    let messages = page["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 5, "{page}");
+    let first = messages[0]["id"].clone();
+    let remove = serde_json::json!({ "ids": [first], "dry_run": false });
+    let (status, removed) = json(http_post_json(&format!("{url}/api/queues/orders/remove"), &remove).await);
+    assert_eq!((status, removed["removed"].as_u64()), (200, Some(1)), "{removed}");
+    let stat = node(owner).client().await.queue("orders").await.unwrap();
+    assert_eq!(stat.messages, 4);
 }

@@ -45,7 +45,9 @@
 //! (`grpc/proxy.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
 //! A listing of queues asks the serving nodes for their queues' figures and
-//! names the node serving each (`served_by`); a node's metrics show the
+//! names the node serving each (`served_by`), and so does the web console,
+//! which forwards what it does with one queue to the HTTP endpoint of the
+//! node serving it (`http/console/forward.rs`); a node's metrics show the
 //! queues it serves only (`metrics/queues.rs`), so that scraping every node
 //! counts each queue once.
 //!

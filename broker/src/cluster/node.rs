@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rebound_storage::{PostgresStore, QueueId, StorageError};
+use rebound_storage::{LiveNode, PostgresStore, QueueId, StorageError};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
@@ -45,6 +45,9 @@ pub struct Identity {
     pub id: String,
     /// Where other nodes reach its gRPC.
     pub advertise: String,
+    /// Where other nodes reach its HTTP endpoint (their consoles forward
+    /// to it), if it has one.
+    pub http_advertise: Option<String>,
     /// How long a lease lasts.
     pub lease: Duration,
 }
@@ -69,7 +72,9 @@ impl Node {
         broker: Arc<Broker>,
         me: Identity,
     ) -> Result<Node, StorageError> {
-        let incarnation = store.register_node(&me.id, &me.advertise).await?;
+        let incarnation = store
+            .register_node(&me.id, &me.advertise, me.http_advertise.as_deref())
+            .await?;
         info!(node = %me.id, advertise = %me.advertise, incarnation, lease_ms = me.lease.as_millis() as u64, "joined the cluster");
         Ok(Node {
             store,
@@ -142,7 +147,11 @@ impl Node {
         let incarnation = match self.incarnation {
             Some(incarnation) => incarnation,
             None => {
-                let incarnation = self.store.register_node(&self.me.id, &self.me.advertise).await?;
+                let me = &self.me;
+                let incarnation = self
+                    .store
+                    .register_node(&me.id, &me.advertise, me.http_advertise.as_deref())
+                    .await?;
                 info!(incarnation, "registered again");
                 *self.incarnation.insert(incarnation)
             }
@@ -175,7 +184,7 @@ impl Node {
         let broker = Arc::clone(&self.broker);
         self.broker
             .spawn(async move { broker.resolve_held_of_gone(&incarnations).await });
-        let nodes: HashMap<String, String> = live.into_iter().map(|n| (n.id, n.advertise)).collect();
+        let nodes: HashMap<String, LiveNode> = live.into_iter().map(|n| (n.id.clone(), n)).collect();
         let live: Vec<String> = nodes.keys().cloned().collect();
         let holders: BTreeMap<QueueId, String> = self
             .store
@@ -189,12 +198,13 @@ impl Node {
             .iter()
             .filter(|(_, node)| **node != self.me.id)
             .filter_map(|(&queue, node)| {
-                let advertise = nodes.get(node)?.clone();
+                let live = nodes.get(node)?;
                 Some((
                     queue,
                     Owner {
                         node: node.clone(),
-                        advertise,
+                        advertise: live.advertise.clone(),
+                        http: live.http_advertise.clone(),
                     },
                 ))
             })

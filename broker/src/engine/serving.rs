@@ -35,6 +35,8 @@ pub struct Owner {
     pub node: String,
     /// Where it is reached (`host:port`).
     pub advertise: String,
+    /// Where its HTTP endpoint is reached, if it has one.
+    pub http: Option<String>,
 }
 
 /// Who serves what, as last seen.
@@ -168,13 +170,19 @@ impl Broker {
     /// Where the node serving queue `name` is reached, if another node
     /// serves it (as last seen).
     pub fn owner_of(&self, name: &str) -> Option<String> {
+        self.serving_node(name).map(|o| o.advertise)
+    }
+
+    /// The node serving queue `name`, if another node serves it (as last
+    /// seen).
+    pub fn serving_node(&self, name: &str) -> Option<Owner> {
         let leased = self.leased.get()?;
         let queue = self.read().queues.get(name).cloned()?;
         if queue.is_served() {
             return None;
         }
         let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
-        owners.others.get(&queue.id).map(|o| o.advertise.clone())
+        owners.others.get(&queue.id).cloned()
     }
 
     /// Whether a delivery's count is stored before the message goes out:

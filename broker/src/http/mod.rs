@@ -77,7 +77,7 @@ pub fn router(state: HttpState) -> Router {
 fn operator_routes(state: &HttpState) -> Router<HttpState> {
     Router::new()
         .merge(metrics::routes())
-        .merge(console::routes())
+        .merge(console::routes(state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::login))
 }
 

@@ -34,6 +34,8 @@ pub struct LiveNode {
     pub advertise: String,
     /// How many times it registered (a node started again has a new one).
     pub incarnation: u64,
+    /// Where its HTTP endpoint is reached, if it has one.
+    pub http_advertise: Option<String>,
 }
 
 /// A row of `queue_leases`.
@@ -51,26 +53,30 @@ pub struct QueueLease {
 
 impl PostgresStore {
     /// Registers node `node` (or registers it again after a restart or an
-    /// outage), reachable at `advertise`, and turns fencing on for it:
+    /// outage), reachable at `advertise` (and its HTTP endpoint at
+    /// `http_advertise`), and turns fencing on for it:
     /// from now on owner writes need a lease ([`PostgresStore::acquire`]).
     /// Returns its incarnation, which [`PostgresStore::heartbeat`] checks.
     pub fn register_node(
         &self,
         node: &str,
         advertise: &str,
+        http_advertise: Option<&str>,
     ) -> impl Future<Output = Result<u64, StorageError>> + Send + 'static {
         self.fence.set_node(node);
         let (node, advertise) = (node.to_owned(), advertise.to_owned());
+        let http_advertise = http_advertise.map(str::to_owned);
         self.db.run(move |pool| async move {
             let client = pool.get().await.map_err(pool_error)?;
             let row = client
                 .query_one(
-                    "INSERT INTO nodes (id, advertise, incarnation, heartbeat_at)
-                     VALUES ($1, $2, 1, now())
+                    "INSERT INTO nodes (id, advertise, http_advertise, incarnation, heartbeat_at)
+                     VALUES ($1, $2, $3, 1, now())
                      ON CONFLICT (id) DO UPDATE SET advertise = EXCLUDED.advertise,
+                         http_advertise = EXCLUDED.http_advertise,
                          incarnation = nodes.incarnation + 1, heartbeat_at = now()
                      RETURNING incarnation",
-                    &[&node, &advertise],
+                    &[&node, &advertise, &http_advertise],
                 )
                 .await
                 .map_err(db_error)?;
@@ -194,7 +200,7 @@ impl PostgresStore {
             let client = pool.get().await.map_err(pool_error)?;
             let rows = client
                 .query(
-                    "SELECT id, advertise, incarnation FROM nodes
+                    "SELECT id, advertise, incarnation, http_advertise FROM nodes
                      WHERE heartbeat_at > now() - $1::bigint * interval '1 millisecond' ORDER BY id",
                     &[&millis(lease)],
                 )
@@ -206,6 +212,7 @@ impl PostgresStore {
                     id: row.get(0),
                     advertise: row.get(1),
                     incarnation: row.get::<_, i64>(2) as u64,
+                    http_advertise: row.get(3),
                 })
                 .collect())
         })

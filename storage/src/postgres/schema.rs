@@ -101,6 +101,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
          queue bigint PRIMARY KEY,
          node text NOT NULL,
          bytes bigint NOT NULL);",
+    // 5: where each node's HTTP endpoint is reached, for the consoles of
+    // the other nodes (NULL: it has none).
+    "ALTER TABLE nodes ADD COLUMN http_advertise text;",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty

@@ -5,12 +5,13 @@ use std::collections::{BTreeSet, HashMap};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::rates::Totals;
-use super::{browse_address, browse_queue, browse_queues, groups, json};
+use super::{browse_address, browse_queue, browse_queues, forward, groups, json};
 use crate::explain;
 use crate::http::HttpState;
 use crate::queue::Queue;
@@ -53,8 +54,14 @@ struct Gauges {
 }
 
 /// The broker at a glance; the message figures are those of the queues the
-/// caller may browse (the rate history only for one who may browse them all).
-pub(super) async fn overview(State(state): State<HttpState>, caller: Caller) -> ApiResult {
+/// caller may browse (the rate history only for one who may browse them all),
+/// on a cluster those of the queues other nodes serve as those nodes see them
+/// (the rates are this node's).
+pub(super) async fn overview(
+    State(state): State<HttpState>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> ApiResult {
     let broker = &state.broker;
     let stats = broker.store().stats();
     let queues = browse_queues(&state, &caller);
@@ -67,13 +74,27 @@ pub(super) async fn overview(State(state): State<HttpState>, caller: Caller) -> 
         queues: queues.len(),
         ..Gauges::default()
     };
+    let mut elsewhere = Vec::new();
     for queue in &queues {
+        if broker.serving_node(&queue.name).is_some() {
+            elsewhere.push(json!({ "name": queue.name }));
+            continue;
+        }
         let snap = queue.snapshot();
         gauges.messages += snap.messages;
         gauges.delivering += snap.delivering;
         gauges.scheduled += snap.scheduled;
         gauges.consumers += u64::from(snap.consumers);
         gauges.bytes += snap.bytes;
+    }
+    forward::rows_of_serving_nodes(&state, &headers, &mut elsewhere).await;
+    for row in &elsewhere {
+        let gauge = |name: &str| row[name].as_u64().unwrap_or(0);
+        gauges.messages += gauge("messages");
+        gauges.delivering += gauge("delivering");
+        gauges.scheduled += gauge("scheduled");
+        gauges.consumers += gauge("consumers");
+        gauges.bytes += gauge("bytes");
     }
     let listening = state.console.listening;
     Ok(Json(json!({
@@ -91,8 +112,9 @@ pub(super) async fn overview(State(state): State<HttpState>, caller: Caller) -> 
     })))
 }
 
-/// Every queue with its live counts, rates, and the settings matches that apply.
-pub(super) async fn queues(State(state): State<HttpState>, caller: Caller) -> ApiResult {
+/// Every queue with its live counts, rates, and the settings matches that apply;
+/// on a cluster, a queue another node serves as that node shows it.
+pub(super) async fn queues(State(state): State<HttpState>, caller: Caller, headers: HeaderMap) -> ApiResult {
     let broker = &state.broker;
     let queues = browse_queues(&state, &caller);
     let mut per_address: HashMap<&str, (Vec<String>, Option<String>)> = HashMap::new();
@@ -107,7 +129,7 @@ pub(super) async fn queues(State(state): State<HttpState>, caller: Caller) -> Ap
         .values()
         .filter_map(|(_, dla)| dla.as_deref())
         .collect();
-    let rows: Vec<Value> = queues
+    let mut rows: Vec<Value> = queues
         .iter()
         .map(|queue| {
             let mut row = with_rates(&state, queue);
@@ -116,6 +138,7 @@ pub(super) async fn queues(State(state): State<HttpState>, caller: Caller) -> Ap
             row
         })
         .collect();
+    forward::rows_of_serving_nodes(&state, &headers, &mut rows).await;
     Ok(Json(json!({ "queues": rows })))
 }
 

@@ -15,6 +15,8 @@ pub enum ApiError {
     Broker(BrokerError),
     /// A request the API cannot read (bad JSON, missing fields, bad query).
     BadRequest(String),
+    /// Another node serves the queue and cannot answer for it (`forward.rs`).
+    Unavailable(String),
 }
 
 impl From<BrokerError> for ApiError {
@@ -39,6 +41,7 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         let err = match self {
             ApiError::BadRequest(_) => return StatusCode::BAD_REQUEST,
+            ApiError::Unavailable(_) => return StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Broker(err) => err,
         };
         match err {
@@ -72,7 +75,7 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let error = match self {
             ApiError::Broker(err) => err.to_string(),
-            ApiError::BadRequest(text) => text,
+            ApiError::BadRequest(text) | ApiError::Unavailable(text) => text,
         };
         (status, Json(serde_json::json!({ "error": error }))).into_response()
     }

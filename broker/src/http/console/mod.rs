@@ -24,6 +24,7 @@ mod actions;
 mod api;
 mod assets;
 pub mod error;
+mod forward;
 pub mod groups;
 mod json;
 pub mod rates;
@@ -41,10 +42,12 @@ use crate::engine::Broker;
 use crate::queue::Queue;
 use crate::security::access::{self, Caller, Kind, Operation};
 
-/// What the console keeps: the rate samples and the addresses the broker listens on.
+/// What the console keeps: the rate samples, the addresses the broker
+/// listens on, and its client toward the other nodes of a cluster.
 pub struct Console {
     pub sampler: Arc<Sampler>,
     pub listening: Listening,
+    nodes: forward::Nodes,
 }
 
 /// Where the broker listens, for the overview.
@@ -60,25 +63,34 @@ impl Console {
         Console {
             sampler: Sampler::start(broker),
             listening,
+            nodes: forward::Nodes::default(),
         }
     }
 }
 
-/// Every route of the console: the page, its assets and the API.
-pub(super) fn routes() -> Router<HttpState> {
+/// Every route of the console: the page, its assets and the API. The routes
+/// about one queue go to the node serving it when that is another
+/// (`forward.rs`).
+pub(super) fn routes(state: &HttpState) -> Router<HttpState> {
+    let one_queue = Router::new()
+        .route("/api/queues/{queue}", get(api::queue))
+        .route("/api/queues/{queue}/messages", get(api::messages))
+        .route("/api/queues/{queue}/messages/{id}", get(api::message))
+        .route("/api/queues/{queue}/dead-letters", get(api::dead_letters))
+        .route("/api/queues/{queue}/retry", post(actions::retry))
+        .route("/api/queues/{queue}/move", post(actions::move_to))
+        .route("/api/queues/{queue}/remove", post(actions::remove))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::to_serving_node,
+        ));
     Router::new()
         .route("/", get(assets::index))
         .route("/assets/{file}", get(assets::file))
         .route("/api/overview", get(api::overview))
         .route("/api/queues", get(api::queues))
-        .route("/api/queues/{queue}", get(api::queue))
-        .route("/api/queues/{queue}/messages", get(api::messages))
-        .route("/api/queues/{queue}/messages/{id}", get(api::message))
-        .route("/api/queues/{queue}/dead-letters", get(api::dead_letters))
         .route("/api/addresses/{address}/redelivery", get(api::redelivery))
-        .route("/api/queues/{queue}/retry", post(actions::retry))
-        .route("/api/queues/{queue}/move", post(actions::move_to))
-        .route("/api/queues/{queue}/remove", post(actions::remove))
+        .merge(one_queue)
 }
 
 /// A queue `caller` wants to look at (its messages, settings, dead letters).

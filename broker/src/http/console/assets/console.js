@@ -286,7 +286,8 @@ class Queues {
       onclick: () => { this.sort = { key: k, asc: k === key ? !asc : typeof this.rows[0]?.[k] !== "number" }; this.draw(); },
     })));
     const body = rows.map((q) => el("tr", { "data-queue": q.name },
-      el("td", {}, queueLink(q.name), q.dead_letter_queue ? el("a", { class: "badge dlq", href: hashFor("dead-letters", q.name), text: "dead letters" }) : null),
+      el("td", {}, queueLink(q.name), q.dead_letter_queue ? el("a", { class: "badge dlq", href: hashFor("dead-letters", q.name), text: "dead letters" }) : null,
+        q.served_by ? el("span", { class: "badge", title: "the node serving this queue" + (q.unreachable ? " (unreachable: its figures are not shown)" : ""), text: q.served_by }) : null),
       el("td", {}, el("a", { href: hashFor("redelivery", q.address), title: "redelivery policy", text: q.address })),
       el("td", {}, el("span", { class: "badge", text: q.routing_type })),
       el("td", { class: "num", text: fmt.int(q.messages) }),
