@@ -5,7 +5,8 @@
 //! message and the stored delivery counts, and the stalled one's writes are
 //! refused; a dead letter and its retry move between queues of different
 //! nodes; the cluster serves again by itself after the database was away;
-//! a transaction of one node acks messages another serves; a duplicate id is one whichever node a
+//! a transaction of one node acks messages another serves, and its commit
+//! under a lease lost meanwhile removes nothing; a duplicate id is one whichever node a
 //! retry reaches; an address deleted through one node is gone from the
 //! others without a restart; every node lists every queue with the figures
 //! of the node serving it, which alone exports its metrics; an address's
@@ -958,6 +959,41 @@ async fn an_address_limit_holds_sends_through_every_node() {
             .is_ok()
     })
     .await;
+}
+
+/// The node serving a queue stalls past its lease while a transaction of
+/// another node holds an ack of its: the commit, which claims the stalled
+/// node's lease, fails and removes nothing, and the queue's new node
+/// delivers the message again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_s_commit_under_a_lost_lease_fails_and_removes_nothing() {
+    let Some(schema) = TestSchema::create("cluster transactions: a lost lease") else {
+        return;
+    };
+    let mut nodes = Nodes::start(schema).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let other = (owner + 1) % 3;
+    let client = nodes.node(other).client().await;
+    client.send(OutgoingMessage::new("orders", "m")).await.unwrap();
+    let mut consumer = nodes.consume(other, Duration::from_secs(5)).await;
+    let d = next(&mut consumer).await;
+    let session = client.session().await.unwrap();
+    let transaction = session.begin().await.unwrap();
+    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+
+    nodes.node(owner).stop();
+    let stalled = nodes.nodes[owner].take();
+    let successor = nodes.owner(Duration::from_secs(15)).await;
+    let refused = transaction.commit().await.expect_err("fenced");
+    assert_eq!(refused.code(), Some(Code::Unavailable), "{refused}");
+    nodes.nodes[owner] = stalled;
+    nodes.node(owner).cont();
+
+    let mut consumer = nodes.consume(successor, Duration::from_secs(5)).await;
+    let again = next(&mut consumer).await;
+    assert_eq!(body(&again), "m", "not removed by the failed commit");
+    consumer.ack(&[again.id]).await.unwrap();
+    assert!(consumer.flush().await.unwrap().is_empty());
 }
 
 /// The console of any node shows and handles a queue another node serves:
