@@ -16,8 +16,9 @@
 //! A Transact stream is a session: its requests are answered one at a time, in
 //! order, and the transactions it began are rolled back when it ends.
 //!
-//! Permissions: a send (also one in a transaction) is checked on every request, a
-//! consumer when it subscribes and again whenever the security in force changes:
+//! Permissions: a send (also one in a transaction) is checked on every request
+//! (`gate.rs`), a consumer when it subscribes and again whenever the security
+//! in force changes:
 //! a consumer whose user lost `consume` on the queue's address (or was removed)
 //! is ended with PERMISSION_DENIED, its unsettled deliveries released (back to
 //! the queue, delivery count unchanged) as for a graceful close.
@@ -45,6 +46,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::cluster::user_of;
 use super::convert::{delivery_to_wire, held_to_wire, messages_from_wire, settlement_from_wire};
+use super::gate::Gate;
 use super::peers::Peers;
 use super::proxy;
 use super::publish::publish;
@@ -73,25 +75,6 @@ impl MessagingService {
             peers,
         }
     }
-}
-
-/// Checks that `caller` may send every message of a batch, on each address once.
-fn authorize_sends(
-    broker: &Broker,
-    policy: &Policy,
-    caller: &Caller,
-    messages: &[pb::OutgoingMessage],
-) -> Result<()> {
-    if !policy.is_on() {
-        return Ok(());
-    }
-    let mut addresses: Vec<&str> = messages.iter().map(|m| m.address.as_str()).collect();
-    addresses.sort_unstable();
-    addresses.dedup();
-    for address in addresses {
-        access::authorize(policy, caller, &Operation::send(broker, address))?;
-    }
-    Ok(())
 }
 
 /// The Consume streams open per connection (its peer address), for
@@ -160,9 +143,9 @@ async fn tell<T>(broker: &Broker, tx: &mpsc::Sender<T>, response: T) -> bool {
 #[tonic::async_trait]
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
-        let caller = Caller::of(&request);
+        let gate = Gate::of(&self.security, &request);
         let messages = request.into_inner().messages;
-        authorize_sends(&self.broker, &self.security.policy(), &caller, &messages)?;
+        gate.authorize_sends(&self.broker, &messages)?;
         let sent = self.broker.send(messages_from_wire(messages)).await?;
         Ok(Response::new(pb::SendResponse {
             message_ids: sent.ids,
@@ -178,10 +161,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         request: Request<Streaming<pb::PublishRequest>>,
     ) -> Result<Response<Self::PublishStream>, Status> {
         let (tx, rx) = responses(&self.broker);
-        let gate = Gate {
-            security: self.security.clone(),
-            caller: Caller::of(&request),
-        };
+        let gate = Gate::of(&self.security, &request);
         self.broker
             .spawn(publish(self.broker.clone(), gate, request.into_inner(), tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -194,10 +174,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         request: Request<Streaming<pb::TransactRequest>>,
     ) -> Result<Response<Self::TransactStream>, Status> {
         let (tx, rx) = responses(&self.broker);
-        let gate = Gate {
-            security: self.security.clone(),
-            caller: Caller::of(&request),
-        };
+        let gate = Gate::of(&self.security, &request);
         self.broker
             .spawn(transact(self.broker.clone(), gate, request.into_inner(), tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -289,20 +266,6 @@ impl pb::messaging_server::Messaging for MessagingService {
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-}
-
-/// What a transacted session or a Publish stream checks its sends with: the
-/// caller and the security in force at each send.
-pub(super) struct Gate {
-    security: Arc<Security>,
-    caller: Caller,
-}
-
-impl Gate {
-    /// Checks that the caller may send every message of a request, as `Send` does.
-    pub(super) fn authorize_sends(&self, broker: &Broker, messages: &[pb::OutgoingMessage]) -> Result<()> {
-        authorize_sends(broker, &self.security.policy(), &self.caller, messages)
     }
 }
 

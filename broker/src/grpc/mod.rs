@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod cluster;
 mod convert;
+mod gate;
 pub mod messaging;
 mod peers;
 mod proxy;

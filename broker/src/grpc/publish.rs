@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::convert::messages_from_wire;
-use super::messaging::Gate;
+use super::gate::Gate;
 use super::status::code_and_message;
 use crate::engine::{Broker, Sent};
 use crate::error::BrokerError;
