@@ -6,12 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::consumer::{Consumer, ConsumerBuilder};
-use crate::credentials::{Authorization, Credentials};
+use crate::credentials::{Authorization, Credentials, Transport};
 use crate::proto::admin_client::AdminClient;
 use crate::proto::messaging_client::MessagingClient;
 use crate::{Error, OutgoingMessage, Publisher, PublisherOptions, Result, SendResponse, proto};
@@ -77,10 +76,6 @@ pub struct ConnectOptions {
     /// with users then refuses calls, unless a client certificate logs in).
     pub credentials: Option<Credentials>,
 }
-
-/// The channel every stub of a client uses: the connection, plus the
-/// credentials added to each call.
-pub(crate) type Transport = InterceptedService<Channel, Authorization>;
 
 /// A connection to a rebound broker.
 #[derive(Debug, Clone)]

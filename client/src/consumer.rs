@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
-use crate::client::Transport;
+use crate::credentials::Transport;
 use crate::proto::consume_request::Kind as RequestKind;
 use crate::proto::consume_response::Kind as ResponseKind;
 use crate::proto::messaging_client::MessagingClient;

@@ -12,6 +12,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
 
 use crate::{Error, Result};
 
@@ -61,6 +63,10 @@ impl fmt::Debug for Credentials {
             .finish()
     }
 }
+
+/// The channel every stub of a client uses: the connection, plus the
+/// credentials added to each call.
+pub(crate) type Transport = InterceptedService<Channel, Authorization>;
 
 /// Adds the `authorization` metadata to every call, if there are credentials.
 #[derive(Clone, Debug, Default)]

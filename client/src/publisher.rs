@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming};
 
-use crate::client::Transport;
+use crate::credentials::Transport;
 use crate::proto::messaging_client::MessagingClient;
 use crate::proto::publish_response::Result as Answer;
 use crate::{Error, OutgoingMessage, Result, proto};

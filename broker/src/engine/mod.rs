@@ -77,7 +77,7 @@ use tracing::info;
 use crate::address_size::BrokerSize;
 use crate::duplicates::DuplicateIds;
 use crate::error::{BrokerError, Result};
-use crate::metrics::Metrics;
+use crate::metrics::instruments::Metrics;
 use crate::postoffice::Registry;
 use crate::queue::{ConsumerId, Entry, Queue};
 use crate::settings::Settings;

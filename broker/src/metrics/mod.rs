@@ -3,8 +3,8 @@
 //!
 //! Two kinds, so that 10,000 queues cost nothing between scrapes:
 //! - instruments updated as things happen, only where a per-queue figure cannot
-//!   say it: [`Metrics`], owned by the broker (connections, commit and delivery
-//!   latencies, config reloads);
+//!   say it: [`instruments::Metrics`], owned by the broker (connections, commit
+//!   and delivery latencies, config reloads);
 //! - collectors that read at scrape time what the broker keeps anyway: every
 //!   queue's gauges and counters (`queues`, from the queue's own counters,
 //!   updated under its lock where the events happen; summed, the consume
@@ -16,118 +16,67 @@
 //! the names every Prometheus client library and dashboard uses.
 mod addresses;
 mod broker;
+pub mod instruments;
 mod process;
 mod queues;
 
 use std::sync::Arc;
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::engine::Broker;
 pub use queues::Shown;
 
-/// `result="ok"` or `result="failed"`.
-type ResultLabel = [(&'static str, &'static str); 1];
-
-/// The broker-wide instruments updated as things happen. Cheap to update: an
-/// atomic, or a short lock for a histogram.
-#[derive(Debug)]
-pub struct Metrics {
-    /// Client connections open now (gRPC, plaintext and TLS alike).
-    pub connections: Gauge,
-    /// Client connections accepted since start.
-    pub connections_accepted: Counter,
-    /// Client connections closed at accept for `max-connections`.
-    pub connections_refused: Counter,
-    /// Seconds from handing a commit to the store to its being durable.
-    pub commit_latency: Histogram,
-    /// Seconds from a message's send to its first delivery.
-    pub delivery_latency: Histogram,
-    reloads: Family<ResultLabel, Counter>,
-}
-
-impl Default for Metrics {
-    fn default() -> Metrics {
-        let reloads = Family::<ResultLabel, Counter>::default();
-        // Both results show from the start, so a rate() over them works at once.
-        for result in ["ok", "failed"] {
-            let _ = reloads.get_or_create(&[("result", result)]);
-        }
-        Metrics {
-            connections: Gauge::default(),
-            connections_accepted: Counter::default(),
-            connections_refused: Counter::default(),
-            // 50 µs to 3.3 s.
-            commit_latency: Histogram::new(exponential_buckets(0.00005, 2.0, 17)),
-            // 1 ms to 18 h: a message may wait long in a backlog.
-            delivery_latency: Histogram::new(exponential_buckets(0.001, 4.0, 13)),
-            reloads,
-        }
-    }
-}
-
-impl Metrics {
-    /// Counts a config reload, applied or rejected.
-    pub fn reloaded(&self, ok: bool) {
-        let result = if ok { "ok" } else { "failed" };
-        self.reloads.get_or_create(&[("result", result)]).inc();
-    }
-
-    /// The registry `/metrics` encodes: these instruments and the collectors
-    /// that read `broker` at scrape time, showing the queues of the addresses
-    /// `shown` keeps. Cheap to build: one per scrape, for its caller.
-    pub fn registry(broker: &Arc<Broker>, shown: Shown) -> Registry {
-        let mut registry = Registry::default();
-        let rebound = registry.sub_registry_with_prefix("rebound");
-        let m = broker.metrics();
-        rebound.register(
-            "build",
-            "The broker's version",
-            Info::new([("version", env!("CARGO_PKG_VERSION"))]),
-        );
-        rebound.register(
-            "connections",
-            "Client connections open (plaintext and TLS)",
-            m.connections.clone(),
-        );
-        rebound.register(
-            "connections_accepted",
-            "Client connections accepted",
-            m.connections_accepted.clone(),
-        );
-        rebound.register(
-            "connections_refused",
-            "Client connections closed at accept because max-connections were open",
-            m.connections_refused.clone(),
-        );
-        rebound.register_with_unit(
-            "store_commit_latency",
-            "Time from handing a commit to the store until it is durable",
-            Unit::Seconds,
-            m.commit_latency.clone(),
-        );
-        rebound.register_with_unit(
-            "delivery_latency",
-            "Time from a message's send to its first delivery to a consumer",
-            Unit::Seconds,
-            m.delivery_latency.clone(),
-        );
-        rebound.register(
-            "config_reloads",
-            "Config reloads, applied (ok) or rejected (failed)",
-            m.reloads.clone(),
-        );
-        rebound.register_collector(Box::new(addresses::Addresses(broker.clone(), shown.clone())));
-        rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
-        rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
-        registry.register_collector(Box::new(process::Process));
-        registry
-    }
+/// The registry `/metrics` encodes: the instruments and the collectors
+/// that read `broker` at scrape time, showing the queues of the addresses
+/// `shown` keeps. Cheap to build: one per scrape, for its caller.
+pub fn registry(broker: &Arc<Broker>, shown: Shown) -> Registry {
+    let mut registry = Registry::default();
+    let rebound = registry.sub_registry_with_prefix("rebound");
+    let m = broker.metrics();
+    rebound.register(
+        "build",
+        "The broker's version",
+        Info::new([("version", env!("CARGO_PKG_VERSION"))]),
+    );
+    rebound.register(
+        "connections",
+        "Client connections open (plaintext and TLS)",
+        m.connections.clone(),
+    );
+    rebound.register(
+        "connections_accepted",
+        "Client connections accepted",
+        m.connections_accepted.clone(),
+    );
+    rebound.register(
+        "connections_refused",
+        "Client connections closed at accept because max-connections were open",
+        m.connections_refused.clone(),
+    );
+    rebound.register_with_unit(
+        "store_commit_latency",
+        "Time from handing a commit to the store until it is durable",
+        Unit::Seconds,
+        m.commit_latency.clone(),
+    );
+    rebound.register_with_unit(
+        "delivery_latency",
+        "Time from a message's send to its first delivery to a consumer",
+        Unit::Seconds,
+        m.delivery_latency.clone(),
+    );
+    rebound.register(
+        "config_reloads",
+        "Config reloads, applied (ok) or rejected (failed)",
+        m.reloads.clone(),
+    );
+    rebound.register_collector(Box::new(addresses::Addresses(broker.clone(), shown.clone())));
+    rebound.register_collector(Box::new(queues::Queues(broker.clone(), shown)));
+    rebound.register_collector(Box::new(broker::BrokerWide(broker.clone())));
+    registry.register_collector(Box::new(process::Process));
+    registry
 }
 
 #[cfg(test)]
@@ -154,7 +103,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let registry = Metrics::registry(&broker, Arc::new(|_| true));
+        let registry = registry(&broker, Arc::new(|_| true));
         let mut times = Vec::new();
         let mut bytes = 0;
         for _ in 0..21 {
