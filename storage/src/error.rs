@@ -77,11 +77,13 @@ pub enum StorageError {
         /// The newest version this build can migrate to.
         known: i32,
     },
-    /// A commit wrote the state of a queue (an ack, a delivery state) that
-    /// this node no longer serves: another node took over its lease
-    /// (PostgreSQL engine, several brokers on one database). Nothing of the
-    /// commit was written; the queue's new owner has the message.
-    #[error("queue {queue} is served by another node now: this node lost its lease on it")]
+    /// A commit wrote the state of a queue (an ack, a delivery state) under a
+    /// lease that is gone: this node's, or the one it claimed of the node that
+    /// held acks for its transaction ([`crate::Op::Claim`]); another node took
+    /// the queue over (PostgreSQL engine, several brokers on one database).
+    /// Nothing of the commit was written; the queue's new owner has the
+    /// message.
+    #[error("queue {queue} is served by another node now: the lease its commit was made under is gone")]
     Fenced {
         /// The queue.
         queue: crate::QueueId,

@@ -19,7 +19,7 @@
 //! it writes or wipes, an address or its duplicate ids); disjoint groups
 //! commute, and a group whose commit fails was never acknowledged. A commit
 //! issued after another resolved is always ordered after it.
-//! In a cluster, a group that writes under a lease this node lost fails
+//! In a cluster, a group that writes under a lease that is gone fails
 //! only the commits that claimed it (`fence.rs`), and one that stores a
 //! duplicate id stored already only the commits that carried it
 //! (`duplicate_ids.rs`); the others are written again without them.
@@ -251,7 +251,7 @@ async fn commit_group(pool: &Pool, writes: Writes, group: Vec<Request>, counters
 }
 
 /// After a group failed with `error`: fails the commits that wrote under a
-/// lease this node lost with [`StorageError::Fenced`] and those that stored
+/// lease that is gone with [`StorageError::Fenced`] and those that stored
 /// an id stored already with [`StorageError::DuplicateIds`], and writes the
 /// others again (as often as that happens while it does); when no commit is
 /// to blame, fails the group with `error`.
@@ -281,7 +281,7 @@ async fn without_refused(
                 .find(|l| claims.is_some_and(|c| c.leases.contains(l)))
                 .map(|l| l.queue)
             {
-                tracing::info!(queue, "a commit to a queue whose lease this node lost is refused");
+                tracing::info!(queue, "a commit under a lease that is gone is refused");
                 let _ = request.done.send(Err(StorageError::Fenced { queue }));
                 continue;
             }
