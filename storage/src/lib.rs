@@ -378,6 +378,15 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Whether a commit may fail with [`StorageError::DuplicateIds`]: the
+    /// engine refuses a duplicate id another commit stored already (another
+    /// node's, on a database several brokers share). `false`: the caller's
+    /// own cache of ids is the only check, and a caller need not keep a copy
+    /// of a commit to make it again.
+    fn refuses_stored_duplicate_ids(&self) -> bool {
+        false
+    }
+
     /// Finishes queued commits, flushes and fsyncs everything and stops the
     /// committer; later commits fail with [`StorageError::Closed`]. Reads
     /// keep working; the engine's files are released when the store is

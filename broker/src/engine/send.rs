@@ -126,8 +126,12 @@ impl Broker {
             self.ensure_address(address, None, Create::OnSend).await?;
         }
         let dropped = self.admit(&mut prepared).await?;
-        // Each retry learns at least one id of the send's.
-        let mut retries = prepared.iter().filter(|p| p.duplicate_id.is_some()).count();
+        // Each retry learns at least one id of the send's; a store that never
+        // refuses one needs no copy of the send to make it again.
+        let mut retries = match self.store.refuses_stored_duplicate_ids() {
+            true => prepared.iter().filter(|p| p.duplicate_id.is_some()).count(),
+            false => 0,
+        };
         loop {
             let again = (retries > 0).then(|| (prepared.clone(), ops.clone()));
             match (

@@ -263,6 +263,10 @@ impl Store for PostgresStore {
         ids.next(|| self.db.block(|pool| async move { ids::reserve(&pool).await }))
     }
 
+    fn refuses_stored_duplicate_ids(&self) -> bool {
+        true
+    }
+
     fn read_message(&self, queue: QueueId, id: MessageId) -> Result<Option<MessageRecord>, StorageError> {
         self.db
             .block(move |pool| async move { reads::message(&pool, queue, id).await })
