@@ -2,8 +2,8 @@
 //! hold sends to an address's `max-size-bytes` (and the broker's
 //! `global-max-size`) whichever node serves its queues.
 //!
-//! A node writes the sizes of the queues it serves every round of its
-//! cluster task (one multi-row upsert); a node reads those of the queues
+//! A node writes the sizes of the queues it serves that changed, every round
+//! of its cluster task (one multi-row upsert); a node reads those of the queues
 //! other nodes hold under a live lease. A row of a queue whose node stopped
 //! serving it is ignored (its lease moved) until the new node overwrites it;
 //! a deleted queue's row goes with the queue (`writes.rs`).
