@@ -33,7 +33,7 @@ const LEASE: Duration = Duration::from_secs(2);
 /// Every node declares the queue. (Nodes store delivery counts before
 /// delivery whatever `persist-delivery-count-before-delivery` says, so that a
 /// failover counts what the dead node had out.)
-const CONFIG: &str = r#"
+pub(crate) const CONFIG: &str = r#"
 [[addresses]]
 name = "orders"
   [[addresses.queues]]
@@ -96,25 +96,10 @@ impl Nodes {
     }
 
     /// Which running node serves `queue`, waiting at most `within` for one
-    /// to (from their logs: the last word of a node on the queue).
+    /// to.
     async fn owner_of(&self, queue: &str, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        let needle = format!("served by this node queue={queue}");
-        loop {
-            for (i, node) in self.nodes.iter().enumerate() {
-                let Some(node) = node else { continue };
-                let log = node.log();
-                let last = log.lines().rev().find(|l| l.ends_with(&needle));
-                if last.is_some_and(|l| !l.contains("no longer")) {
-                    return i;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no node serves orders after {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let running: Vec<Option<&Broker>> = self.nodes.iter().map(Option::as_ref).collect();
+        serving_node(&running, queue, within).await
     }
 
     /// A consumer of `orders` through node `i`, retried while the cluster
@@ -132,6 +117,29 @@ impl Nodes {
                 Err(e) => panic!("consuming through node {i}: {e}"),
             }
         }
+    }
+}
+
+/// Which of `nodes` (`None`: not running) serves `queue`, waiting at most
+/// `within` for one to (from their logs: the last word of a node on the
+/// queue).
+pub(crate) async fn serving_node(nodes: &[Option<&Broker>], queue: &str, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    let needle = format!("served by this node queue={queue}");
+    loop {
+        for (i, node) in nodes.iter().enumerate() {
+            let Some(node) = node else { continue };
+            let log = node.log();
+            let last = log.lines().rev().find(|l| l.ends_with(&needle));
+            if last.is_some_and(|l| !l.contains("no longer")) {
+                return i;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no node serves {queue} after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -14,16 +14,10 @@ use std::time::{Duration, Instant};
 
 use rebound_client::{Client, Code, OutgoingMessage, TlsOptions};
 
+use crate::cluster::{CONFIG, serving_node};
 use crate::support::Broker;
 use crate::support::pg::TestSchema;
 use crate::tls::{Ca, Pki};
-
-const QUEUE: &str = r#"
-[[addresses]]
-name = "orders"
-  [[addresses.queues]]
-  name = "orders"
-"#;
 
 /// The user of the client certificate (CN) when a test configures users:
 /// it logs in by certificate only, and may do everything.
@@ -75,7 +69,7 @@ impl TlsNodes {
             let host = format!("127.0.0.{}", i + 2);
             let (cert, key) = ca.node(&format!("node {i}"), &host);
             let config = format!(
-                "{QUEUE}{top}\n[tls]\ncert-file = {:?}\nkey-file = {:?}\nclient-ca-file = {:?}\n\
+                "{CONFIG}{top}\n[tls]\ncert-file = {:?}\nkey-file = {:?}\nclient-ca-file = {:?}\n\
                  require-client-cert = true\n[cluster]\nnode-id = \"n{i}\"\nlease = \"2s\"\nca-file = {:?}\n{cluster}\n",
                 pki.write(&format!("n{i}.pem"), &cert),
                 pki.write(&format!("n{i}.key"), &key),
@@ -111,21 +105,10 @@ impl TlsNodes {
         Client::connect_with(&url, &options).await.unwrap()
     }
 
-    /// Which node serves `orders`, from their logs, waiting at most 20 s.
+    /// Which node serves `orders`, waiting at most 20 s.
     async fn owner(&self) -> usize {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let needle = "served by this node queue=orders";
-        loop {
-            for (i, node) in self.nodes.iter().enumerate() {
-                let log = node.log();
-                let last = log.lines().rev().find(|l| l.ends_with(needle));
-                if last.is_some_and(|l| !l.contains("no longer")) {
-                    return i;
-                }
-            }
-            assert!(Instant::now() < deadline, "no node serves orders");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let running: Vec<Option<&Broker>> = self.nodes.iter().map(Some).collect();
+        serving_node(&running, "orders", Duration::from_secs(20)).await
     }
 }
 
