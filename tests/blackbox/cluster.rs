@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rebound_client::{Client, Code, Consumer, OutgoingMessage, Selection};
+use rebound_client::{Client, Code, Consumer, OutgoingMessage, Selection, Transaction};
 
 use crate::support::pg::{DatabaseProxy, TestSchema};
 use crate::support::{Broker, cli, http_get, http_post_json, sample};
@@ -668,6 +668,18 @@ async fn a_transaction_of_a_forwarding_node_acks_messages_another_node_serves() 
     );
 }
 
+/// Through node `via`, which does not serve `orders`: sends `body`, receives
+/// it, and acks it inside a transaction of `via`, left open.
+async fn acked_in_an_open_transaction(nodes: &Nodes, via: usize, body: &'static str) -> Transaction {
+    let client = nodes.nodes[via].as_ref().expect("a running node").client().await;
+    client.send(OutgoingMessage::new("orders", body)).await.unwrap();
+    let mut consumer = nodes.consume(via, Duration::from_secs(5)).await;
+    let d = next(&mut consumer).await;
+    let transaction = client.session().await.unwrap().begin().await.unwrap();
+    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+    transaction
+}
+
 /// The node whose transaction holds acks of another node's queue is killed
 /// before it ends: the serving node sees it gone and counts the held
 /// deliveries as failed, and they are delivered again.
@@ -679,13 +691,7 @@ async fn acks_held_for_a_node_that_dies_are_delivered_again() {
     let mut nodes = Nodes::start(schema).await;
     let owner = nodes.owner(Duration::from_secs(10)).await;
     let (other, third) = ((owner + 1) % 3, (owner + 2) % 3);
-    let client = nodes.node(other).client().await;
-    client.send(OutgoingMessage::new("orders", "held")).await.unwrap();
-    let mut consumer = nodes.consume(other, Duration::from_secs(5)).await;
-    let d = next(&mut consumer).await;
-    let session = client.session().await.unwrap();
-    let transaction = session.begin().await.unwrap();
-    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+    let _open = acked_in_an_open_transaction(&nodes, other, "held").await;
     nodes.node(other).kill9();
     nodes.nodes[other] = None;
 
@@ -980,14 +986,7 @@ async fn a_transaction_s_commit_under_a_lost_lease_fails_and_removes_nothing() {
     };
     let mut nodes = Nodes::start(schema).await;
     let owner = nodes.owner(Duration::from_secs(10)).await;
-    let other = (owner + 1) % 3;
-    let client = nodes.node(other).client().await;
-    client.send(OutgoingMessage::new("orders", "m")).await.unwrap();
-    let mut consumer = nodes.consume(other, Duration::from_secs(5)).await;
-    let d = next(&mut consumer).await;
-    let session = client.session().await.unwrap();
-    let transaction = session.begin().await.unwrap();
-    consumer.ack_in(&transaction, &[d.id]).await.unwrap();
+    let transaction = acked_in_an_open_transaction(&nodes, (owner + 1) % 3, "m").await;
 
     nodes.node(owner).stop();
     let stalled = nodes.nodes[owner].take();
