@@ -54,11 +54,15 @@ impl AdminService {
     }
 
     /// Replaces the figures of the queues other nodes serve by theirs (asked
-    /// of each node at once, with the caller's credentials), so that a
-    /// listing through any node shows the cluster's queues as their nodes
-    /// see them. A queue whose node cannot answer keeps this node's view
-    /// (its messages are counted by the node serving it).
-    async fn figures_of_owners(&self, queues: &mut [pb::QueueInfo], credentials: proxy::Credentials) {
+    /// of each node at once, with the caller's `credentials`: see
+    /// [`asking_others`]), so that a listing through any node shows the
+    /// cluster's queues as their nodes see them. A queue whose node cannot
+    /// answer keeps this node's view (its messages are counted by the node
+    /// serving it).
+    async fn figures_of_owners(&self, queues: &mut [pb::QueueInfo], credentials: Option<proxy::Credentials>) {
+        let Some(credentials) = credentials else {
+            return;
+        };
         let mut by_owner: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for info in queues.iter() {
             if let Some(owner) = self.broker.owner_of(&info.name) {
@@ -76,22 +80,19 @@ impl AdminService {
     }
 
     /// `addresses` with the gauges of their queues summed, those of queues
-    /// other nodes serve as those nodes see them (unless the call was
-    /// forwarded here: [`AdminService::figures_of_owners`]).
+    /// other nodes serve as those nodes see them
+    /// ([`AdminService::figures_of_owners`]).
     async fn address_infos(
         &self,
         addresses: &[AddressView],
-        forwarded: bool,
-        credentials: proxy::Credentials,
+        credentials: Option<proxy::Credentials>,
     ) -> Vec<pb::AddressInfo> {
         let mut queues: Vec<pb::QueueInfo> = addresses
             .iter()
             .flat_map(|a| &a.queues)
             .map(|q| queue_info(q, self.broker.served_by(q)))
             .collect();
-        if !forwarded {
-            self.figures_of_owners(&mut queues, credentials).await;
-        }
+        self.figures_of_owners(&mut queues, credentials).await;
         let mut queues = queues.into_iter();
         addresses
             .iter()
@@ -114,6 +115,13 @@ async fn managed<T>(
     work: impl Future<Output = crate::error::Result<T>>,
 ) -> Result<T, Status> {
     Ok(audit::carried_out(caller, operation, messages, work).await?)
+}
+
+/// The caller's credentials, to ask the nodes serving queues for their
+/// figures; `None` when another node forwarded the call here (that node asks
+/// them itself).
+fn asking_others<T>(request: &Request<T>) -> Option<proxy::Credentials> {
+    (!proxy::was_forwarded(request)).then(|| proxy::Credentials::of(request))
 }
 
 /// The queue a request's selection names, if it has one.
@@ -226,8 +234,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::ListQueuesRequest>,
     ) -> Result<Response<pb::ListQueuesResponse>, Status> {
         let caller = Caller::of(&request);
-        let forwarded = proxy::was_forwarded(&request);
-        let credentials = proxy::Credentials::of(&request);
+        let credentials = asking_others(&request);
         let r = request.into_inner();
         let policy = self.security.policy();
         let shown = |q: &crate::queue::Queue| access::may_browse(&policy, &caller, &q.address);
@@ -239,9 +246,7 @@ impl pb::admin_server::Admin for AdminService {
             .iter()
             .map(|q| queue_info(q, self.broker.served_by(q)))
             .collect();
-        if !forwarded {
-            self.figures_of_owners(&mut queues, credentials).await;
-        }
+        self.figures_of_owners(&mut queues, credentials).await;
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
         Ok(Response::new(pb::ListQueuesResponse {
             queues,
@@ -467,15 +472,14 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::ListAddressesRequest>,
     ) -> Result<Response<pb::ListAddressesResponse>, Status> {
         let caller = Caller::of(&request);
-        let forwarded = proxy::was_forwarded(&request);
-        let credentials = proxy::Credentials::of(&request);
+        let credentials = asking_others(&request);
         let r = request.into_inner();
         let policy = self.security.policy();
         let shown = |address: &str| access::may_browse(&policy, &caller, address);
         let page = self
             .broker
             .addresses_page(&r.page_token, page_size(r.page_size), shown);
-        let addresses = self.address_infos(&page.items, forwarded, credentials).await;
+        let addresses = self.address_infos(&page.items, credentials).await;
         let next_page_token = next_page_token(page.more, addresses.last().map(|a| &a.name));
         Ok(Response::new(pb::ListAddressesResponse {
             addresses,
@@ -488,12 +492,11 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::GetAddressRequest>,
     ) -> Result<Response<pb::GetAddressResponse>, Status> {
         let caller = Caller::of(&request);
-        let forwarded = proxy::was_forwarded(&request);
-        let credentials = proxy::Credentials::of(&request);
+        let credentials = asking_others(&request);
         let name = request.into_inner().name;
         self.authorize(&caller, &Operation::browse_address(&name))?;
         let address = self.broker.address(&name)?;
-        let mut infos = self.address_infos(&[address], forwarded, credentials).await;
+        let mut infos = self.address_infos(&[address], credentials).await;
         Ok(Response::new(pb::GetAddressResponse { address: infos.pop() }))
     }
 }
