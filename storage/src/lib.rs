@@ -330,6 +330,14 @@ pub trait Store: Send + Sync + 'static {
     /// The delivery state of message `id` in `queue`, if one was written.
     fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError>;
 
+    /// Which of messages `ids` of `queue` are stored, in the order given. An
+    /// engine behind a network answers in one round trip.
+    fn stored_messages(&self, queue: QueueId, ids: &[MessageId]) -> Result<Vec<bool>, StorageError> {
+        ids.iter()
+            .map(|&id| Ok(self.read_message(queue, id)?.is_some()))
+            .collect()
+    }
+
     /// Everything needed to rebuild the broker's in-memory indexes at
     /// start-up, without keeping bodies. Messages of queues that have no
     /// queue record are not returned.

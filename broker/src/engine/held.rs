@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rebound_storage::Op;
 use tracing::warn;
 
-use super::Broker;
+use super::{Broker, blocking};
 use crate::error::{BrokerError, Result};
 use crate::queue::{Entry, Queue};
 use crate::transactions::HeldAcks;
@@ -171,18 +171,11 @@ impl Broker {
     }
 
     /// Which of a hold's messages the store still has.
-    async fn stored_of(self: &Arc<Self>, hold: &Hold) -> Result<Vec<bool>> {
-        let broker = self.clone();
+    async fn stored_of(&self, hold: &Hold) -> Result<Vec<bool>> {
+        let store = self.store.clone();
         let queue = hold.queue.id;
         let ids: Vec<u64> = hold.entries.iter().map(|e| e.id).collect();
-        tokio::task::spawn_blocking(move || {
-            ids.iter()
-                .map(|&id| Ok(broker.store.read_message(queue, id)?.is_some()))
-                .collect::<Result<Vec<bool>>>()
-        })
-        .await
-        // Cancelled: the runtime is stopping.
-        .map_err(|_| BrokerError::ShuttingDown)?
+        blocking(move || store.stored_messages(queue, &ids)).await
     }
 
     /// Carries out a resolved hold: the messages gone were acked, the others

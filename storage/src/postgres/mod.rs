@@ -277,6 +277,12 @@ impl Store for PostgresStore {
             .block(move |pool| async move { reads::state(&pool, queue, id).await })
     }
 
+    fn stored_messages(&self, queue: QueueId, ids: &[MessageId]) -> Result<Vec<bool>, StorageError> {
+        let ids = ids.to_vec();
+        self.db
+            .block(move |pool| async move { reads::stored(&pool, queue, ids).await })
+    }
+
     fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {
         self.db
             .block(move |pool| async move { reads::recover_head(&pool, head).await })

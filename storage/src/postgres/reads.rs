@@ -34,6 +34,25 @@ pub(super) async fn message(
     record(pool, sql, queue, id, &keys::message(queue, id)).await
 }
 
+/// Which of messages `ids` of `queue` are stored, in the order given.
+pub(super) async fn stored(
+    pool: &Pool,
+    queue: QueueId,
+    ids: Vec<MessageId>,
+) -> Result<Vec<bool>, StorageError> {
+    let wanted: Vec<i64> = ids.iter().map(|&id| id as i64).collect();
+    let client = pool.get().await.map_err(pool_error)?;
+    let rows = client
+        .query(
+            "SELECT id FROM messages WHERE queue = $1 AND id = ANY($2)",
+            &[&i64::from(queue), &wanted],
+        )
+        .await
+        .map_err(db_error)?;
+    let found: std::collections::HashSet<i64> = rows.iter().map(|row| row.get(0)).collect();
+    Ok(wanted.iter().map(|id| found.contains(id)).collect())
+}
+
 /// The delivery state of message `id` of `queue`.
 pub(super) async fn state(
     pool: &Pool,

@@ -425,6 +425,10 @@ pub async fn remove_message_removes_the_message_and_its_state(h: &mut dyn Harnes
         assert_eq!(store.read_state(1, 1).unwrap(), None);
         assert_eq!(store.read_message(1, 2).unwrap(), Some(message(2, 4)));
         assert_eq!(store.read_state(1, 2).unwrap(), Some(state(2)));
+        assert_eq!(
+            store.stored_messages(1, &[2, 1, 99]).unwrap(),
+            [true, false, false]
+        );
         let recovered = store.recover().unwrap();
         assert_eq!(recovered.queues[0].messages.len(), 1);
         assert_eq!(recovered.queues[0].messages[0].state, Some(state(2)));
