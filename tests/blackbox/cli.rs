@@ -557,6 +557,23 @@ async fn serve_with_a_broken_config_fails_naming_the_line() {
     assert!(!out.stdout.contains("listening"), "{}", out.stdout);
 }
 
+/// `serve --worker-threads` sets how many threads serve clients; zero is a usage error.
+#[tokio::test]
+async fn serve_runs_the_worker_threads_asked_for() {
+    let broker = Broker::start_custom("", "127.0.0.1:0", &["--worker-threads", "3"]).await;
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", broker.pid())).expect("list the broker's threads");
+    let workers = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "tokio-rt-worker")
+        .count();
+    assert_eq!(workers, 3);
+    create_queue(&broker, "threads").await;
+
+    let out = rebound(["serve", "--worker-threads", "0"]).await;
+    out.failure(2);
+    assert!(out.stderr.contains("--worker-threads"), "{}", out.stderr);
+}
+
 #[tokio::test]
 async fn unreachable_broker_is_one_error_line() {
     // Nothing listens on port 1.

@@ -188,7 +188,17 @@ async fn a_producer_that_never_reads_its_acknowledgements_is_stopped_at_the_boun
         counter.fetch_add(1, Ordering::Relaxed);
         request(seq, "flood", &[body.as_str()])
     });
-    let mut messaging = MessagingClient::connect(broker.url()).await.unwrap();
+    // A stream receive window of 64 KiB: it takes some 3,000 unread answers
+    // (about 20 bytes each), where the default 2 MiB would take about as many as
+    // are sent. (The connection's window stays large: h2 closes a connection
+    // that holds more small frames unread than half of it allows.)
+    let channel = tonic::transport::Endpoint::from_shared(broker.url())
+        .unwrap()
+        .initial_stream_window_size(64 << 10)
+        .connect()
+        .await
+        .unwrap();
+    let mut messaging = MessagingClient::new(channel);
     let mut answers = messaging.publish(requests).await.unwrap().into_inner();
 
     // Wait until the producer is stuck: nothing pulled for 2 s.
@@ -203,9 +213,9 @@ async fn a_producer_that_never_reads_its_acknowledgements_is_stopped_at_the_boun
         last = now;
     }
     // The broker read only what the bounds allow: 8 in flight, 8 answers in its
-    // buffer, and the answers the client's HTTP/2 receive window took unread
-    // (about 20 bytes each: tens of thousands); then it stopped reading, and the
-    // producer stopped with the transport's buffers full.
+    // buffer, and the answers the client's HTTP/2 receive window took unread;
+    // then it stopped reading, and the producer stopped with the transport's
+    // buffers full.
     let held = stored(&client, "flood").await;
     assert!(
         held < REQUESTS as u64 / 2,

@@ -233,6 +233,11 @@ impl Broker {
             .expect("connect to the test broker")
     }
 
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the broker is running").id()
+    }
+
     /// Kills the broker with SIGKILL, like a crash or power loss, and reaps it.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("the broker is running");

@@ -84,7 +84,11 @@ fn main() -> anyhow::Result<()> {
     };
     anyhow::ensure!(spec.size >= 16, "--size must be at least 16");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(cli.timeout_s);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // One thread, as `rebound perf`'s load generator: the other cores are the broker's.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
     let report = rt.block_on(async {
         match cli.system {
             System::Rabbitmq => {
