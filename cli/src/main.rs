@@ -109,7 +109,7 @@ struct ServeCommand {
     /// Log line format on stderr: `text` for people, `json` (one object per line) for log collectors.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Threads serving clients. Default: one fewer than the machine's cores, at least one.
+    /// Threads serving clients. Default: one per core.
     #[arg(long, env = "REBOUND_WORKER_THREADS")]
     worker_threads: Option<NonZeroUsize>,
 }
@@ -122,38 +122,31 @@ enum LogFormat {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let workers = match &cli.command {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    match &cli.command {
         Command::Serve(serve) => {
             init_logging("info", serve.log_format);
-            serve
-                .worker_threads
-                .map_or_else(broker_workers, NonZeroUsize::get)
+            // Without the flag, Tokio's default: one per core.
+            if let Some(workers) = serve.worker_threads {
+                runtime.worker_threads(workers.get());
+            }
         }
         // A client (and `perf`'s load generator) waits on the network, not the
         // CPU: one thread leaves the other cores to a broker on the same machine.
         _ => {
             init_logging("warn", LogFormat::Text);
-            1
+            runtime.worker_threads(1);
         }
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build();
+    }
     match runtime
+        .enable_all()
+        .build()
         .map_err(anyhow::Error::from)
         .and_then(|rt| rt.block_on(run(cli.command)))
     {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => report(&err),
     }
-}
-
-/// The broker's default worker threads: one fewer than the cores, at least one.
-/// Its store's commit and checkpoint threads then get a core of their own rather
-/// than waking between busy workers (BENCHMARKS.md, "Threads").
-fn broker_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {

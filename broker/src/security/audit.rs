@@ -14,7 +14,7 @@ use std::fmt::Display;
 use tracing::{info, warn};
 
 use super::AUDIT_TARGET;
-use super::access::{Caller, Operation};
+use super::operation::{Caller, Operation};
 use crate::error::BrokerError;
 
 /// A check refused `operation` to `caller`.

@@ -20,7 +20,8 @@
 //! - [`anonymous`]: the rule for running without users.
 //! - [`policy`]: the users' roles and security-settings in force ([`Security`]),
 //!   swapped on reload.
-//! - [`access`]: what each operation needs, and the check the services make.
+//! - [`operation`]: who asks and for what; [`access`]: what each operation
+//!   needs, and the check the services make.
 //! - [`audit`]: the audit log (`rebound::audit`).
 pub mod access;
 pub mod anonymous;
@@ -31,6 +32,7 @@ pub mod cache;
 pub mod certificate;
 pub mod forwarded;
 pub mod layer;
+pub mod operation;
 pub mod password;
 pub mod policy;
 pub mod principal;
