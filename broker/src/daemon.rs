@@ -65,12 +65,6 @@ const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// TCP keepalive of accepted connections.
 const KEEPALIVE: Duration = Duration::from_secs(60);
 
-/// The largest HTTP/2 frame a client may send (the protocol's default is 16
-/// KiB): a frame of a Publish stream's batch is then read in a few reads, not
-/// one per 8 KiB. The streams' flow-control windows, not this, bound what a
-/// connection may hold in the broker.
-const MAX_FRAME_BYTES: u32 = 256 << 10;
-
 /// Arguments of `rebound serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -287,7 +281,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let router = tonic::transport::Server::builder()
-        .max_frame_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(rebound_protocol::MAX_FRAME_BYTES))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(AuthLayer::new(authenticator, secret))

@@ -26,11 +26,6 @@ const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
 /// How long [`Client::connect`] tries before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The largest HTTP/2 frame the broker may send this client (the protocol's
-/// default is 16 KiB). A batch of deliveries then goes in one frame, and one
-/// write, rather than one write per 16 KiB.
-const MAX_FRAME_BYTES: u32 = 256 << 10;
-
 /// TLS settings for an `https://` URL: PEM files. The CA certificate is
 /// required (the system's trust store is not used); the client certificate and
 /// key, for a broker with `require-client-cert`, go together.
@@ -151,7 +146,7 @@ impl Client {
             })?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
-            .max_frame_size(MAX_FRAME_BYTES);
+            .max_frame_size(rebound_protocol::MAX_FRAME_BYTES);
         let endpoint = match tls_config {
             None => endpoint,
             Some(config) => endpoint

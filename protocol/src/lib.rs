@@ -11,6 +11,14 @@
 pub mod codec;
 pub mod properties;
 
+/// The largest HTTP/2 frame the broker and the Rust client accept (the
+/// protocol's default is 16 KiB), each advertising it to the other: a batch of
+/// messages, published or delivered, then goes in one frame and one write, and
+/// is read in a few reads, rather than one write per 16 KiB and one read per 8.
+/// The streams' flow-control windows, not this, bound what a connection may
+/// hold.
+pub const MAX_FRAME_BYTES: u32 = 256 << 10;
+
 /// Generated code for package `rebound.v1`.
 pub mod v1 {
     tonic::include_proto!("rebound.v1");
