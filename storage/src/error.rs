@@ -42,6 +42,17 @@ pub enum StorageError {
         /// What is wrong.
         reason: String,
     },
+    /// A page file (a run of queued messages, or the manifest that lists
+    /// the runs) is damaged; what it holds cannot be read.
+    #[error("page file {file} is damaged at byte {offset}: {reason}")]
+    CorruptPage {
+        /// The file.
+        file: String,
+        /// Where in it.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
     /// A record is bigger than [`MAX_RECORD_BYTES`](crate::MAX_RECORD_BYTES);
     /// nothing of the commit was written.
     #[error("record under key {key} is {size} bytes, the limit is {max}")]

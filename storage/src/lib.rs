@@ -1,6 +1,7 @@
 //! rebound's durable storage: the [`Store`] trait the broker programs
 //! against, and three engines behind it: [`SledStore`], a write-ahead journal
-//! with group commit in front of sled, which the broker runs on by default;
+//! with group commit in front of page files for queued messages and sled for
+//! the rest, which the broker runs on by default;
 //! [`PostgresStore`], the same contract in a PostgreSQL database, with group
 //! commit into one transaction per group ([`postgres`] has its design); and
 //! [`MemoryStore`], the same contract in memory, for fast tests of the
@@ -23,8 +24,10 @@
 //!
 //! # Key layout
 //!
-//! One ordered keyspace (one sled tree), a kind byte, then big-endian
-//! integers so that byte order is numeric order ([`keys`]):
+//! One ordered keyspace, a kind byte, then big-endian integers so that byte
+//! order is numeric order ([`keys`]). In [`SledStore`] the message records
+//! (`0x01`) live in the pages once checkpointed (below), everything else in
+//! one sled tree:
 //!
 //! ```text
 //! 0x01 | queue u32 | message u64  -> MessageRecord
@@ -42,13 +45,15 @@
 //! src/limits.rs          the size checks every engine applies to a commit
 //! src/memory.rs          MemoryStore
 //! src/postgres/          PostgresStore (its module docs list its files)
-//! src/sled_store.rs      SledStore: opening, reads, recovery, sled's gaps
-//! src/engine.rs          Engine: what the write path needs from sled
+//! src/sled_store.rs      SledStore: opening, reads, recovery, sled's gaps,
+//!                        which keys go to the pages and which to sled
+//! src/engine.rs          Engine: what the write path needs from the engine
 //! src/group_commit.rs    the committer (uses write_set, journal, checkpoint)
 //! src/write_set.rs       ops to key-level writes, one set per group
 //! src/journal.rs         the write-ahead journal and its format
-//! src/memtable.rs        journaled writes not yet in sled
-//! src/checkpoint.rs      the checkpointer: memtable into sled, segments freed
+//! src/memtable.rs        journaled writes not yet in the engine
+//! src/checkpoint.rs      the checkpointer: memtable into the engine, segments freed
+//! src/pages/             where checkpointed messages live: runs, manifest, merged ranges
 //! src/large.rs           body files of large messages
 //! src/keys.rs, records.rs  key layout and record format
 //! tests/contract/        the Store contract, for every engine
@@ -63,6 +68,8 @@
 //! ```text
 //! <dir>/journal/<seq>.wal                    journal segments (the durability point)
 //! <dir>/journal/spare.wal                    the next segment, zero-filled or recycled
+//! <dir>/pages/<number>.run                  a run of queued message records
+//! <dir>/pages/MANIFEST                       the runs and their live ids, as of a checkpoint
 //! <dir>/db, conf, snap.*                     sled (its blobs/ stays empty, see below)
 //! <dir>/large/q<queue>-m<id>.body            body of a large message
 //! <dir>/large/q<queue>-m<id>.g<gen>.body     same, written again (gen >= 1)
@@ -87,22 +94,25 @@
 //!    once from an in-memory table (`src/memtable.rs`), frozen at the end of
 //!    each segment or once its estimated size reaches 4 MiB
 //!    ([`SledOptions::memtable_table_bytes`]), whichever comes first, and
-//!    reach sled one table later: a checkpointer thread applies a table to
-//!    sled (leaving out what the next table writes again, and deletes of keys
-//!    sled cannot have). After the table that ends a segment it records the
-//!    journal position in sled under `0x20`, makes sled durable (`flush()` and
-//!    `fdatasync`) and recycles the segment; a table frozen within a segment
-//!    only leaves memory, its records staying in the journal until then. A
-//!    message acked within a table or two (a queue that keeps up, a message
-//!    redelivered after a short delay) never reaches sled at all. Opening the
-//!    store replays the journal after the recorded position into sled. The
-//!    size bound is what keeps a deep backlog's drain in bounded memory: its
-//!    segments are full of ~20-byte deletes that cost ten times that in a
-//!    table (BENCHMARKS.md, "Deep backlogs").
+//!    reach the engine one table later: a checkpointer thread applies a
+//!    table (leaving out what the next table writes again, and deletes of
+//!    keys the engine cannot have). Its message records become one sorted,
+//!    synced file, a run, in `pages/`, and its acks clear bits in the runs'
+//!    live bitmaps (`src/pages/` says why and how); its other writes go to
+//!    sled. After the table that ends a segment it writes the pages'
+//!    manifest, records the journal position in sled under `0x20`, makes
+//!    sled durable (`flush()` and `fdatasync`) and recycles the segment; a
+//!    table frozen within a segment only leaves memory, its records staying
+//!    in the journal until then. A message acked within a table or two (a
+//!    queue that keeps up, a message redelivered after a short delay) never
+//!    reaches the engine at all. Opening the store replays the journal after
+//!    the recorded position. The size bound is what keeps a deep backlog's
+//!    drain in bounded memory: its segments are full of ~20-byte deletes that
+//!    cost ten times that in a table (BENCHMARKS.md, "Deep backlogs").
 //!
 //! Artemis's journal works the same way (pre-filled, reused journal files,
-//! compacted into the bindings and messages it keeps); sled plays the part of
-//! the compacted state.
+//! compacted into the bindings and messages it keeps); the pages and sled
+//! play the part of the compacted state.
 //!
 //! # Record encoding
 //!
@@ -114,7 +124,7 @@
 //! [`StorageError::CorruptJournal`] naming the file and offset, rather than
 //! silently dropping acknowledged commits.
 //! A message (key plus its full encoded record, body included) may be at most
-//! [`MAX_RECORD_BYTES`]; what is stored in sled (every other record, and a
+//! [`MAX_RECORD_BYTES`]; what is stored inline (every other record, and a
 //! message without the body it keeps in a file) at most
 //! [`MAX_INLINE_RECORD_BYTES`]. Commits breaking either are refused whole
 //! with [`StorageError::RecordTooLarge`], by every engine (`src/limits.rs`).
@@ -166,8 +176,11 @@
 //! # Durability
 //!
 //! A [`Commit`] resolves only after its ops are in a journal record that has
-//! been `fdatasync`ed, and readable. sled is only the checkpoint target, and
-//! its own durability gaps are closed at every checkpoint ([`sled_store`]):
+//! been `fdatasync`ed, and readable. The pages and sled are only checkpoint
+//! targets. A run is synced when written, and the manifest naming it is
+//! written to a temporary file, synced, renamed and its directory synced,
+//! all before sled records the checkpoint. sled's own durability gaps are
+//! closed at every checkpoint ([`sled_store`]):
 //!
 //! * sled's `flush()` uses `sync_file_range`, which leaves data in the drive's
 //!   volatile cache: after the flush we `fdatasync` sled's log file, and only
@@ -194,17 +207,18 @@
 //! # Disk space and memory
 //!
 //! An ack removes the message's keys (and its body file, once the removal is
-//! durable). The journal holds the segment being written, the one the
+//! durable). A run's file goes once none of its messages is live, and a run
+//! left with a few live messages is compacted into a new one, so the pages
+//! take about what the queued messages take. The journal holds the segment being written, the one the
 //! checkpointer keeps back, those not yet checkpointed (at most 4 waiting;
 //! commits wait beyond that) and one spare: normally 24 MiB, at most about
 //! 60 MiB with the default segment size. The same writes, net of what later
-//! writes replaced, are held in memory until their checkpoint.
-//! sled reuses the log space of removed records when it rewrites segments,
-//! but never shrinks its file: a store's size follows its peak backlog (a
-//! churn test of 100,000 × 1 KiB messages, enqueued and acked five times,
-//! held about 1.7× the live data and did not shrink after draining). Size
-//! disks for the largest backlog, not the average; a compacting engine behind
-//! [`Store`] would be the fix.
+//! writes replaced, are held in memory until their checkpoint. Queued
+//! messages cost memory only through their runs' block indexes and live
+//! bitmaps, well under a byte per message. sled, which keeps the rest,
+//! reuses the log space of removed records but never shrinks its file;
+//! it holds no messages, so its size follows the number of queues,
+//! addresses, duplicate ids and redelivered messages, not the backlog.
 //!
 //! # Group commit
 //!
@@ -249,6 +263,7 @@ pub mod large;
 mod limits;
 pub mod memory;
 mod memtable;
+mod pages;
 pub mod postgres;
 pub mod records;
 pub mod sled_store;

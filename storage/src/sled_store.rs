@@ -1,12 +1,15 @@
-//! [`SledStore`]: the [`Store`] on sled 0.34.7. The only file that imports
-//! sled.
+//! [`SledStore`]: the [`Store`] on page files and sled 0.34.7. The only file
+//! that imports sled.
 //!
-//! Commits are made durable by the journal ([`crate::journal`]); sled holds
-//! the same writes, applied after they are journaled, and is made durable at
-//! checkpoints ([`crate::checkpoint`]). sled's own background flusher is off
-//! (`flush_every_ms(None)`): it writes when its IO buffer is full and at
-//! checkpoints. Opening replays the journal records after the checkpoint
-//! recorded under [`keys::JOURNAL_CHECKPOINT`] into sled.
+//! Commits are made durable by the journal ([`crate::journal`]); the engine
+//! holds the same writes, applied after they are journaled, and is made
+//! durable at checkpoints ([`crate::checkpoint`]). The engine is two: message
+//! records (`0x01` keys) go to the pages ([`crate::pages`]), every other
+//! record to sled; this file routes each read and write by its key. sled's
+//! own background flusher is off (`flush_every_ms(None)`): it writes when its
+//! IO buffer is full and at checkpoints. Opening replays the journal records
+//! after the checkpoint recorded under [`keys::JOURNAL_CHECKPOINT`], and first
+//! moves the messages a store from before the pages kept in sled.
 //!
 //! sled's own durability has three gaps (reference §1.2), closed here:
 //!
@@ -63,7 +66,8 @@ use crate::group_commit::Committer;
 use crate::journal::{self, Journal};
 use crate::keys::{self, Key};
 use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, Table};
+use crate::pages::Pages;
 use crate::records::{
     self, AddressRecord, DeliveryState, DuplicateIdRecord, MessageIndex, MessageRecord, QueueRecord,
 };
@@ -144,6 +148,8 @@ pub struct SledStore {
     // Declared first so that dropping the store stops the committer first.
     committer: Committer,
     db: sled::Db,
+    /// The message records the memtable no longer holds.
+    pages: Arc<Pages>,
     /// Journaled writes sled does not have yet: read before sled.
     memtable: Arc<Memtable<Bytes>>,
     large: Arc<LargeDir>,
@@ -194,14 +200,30 @@ impl SledStore {
         )?;
         let log = File::open(dir.join("db"))
             .map_err(|e| StorageError::io("opening the sled log for fdatasync", e))?;
+        let pages = Arc::new(Pages::open(dir)?);
         let engine = SledEngine {
             db: db.clone(),
             log: Arc::new(log),
+            pages: Arc::clone(&pages),
         };
+        engine.move_messages_to_pages()?;
         let checkpoint = engine.checkpointed()?;
+        // Replayed records are gathered into tables, as the memtable gathers
+        // commits, so that the pages get runs of a few MiB, not one per record.
+        let mut table = Table::new();
+        let mut table_bytes = 0;
         let replayed = journal::replay(dir, checkpoint, |writes| {
-            engine.apply(writes.into_iter().map(|(k, v)| (k, v.map(Bytes::from))))
+            for (key, value) in writes {
+                table_bytes += key.len() + value.as_ref().map_or(0, Vec::len);
+                table.insert(key, value.map(Bytes::from));
+            }
+            if table_bytes >= options.memtable_table_bytes {
+                table_bytes = 0;
+                engine.apply(std::mem::take(&mut table).into_iter())?;
+            }
+            Ok(())
         })?;
+        engine.apply(table.into_iter())?;
         if replayed.records > 0 {
             tracing::info!(records = replayed.records, "replayed the journal");
         }
@@ -220,7 +242,7 @@ impl SledStore {
             .map_err(|e| StorageError::io("syncing the store directory", e))?;
         let sweep = large.sweep(|queue, id, generation| {
             let key = keys::message(queue, id);
-            match db.get(key) {
+            match engine.get(&key) {
                 Ok(Some(value)) => match <MarkerView as prost::Message>::decode(&value[..]) {
                     Ok(view) => view.large.is_some_and(|m| m.generation == generation),
                     // Cannot tell which file a corrupt record means: keep.
@@ -251,17 +273,18 @@ impl SledStore {
         Ok(SledStore {
             committer,
             db,
+            pages,
             memtable,
             large,
             dir: dir.to_path_buf(),
         })
     }
 
-    /// The current value of `key`: the memtable's, else sled's.
+    /// The current value of `key`: the memtable's, else the engine's.
     fn value(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         match self.memtable.get(key) {
             Some(value) => Ok(value),
-            None => Ok(self.db.get(key)?.map(Bytes::from_owner)),
+            None => engine_get(&self.db, &self.pages, key),
         }
     }
 
@@ -299,11 +322,11 @@ impl SledStore {
             // memtable's copy wins.
             let (writes, complete) = self.memtable.range(&from, to, ROUND);
             let bound = complete.clone().unwrap_or_else(|| to.to_vec());
-            let mut engine = self.db.range(from.clone()..=bound).peekable();
+            let mut engine = self.engine_range(&from, &bound)?.peekable();
             let mut writes = writes.into_iter().peekable();
             loop {
                 let engine_key = match engine.peek() {
-                    Some(Err(_)) => return Err(engine.next().expect("peeked").expect_err("peeked").into()),
+                    Some(Err(_)) => return Err(engine.next().expect("peeked").expect_err("peeked")),
                     Some(Ok((key, _))) => Some(key.clone()),
                     None => None,
                 };
@@ -312,10 +335,10 @@ impl SledStore {
                     (None, Some(_)) => true,
                     (Some(_), None) => false,
                     (Some(e), Some((w, _))) => {
-                        if e.as_ref() == w.as_slice() {
+                        if e == w {
                             engine.next();
                         }
-                        e.as_ref() >= w.as_slice()
+                        e >= w
                     }
                 };
                 let more = if take_write {
@@ -338,6 +361,46 @@ impl SledStore {
                 }
                 None => return Ok(()),
             }
+        }
+    }
+
+    /// The engine's records in `from..=to`, in key order: a range of one
+    /// queue's messages from the pages, any other from sled.
+    #[allow(clippy::type_complexity)]
+    fn engine_range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Box<dyn Iterator<Item = Result<(Vec<u8>, Bytes), StorageError>> + '_>, StorageError> {
+        // `from` may be a key with a byte appended (where a round of
+        // `visit_range` ends): the first id at or after it is the next one.
+        let message_at = |bound: &[u8]| match bound.get(..13).map(Key::decode) {
+            Some(Ok(Key::Message { queue, id })) => Some((queue, id, bound.len() > 13)),
+            _ => None,
+        };
+        match (message_at(from), message_at(to)) {
+            (Some((queue, first, after)), Some((q, last, _))) if q == queue => {
+                let Some(first) = first.checked_add(u64::from(after)) else {
+                    return Ok(Box::new(std::iter::empty()));
+                };
+                Ok(Box::new(self.pages.range(queue, first, last).map(move |entry| {
+                    let (id, value) = entry?;
+                    Ok((keys::message(queue, id).to_vec(), value))
+                })))
+            }
+            _ if from.first() == Some(&keys::MESSAGE) || to.first() == Some(&keys::MESSAGE) => {
+                Err(StorageError::refused(format!(
+                    "a range of message keys must be within one queue: {}..={}",
+                    keys::hex(from),
+                    keys::hex(to)
+                )))
+            }
+            _ => Ok(Box::new(self.db.range(from.to_vec()..=to.to_vec()).map(
+                |entry| {
+                    let (key, value) = entry?;
+                    Ok((key.to_vec(), Bytes::from_owner(value)))
+                },
+            ))),
         }
     }
 
@@ -365,12 +428,13 @@ impl SledStore {
         let mut next_state = states.next().transpose()?;
         let mut messages = Vec::new();
         let mut more = false;
-        for entry in per_message(&self.db, &keys::queue_messages(record.id)) {
+        for entry in self.pages.range(record.id, 0, MessageId::MAX) {
             if messages.len() == head {
                 more = true;
                 break;
             }
-            let (id, key, value) = entry?;
+            let (id, value) = entry?;
+            let key = keys::message(record.id, id);
             let index: MessageIndex = records::decode(&key, &value)?;
             let mut state = None;
             while let Some((state_id, state_key, state_value)) = &next_state {
@@ -590,6 +654,7 @@ impl Store for SledStore {
             ops: counters.ops,
             syncs: counters.syncs,
             disk_bytes: self.db.size_on_disk().unwrap_or(0)
+                + self.pages.disk_bytes()
                 + self.large.bytes()
                 + journal::disk_bytes(&self.dir),
         }
@@ -597,6 +662,17 @@ impl Store for SledStore {
 
     fn close(&self) -> Result<(), StorageError> {
         self.committer.close()
+    }
+}
+
+/// The queue and id of a message key (`0x01|q|id`).
+fn message_key(key: &[u8]) -> Result<(QueueId, MessageId), StorageError> {
+    match Key::decode(key) {
+        Ok(Key::Message { queue, id }) => Ok((queue, id)),
+        other => Err(StorageError::Corrupt {
+            key: keys::hex(key),
+            reason: format!("{other:?} where a message key belongs"),
+        }),
     }
 }
 
@@ -615,6 +691,15 @@ fn message_id(key: &[u8]) -> Result<MessageId, StorageError> {
     }
 }
 
+/// The current value of `key` in the engine: a message record's in the
+/// pages, any other's in sled.
+fn engine_get(db: &sled::Db, pages: &Pages, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+    match Key::decode(key) {
+        Ok(Key::Message { queue, id }) => pages.get(queue, id),
+        _ => Ok(db.get(key)?.map(Bytes::from_owner)),
+    }
+}
+
 /// The entries under a per-message prefix (`0x01|q` or `0x02|q`) with the
 /// message id decoded from each key.
 fn per_message(
@@ -627,15 +712,56 @@ fn per_message(
     })
 }
 
-/// The committer's (and checkpointer's) view of sled: the tree plus the log
-/// file to fdatasync.
+/// The committer's (and checkpointer's) view of the engine: the message
+/// records in the pages, everything else in sled, and sled's log file to
+/// fdatasync.
 #[derive(Clone)]
 struct SledEngine {
     db: sled::Db,
     log: Arc<File>,
+    pages: Arc<Pages>,
 }
 
 impl SledEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        engine_get(&self.db, &self.pages, key)
+    }
+
+    /// Moves message records a store from before the pages kept in sled
+    /// into the pages, a batch at a time, each batch durable in the pages
+    /// before sled lets go of it (so a crash in between only moves a batch
+    /// twice).
+    fn move_messages_to_pages(&self) -> Result<(), StorageError> {
+        const BATCH: usize = 50_000;
+        loop {
+            let mut batch = Vec::with_capacity(BATCH);
+            for entry in self.db.scan_prefix([keys::MESSAGE]).take(BATCH) {
+                let (key, value) = entry?;
+                batch.push((key.to_vec(), Bytes::from_owner(value)));
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            tracing::info!(
+                messages = batch.len(),
+                "moving stored messages from sled to the pages"
+            );
+            let mut puts = Vec::with_capacity(batch.len());
+            for (key, value) in &batch {
+                puts.push((message_key(key)?, Some(value.clone())));
+            }
+            self.pages.apply(puts)?;
+            self.pages.checkpoint()?;
+            for (key, _) in batch {
+                self.db.remove(key)?;
+            }
+            self.db.flush()?;
+            self.log
+                .sync_data()
+                .map_err(|e| StorageError::io("fdatasync of the sled log", e))?;
+        }
+    }
+
     /// The seq of the last journal record known to be durable in sled.
     fn checkpointed(&self) -> Result<u64, StorageError> {
         let key = Key::JournalCheckpoint.encode();
@@ -662,51 +788,74 @@ impl Engine for SledEngine {
     type Value = Bytes;
 
     fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError> {
-        self.db
-            .scan_prefix(prefix)
-            .keys()
-            .map(|key| Ok(key?.to_vec()))
-            .collect()
+        if prefix.first() != Some(&keys::MESSAGE) {
+            return self
+                .db
+                .scan_prefix(prefix)
+                .keys()
+                .map(|key| Ok(key?.to_vec()))
+                .collect();
+        }
+        let mut queues = self.pages.queues();
+        queues.sort_unstable();
+        Ok(queues
+            .into_iter()
+            .flat_map(|queue| {
+                self.pages
+                    .ids(queue)
+                    .into_iter()
+                    .map(move |id| keys::message(queue, id).to_vec())
+            })
+            .filter(|key| key.starts_with(prefix))
+            .collect())
     }
 
     fn marker(&self, key: &[u8]) -> Result<Option<LargeBody>, StorageError> {
         Ok(self
-            .db
             .get(key)?
             .and_then(|stored| large_dir::stored_marker(key, &stored)))
     }
 
-    /// A forward scan, once per queue and process, rather than sled's
-    /// reverse iteration (`next_back`), a path of sled 0.34.7 the store
-    /// otherwise never takes.
+    /// States: a forward scan, once per queue and process, rather than
+    /// sled's reverse iteration (`next_back`), a path of sled 0.34.7 the
+    /// store otherwise never takes.
     fn highest_id(&self, queue: QueueId) -> Result<Option<MessageId>, StorageError> {
-        let mut highest = None;
-        for prefix in [keys::queue_messages(queue), keys::queue_states(queue)] {
-            for entry in per_message(&self.db, &prefix) {
-                highest = highest.max(Some(entry?.0));
-            }
+        let mut highest = self.pages.highest(queue);
+        for entry in per_message(&self.db, &keys::queue_states(queue)) {
+            highest = highest.max(Some(entry?.0));
         }
         Ok(highest)
     }
 
-    /// One write at a time, not as a sled batch: a batch seals sled's IO
-    /// buffer and hands it to sled's thread pool every time, which cost more
-    /// than the writes. Atomicity comes from the journal: what a crash cuts
-    /// short is replayed, and readers see the memtable until sled has it all.
+    /// Message records go to the pages, the rest to sled one write at a
+    /// time, not as a sled batch: a batch seals sled's IO buffer and hands it
+    /// to sled's thread pool every time, which cost more than the writes.
+    /// Atomicity comes from the journal: what a crash cuts short is replayed,
+    /// and readers see the memtable until the engine has it all.
     fn apply(&self, writes: impl Iterator<Item = (Vec<u8>, Option<Bytes>)>) -> Result<(), StorageError> {
-        for (i, (key, value)) in writes.enumerate() {
+        let mut messages = Vec::new();
+        let mut others = 0;
+        for (key, value) in writes {
+            if key.first() == Some(&keys::MESSAGE) {
+                messages.push((message_key(&key)?, value));
+                continue;
+            }
             match value {
                 Some(value) => self.db.insert(key, &value[..])?,
                 None => self.db.remove(key)?,
             };
-            if i % FLUSH_EVERY_WRITES == FLUSH_EVERY_WRITES - 1 {
+            others += 1;
+            if others % FLUSH_EVERY_WRITES == 0 {
                 self.db.flush()?;
             }
         }
-        Ok(())
+        self.pages.apply(messages)
     }
 
+    /// The pages first: what the journal replays from `seq` on after a
+    /// crash is then always a suffix of what they hold.
     fn checkpoint(&self, seq: u64) -> Result<(), StorageError> {
+        self.pages.checkpoint()?;
         self.db
             .insert(Key::JournalCheckpoint.encode(), &seq.to_be_bytes())?;
         self.db.flush()?;
@@ -833,7 +982,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn pages_of_maximum_records_stay_inline() {
+    async fn maximum_inline_records_round_trip_and_nothing_becomes_a_blob() {
         let dir = tempfile::tempdir().unwrap();
         let store = store_with_queue(dir.path()).await;
         churn(&store, max_inline).await;
@@ -854,13 +1003,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn pages_of_large_messages_with_maximum_inline_parts_stay_inline() {
+    async fn large_messages_with_maximum_inline_parts_round_trip_and_nothing_becomes_a_blob() {
         let dir = tempfile::tempdir().unwrap();
         let store = store_with_queue(dir.path()).await;
         churn(&store, max_large).await;
-        // The values sled holds are within a marker's slack of the limit.
+        // The values stored are within a marker's slack of the limit.
         store.committer.drain().unwrap();
-        let value = store.db.get(keys::message(1, 71)).unwrap().unwrap();
+        let value = engine_get(&store.db, &store.pages, &keys::message(1, 71))
+            .unwrap()
+            .unwrap();
         assert!(13 + value.len() > MAX_INLINE_RECORD_BYTES - large::MAX_MARKER_BYTES);
         assert!(13 + value.len() <= MAX_INLINE_RECORD_BYTES);
         store.close().unwrap();
@@ -1007,8 +1158,8 @@ mod tests {
             .await
             .unwrap();
         store
-            .db
-            .insert(keys::message(1, 5), &[0xff, 0xff, 0xff][..])
+            .pages
+            .apply([((1, 5), Some(Bytes::from_static(&[0xff, 0xff, 0xff])))])
             .unwrap();
 
         let corrupt = |e: StorageError| matches!(e, StorageError::Corrupt { key, .. } if key == keys::hex(&keys::message(1, 5)));
@@ -1027,7 +1178,41 @@ mod tests {
             })])
             .await
             .unwrap();
-        store.db.insert(&keys::queue_messages(1)[..], &[][..]).unwrap();
+        store.db.insert(&keys::queue_states(1)[..], &[][..]).unwrap();
         assert!(matches!(store.recover(), Err(StorageError::Corrupt { .. })));
+    }
+
+    /// A store from before the pages kept its messages in sled: opening it
+    /// moves them to the pages, and a malformed message key there is corrupt.
+    #[tokio::test]
+    async fn messages_kept_in_sled_move_to_the_pages_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_queue(dir.path()).await;
+        for id in [3, 9] {
+            let record = message_with(id, 300, 100);
+            store
+                .db
+                .insert(keys::message(1, id), record.encode_to_vec())
+                .unwrap();
+        }
+        store.close().unwrap();
+        drop(store);
+        let store = SledStore::open(dir.path()).unwrap();
+        assert_eq!(store.read_message(1, 9).unwrap(), Some(message_with(9, 300, 100)));
+        let ids: Vec<u64> = store.recover().unwrap().queues[0]
+            .messages
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(ids, vec![3, 9]);
+        assert_eq!(store.db.scan_prefix([keys::MESSAGE]).count(), 0);
+
+        store.db.insert(&keys::queue_messages(1)[..], &[][..]).unwrap();
+        store.close().unwrap();
+        drop(store);
+        assert!(matches!(
+            SledStore::open(dir.path()),
+            Err(StorageError::Corrupt { .. })
+        ));
     }
 }
