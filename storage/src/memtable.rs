@@ -18,6 +18,15 @@
 //! checkpointer is behind; with the bound a table stays a few MiB however
 //! small the records of its segment are.
 //!
+//! Why a smaller bound on puts ([`PUT_SHARE`]): the puts still in a table
+//! are messages nobody has acked yet. In a queue that keeps up they are few,
+//! replaced by their deletes within milliseconds; in a backlog being filled
+//! they are the whole table, and they wait in memory for nothing, three
+//! tables of them at a time (the active one, the one held back and the one
+//! being applied). Freezing once they make a quarter of the bound keeps a
+//! fill's memory small without applying more of a busy queue's puts and
+//! deletes to the engine (BENCHMARKS.md, "Deep backlogs in page files").
+//!
 //! Reads look here first, newest table first, then in the engine: the
 //! committer (large-body markers, prefix deletes) and the store's readers see
 //! every journaled write at once. A frozen table leaves the read path only
@@ -34,6 +43,9 @@ pub(crate) type Table<V> = BTreeMap<Vec<u8>, Option<V>>;
 /// has queued ([`crate::checkpoint`]), so this bounds the memtable to tens of
 /// MiB.
 pub(crate) const TABLE_BYTES: usize = 4 << 20;
+
+/// The share of the bound at which the puts of a table freeze it: 1 in 4.
+const PUT_SHARE: usize = 4;
 
 /// What an entry costs beyond its key and value bytes: the key's `Vec` and
 /// its allocation's header and rounding, the value's handle, and a share of
@@ -56,6 +68,8 @@ struct Tables<V> {
     active: Table<V>,
     /// The estimated memory of `active`.
     active_bytes: usize,
+    /// The estimated memory of the puts in `active`.
+    active_put_bytes: usize,
     frozen: VecDeque<Arc<Table<V>>>,
 }
 
@@ -67,6 +81,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
             tables: RwLock::new(Tables {
                 active: Table::new(),
                 active_bytes: 0,
+                active_put_bytes: 0,
                 frozen: VecDeque::new(),
             }),
             table_bytes,
@@ -74,21 +89,32 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
     }
 
     /// Adds journaled writes to the active table; returns whether it has
-    /// reached its bound and should be frozen.
+    /// reached its bound (or its puts theirs) and should be frozen.
     pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) -> bool {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let Tables {
-            active, active_bytes, ..
+            active,
+            active_bytes,
+            active_put_bytes,
+            ..
         } = &mut *tables;
         for (key, value) in writes {
             let key_len = key.len();
-            *active_bytes += entry_bytes(key_len, &value);
+            let bytes = entry_bytes(key_len, &value);
+            *active_bytes += bytes;
+            if value.is_some() {
+                *active_put_bytes += bytes;
+            }
             if let Some(old) = active.insert(key, value) {
                 // A put acked within the table leaves only its delete behind.
-                *active_bytes -= entry_bytes(key_len, &old);
+                let bytes = entry_bytes(key_len, &old);
+                *active_bytes -= bytes;
+                if old.is_some() {
+                    *active_put_bytes -= bytes;
+                }
             }
         }
-        *active_bytes >= self.table_bytes
+        *active_bytes >= self.table_bytes || *active_put_bytes >= self.table_bytes / PUT_SHARE
     }
 
     /// The latest journaled write of `key`, if any table has one: `Some(None)`
@@ -183,6 +209,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let table = Arc::new(std::mem::take(&mut tables.active));
         tables.active_bytes = 0;
+        tables.active_put_bytes = 0;
         tables.frozen.push_back(Arc::clone(&table));
         table
     }
@@ -287,6 +314,23 @@ mod tests {
     fn values_count_towards_the_bound() {
         let m = Memtable::new(TABLE_BYTES);
         assert!(m.merge([(vec![1], Some(vec![0u8; TABLE_BYTES]))].into_iter()));
+    }
+
+    /// Puts nobody deletes (a backlog being filled) freeze a table at a
+    /// quarter of the bound; puts deleted in the same table (a queue that
+    /// keeps up) only count towards the whole bound.
+    #[test]
+    fn puts_left_in_a_table_freeze_it_at_a_quarter_of_the_bound() {
+        let put = |id: u32| (id.to_be_bytes().to_vec(), Some(vec![0u8; 200]));
+        let per_put = entry_bytes(4, &put(0).1);
+        let quarter = (TABLE_BYTES / PUT_SHARE).div_ceil(per_put) as u32;
+        let m = Memtable::new(TABLE_BYTES);
+        assert!(!m.merge((0..quarter - 1).map(put)));
+        assert!(m.merge([put(quarter - 1)].into_iter()));
+
+        let m = Memtable::new(TABLE_BYTES);
+        let acked = |id: u32| [put(id), (id.to_be_bytes().to_vec(), None)];
+        assert!(!m.merge((0..2 * quarter).flat_map(acked)), "deletes are small");
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! `pages/MANIFEST` is the magic `RBPAGES1`, the crc32 of the rest, then one
 //! protobuf message ([`Manifest`]; the same compatibility rule as
 //! [`crate::records`]). Each run lists, per queue, the ids it holds that are
-//! live as a serialized roaring bitmap (`RoaringTreemap`'s portable format):
-//! some 0.125 bytes per id while a queue's ids are dense, at most about 2.
+//! live ([`super::live`]): a span of ids as its two ends, any other set as a
+//! roaring bitmap in `RoaringTreemap`'s portable format.
 //! It is written to `MANIFEST.tmp`, synced and renamed over the old one, so
 //! a crash leaves one whole manifest or the other.
 
@@ -48,9 +48,14 @@ pub(crate) struct RunLive {
 pub(crate) struct QueueLive {
     #[prost(uint32, tag = "1")]
     pub(crate) queue: QueueId,
-    /// A serialized `RoaringTreemap`.
+    /// A serialized `RoaringTreemap`; empty when the ids are the span
+    /// `first..=last`.
     #[prost(bytes = "vec", tag = "2")]
     pub(crate) live: Vec<u8>,
+    #[prost(uint64, tag = "3")]
+    pub(crate) first: u64,
+    #[prost(uint64, tag = "4")]
+    pub(crate) last: u64,
 }
 
 /// Reads the manifest in `dir`; an empty one if there is none yet.
@@ -116,6 +121,8 @@ mod tests {
                 queues: vec![QueueLive {
                     queue: 3,
                     live: vec![1, 2, 3],
+                    first: 0,
+                    last: 0,
                 }],
                 entries: 9,
             }],

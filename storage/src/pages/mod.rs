@@ -16,12 +16,13 @@
 //!
 //! - When the checkpointer applies a memtable table, the message records it
 //!   puts are written, sorted by (queue, id), to one new immutable file, a
-//!   **run** ([`run`] has the format), and synced. A table is a few MiB, so
-//!   a backlog of millions is some hundreds of runs.
-//! - Per queue and run, memory holds the run's **live** ids as a roaring
-//!   bitmap (an eighth of a byte per id while ids are dense) and each run's
-//!   block index (one entry per 16 KiB of records). Nothing is held per
-//!   message beyond that.
+//!   **run** ([`run`] has the format), synced at the next checkpoint if any
+//!   of it is still live then. A table is a few MiB, so a backlog of
+//!   millions is some hundreds of runs.
+//! - Per queue and run, memory holds the run's **live** ids, as a span of
+//!   ids while they are consecutive, else as a roaring bitmap ([`live`]),
+//!   and each run's block index (one entry per 16 KiB of records). Nothing
+//!   is held per message beyond that.
 //! - An ack's delete removes the id from its run's bitmap; a message written
 //!   again is live only in its newest run. A run none of whose ids is live is
 //!   deleted at the next checkpoint: a drained backlog leaves the disk run by
@@ -43,6 +44,7 @@
 //! find runs and test bitmaps, never while reading a file. An open run keeps
 //! its file open, so a reader still holding a run deleted meanwhile reads it.
 
+mod live;
 pub(crate) mod manifest;
 mod range;
 pub(crate) mod run;
@@ -51,14 +53,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bytes::Bytes;
-use roaring::RoaringTreemap;
-
-use self::manifest::{Manifest, QueueLive, RunLive};
+use self::live::Live;
+use self::manifest::{Manifest, RunLive};
 pub(crate) use self::range::Range;
 use self::run::{Run, RunKey};
 use crate::error::StorageError;
 use crate::{MessageId, QueueId};
+use bytes::Bytes;
 
 /// The directory of the pages, in the store's directory.
 const DIR: &str = "pages";
@@ -95,7 +96,7 @@ struct Part {
     /// The lowest and highest id the run holds for the queue, live or not.
     min: MessageId,
     max: MessageId,
-    live: RoaringTreemap,
+    live: Live,
 }
 
 struct RunState {
@@ -107,6 +108,10 @@ struct RunState {
     /// `live` at the last checkpoint: a run that did not change between two
     /// checkpoints is no longer being drained, and may be compacted.
     live_at_checkpoint: u64,
+    /// Whether the file is durable. A run is synced only by the checkpoint
+    /// that first names it in the manifest: one that dies before (the
+    /// messages of a queue that keeps up, acked a table later) never is.
+    synced: bool,
 }
 
 impl Part {
@@ -134,15 +139,15 @@ impl Pages {
             }
             let file = Arc::new(Run::open(&path)?);
             let mut live = 0;
-            for QueueLive { queue, live: bytes } in listed.queues {
-                let bitmap =
-                    RoaringTreemap::deserialize_from(&bytes[..]).map_err(|e| StorageError::CorruptPage {
-                        file: dir.join(manifest::FILE).display().to_string(),
-                        offset: 0,
-                        reason: format!("the live ids of queue {queue} in run {}: {e}", listed.number),
-                    })?;
-                live += bitmap.len();
-                let (Some(min), Some(max)) = (bitmap.min(), bitmap.max()) else {
+            for stored in &listed.queues {
+                let queue = stored.queue;
+                let ids = Live::decode(stored).map_err(|e| StorageError::CorruptPage {
+                    file: dir.join(manifest::FILE).display().to_string(),
+                    offset: 0,
+                    reason: format!("the live ids of queue {queue} in run {}: {e}", listed.number),
+                })?;
+                live += ids.len();
+                let Some((min, max)) = ids.bounds() else {
                     continue;
                 };
                 let parts = state.queues.entry(queue).or_default();
@@ -151,7 +156,7 @@ impl Pages {
                     run: listed.number,
                     min,
                     max,
-                    live: bitmap,
+                    live: ids,
                 });
             }
             state.runs.insert(
@@ -161,6 +166,7 @@ impl Pages {
                     entries: listed.entries,
                     live,
                     live_at_checkpoint: live,
+                    synced: true,
                 },
             );
             state.next_run = state.next_run.max(listed.number + 1);
@@ -360,10 +366,27 @@ impl Pages {
         Ok(())
     }
 
-    /// Makes everything applied so far durable: compacts, writes the
-    /// manifest, then deletes the files of runs with nothing live.
+    /// Makes everything applied so far durable: compacts, syncs the runs
+    /// the manifest will name for the first time, writes the manifest, then
+    /// deletes the files of runs with nothing live.
+    ///
+    /// `apply` and `checkpoint` are called from one thread (the
+    /// checkpointer's, or the one opening the store), so no run is added
+    /// between the syncs and the manifest.
     pub(crate) fn checkpoint(&self) -> Result<(), StorageError> {
         self.compact()?;
+        let unsynced: Vec<(u64, Arc<Run>)> = {
+            let state = self.read();
+            state
+                .runs
+                .iter()
+                .filter(|(_, r)| !r.synced && r.live > 0)
+                .map(|(n, r)| (*n, Arc::clone(&r.file)))
+                .collect()
+        };
+        for (_, file) in &unsynced {
+            file.sync()?;
+        }
         let (manifest, dead) = {
             let mut state = self.write();
             let dead: Vec<u64> = state
@@ -375,15 +398,20 @@ impl Pages {
             for number in &dead {
                 state.runs.remove(number);
             }
+            for (number, _) in &unsynced {
+                if let Some(run) = state.runs.get_mut(number) {
+                    run.synced = true;
+                }
+            }
             for run in state.runs.values_mut() {
                 run.live_at_checkpoint = run.live;
             }
             let mut runs: BTreeMap<u64, RunLive> = BTreeMap::new();
             for (queue, parts) in &state.queues {
                 for part in &parts.parts {
-                    let mut live = Vec::with_capacity(part.live.serialized_size());
-                    part.live
-                        .serialize_into(&mut live)
+                    let live = part
+                        .live
+                        .encode(*queue)
                         .map_err(|e| StorageError::io("encoding a live bitmap", e))?;
                     runs.entry(part.run)
                         .or_insert_with(|| RunLive {
@@ -392,7 +420,7 @@ impl Pages {
                             entries: state.runs[&part.run].entries,
                         })
                         .queues
-                        .push(QueueLive { queue: *queue, live });
+                        .push(live);
                 }
             }
             (
@@ -463,7 +491,7 @@ impl State {
         }
         for (queue, ids) in per_queue {
             let (min, max) = (ids[0], ids[ids.len() - 1]);
-            let live = RoaringTreemap::from_sorted_iter(ids).expect("ids ascend");
+            let live = Live::from_sorted(&ids);
             let parts = self.queues.entry(queue).or_default();
             parts.max = parts.max.max(max);
             parts.parts.push(Part {
@@ -480,6 +508,7 @@ impl State {
                 entries,
                 live: count,
                 live_at_checkpoint: count,
+                synced: false,
             },
         );
     }

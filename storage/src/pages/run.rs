@@ -16,8 +16,8 @@
 //! [`BLOCK_BYTES`] (so a large record is a block of its own). The index is
 //! read whole when the run is opened: one entry per block, some 40 bytes of
 //! memory per 16 KiB of records, which is what keeps memory independent of
-//! the number of messages. A run is written once, synced, then only read,
-//! and finally deleted; a damaged block or index is
+//! the number of messages. A run is written once, synced before a manifest
+//! names it, then only read, and finally deleted; a damaged block or index is
 //! [`StorageError::CorruptPage`] naming the file and offset, never a panic.
 
 use std::fs::File;
@@ -120,13 +120,15 @@ impl Writer<'_> {
         self.out.write_all(FOOTER_MAGIC)?;
         self.out.flush()?;
         let bytes = self.offset + index.len() as u64 + FOOTER_BYTES as u64;
+        // Held for the run's life: no spare capacity.
+        self.blocks.shrink_to_fit();
         Ok((self.blocks, bytes))
     }
 }
 
 impl Run {
     /// Writes `entries` (ascending by key, each key once) to a new file at
-    /// `path`, syncs it and returns it open.
+    /// `path` and returns it open; [`Run::sync`] makes it durable.
     pub(crate) fn write<'a>(
         path: &Path,
         entries: impl Iterator<Item = (RunKey, &'a [u8])>,
@@ -145,7 +147,6 @@ impl Run {
             writer.push(key, value).map_err(io)?;
         }
         let (blocks, bytes) = writer.finish().map_err(io)?;
-        file.sync_data().map_err(io)?;
         Ok(Run {
             file,
             path: path.to_path_buf(),
@@ -185,6 +186,7 @@ impl Run {
             return Err(run.corrupt(index_at, "damaged index"));
         }
         let mut index = &index[..];
+        run.blocks.reserve_exact(index.len() / INDEX_ENTRY);
         while index.has_remaining() {
             run.blocks.push(BlockRef {
                 first: (index.get_u32_le(), index.get_u64_le()),
@@ -193,6 +195,13 @@ impl Run {
             });
         }
         Ok(run)
+    }
+
+    /// Makes the file durable.
+    pub(crate) fn sync(&self) -> Result<(), StorageError> {
+        self.file
+            .sync_data()
+            .map_err(|e| StorageError::io("syncing a page run", e))
     }
 
     /// The file's size in bytes.
