@@ -49,9 +49,9 @@ pub(crate) mod manifest;
 mod range;
 pub(crate) mod run;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use self::live::Live;
 use self::manifest::{Manifest, RunLive};
@@ -67,10 +67,22 @@ const DIR: &str = "pages";
 /// A run is compacted once fewer than 1 in this many of its entries is live.
 const COMPACT_BELOW: u64 = 4;
 
+/// Blocks [`Pages::get`] keeps decoded, the newest last.
+const RECENT_BLOCKS: usize = 4;
+
+/// A block's entries, decoded.
+type Block = Arc<Vec<(RunKey, Bytes)>>;
+
 /// The message records that have left the memtable.
 pub(crate) struct Pages {
     dir: PathBuf,
     state: RwLock<State>,
+    /// The last blocks `get` read, by run and block number. Lookups come in
+    /// id order (the committer looks up the large-body marker of every
+    /// message it deletes while large messages are stored, and a drain
+    /// deletes in order): without it each would read and check a block.
+    /// Runs never change, so an entry is never stale.
+    recent: Mutex<VecDeque<(u64, usize, Block)>>,
 }
 
 #[derive(Default)]
@@ -197,6 +209,7 @@ impl Pages {
         Ok(Pages {
             dir,
             state: RwLock::new(state),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
         })
     }
 
@@ -210,7 +223,7 @@ impl Pages {
 
     /// The record of message `id` in `queue`, if it is here.
     pub(crate) fn get(&self, queue: QueueId, id: MessageId) -> Result<Option<Bytes>, StorageError> {
-        let file = {
+        let (number, file) = {
             let state = self.read();
             let Some(part) = state
                 .queues
@@ -219,9 +232,32 @@ impl Pages {
             else {
                 return Ok(None);
             };
-            Arc::clone(&state.runs[&part.run].file)
+            (part.run, Arc::clone(&state.runs[&part.run].file))
         };
-        file.get((queue, id))
+        if file.block_count() == 0 {
+            return Ok(None);
+        }
+        let entries = self.block(number, &file, file.block_of((queue, id)))?;
+        Ok(entries
+            .binary_search_by_key(&(queue, id), |(k, _)| *k)
+            .ok()
+            .map(|i| entries[i].1.clone()))
+    }
+
+    /// Block `i` of run `number`, from the recent blocks or read.
+    fn block(&self, number: u64, file: &Run, i: usize) -> Result<Block, StorageError> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((.., block)) = recent.iter().find(|(n, b, _)| *n == number && *b == i) {
+            return Ok(Arc::clone(block));
+        }
+        drop(recent);
+        let block = Arc::new(file.block(i)?);
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if recent.len() == RECENT_BLOCKS {
+            recent.pop_front();
+        }
+        recent.push_back((number, i, Arc::clone(&block)));
+        Ok(block)
     }
 
     /// The records of `queue` with ids in `first..=last`, ascending.

@@ -246,18 +246,6 @@ impl Run {
         Ok(entries)
     }
 
-    /// The value stored under `key`, if the run has it.
-    pub(crate) fn get(&self, key: RunKey) -> Result<Option<Bytes>, StorageError> {
-        if self.blocks.is_empty() {
-            return Ok(None);
-        }
-        let entries = self.block(self.block_of(key))?;
-        Ok(entries
-            .binary_search_by_key(&key, |(k, _)| *k)
-            .ok()
-            .map(|i| entries[i].1.clone()))
-    }
-
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, StorageError> {
         let mut buf = vec![0; len];
         match self.file.read_exact_at(&mut buf, offset) {
@@ -283,6 +271,18 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// The value under `key`, as `Pages::get` finds it.
+    fn get(run: &Run, key: RunKey) -> Result<Option<Bytes>, StorageError> {
+        if run.block_count() == 0 {
+            return Ok(None);
+        }
+        let entries = run.block(run.block_of(key))?;
+        Ok(entries
+            .binary_search_by_key(&key, |(k, _)| *k)
+            .ok()
+            .map(|i| entries[i].1.clone()))
+    }
 
     fn write(dir: &Path, entries: &[(RunKey, Vec<u8>)]) -> Run {
         Run::write(&dir.join("1.run"), entries.iter().map(|(k, v)| (*k, &v[..]))).unwrap()
@@ -315,10 +315,10 @@ mod tests {
                 }
                 prop_assert_eq!(&all, &entries);
                 for (key, value) in &entries {
-                    prop_assert_eq!(run.get(*key).unwrap().map(|v| v.to_vec()), Some(value.clone()));
+                    prop_assert_eq!(get(run, *key).unwrap().map(|v| v.to_vec()), Some(value.clone()));
                 }
                 let expected = entries.iter().find(|(k, _)| *k == probe).map(|(_, v)| v.clone());
-                prop_assert_eq!(run.get(probe).unwrap().map(|v| v.to_vec()), expected);
+                prop_assert_eq!(get(run, probe).unwrap().map(|v| v.to_vec()), expected);
             }
         }
     }
@@ -334,7 +334,7 @@ mod tests {
         bytes[100] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
         let run = Run::open(&path).unwrap();
-        let error = run.get((1, 0)).unwrap_err();
+        let error = get(&run, (1, 0)).unwrap_err();
         assert!(
             matches!(&error, StorageError::CorruptPage { file, offset: 8, .. } if file.ends_with("1.run")),
             "{error:?}"
