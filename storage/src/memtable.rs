@@ -18,8 +18,8 @@
 //! checkpointer is behind; with the bound a table stays a few MiB however
 //! small the records of its segment are.
 //!
-//! Why a smaller bound on puts ([`PUT_SHARE`]): the puts still in a table
-//! are messages nobody has acked yet. In a queue that keeps up they are few,
+//! Why a smaller bound on message puts ([`PUT_SHARE`]): the message puts
+//! still in a table are messages nobody has acked yet. In a queue that keeps up they are few,
 //! replaced by their deletes within milliseconds; in a backlog being filled
 //! they are the whole table, and they wait in memory for nothing, three
 //! tables of them at a time (the active one, the one held back and the one
@@ -34,6 +34,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::keys;
 
 /// Key-level writes, `None` deleting.
 pub(crate) type Table<V> = BTreeMap<Vec<u8>, Option<V>>;
@@ -68,7 +70,7 @@ struct Tables<V> {
     active: Table<V>,
     /// The estimated memory of `active`.
     active_bytes: usize,
-    /// The estimated memory of the puts in `active`.
+    /// The estimated memory of the message puts in `active`.
     active_put_bytes: usize,
     frozen: VecDeque<Arc<Table<V>>>,
 }
@@ -89,7 +91,10 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
     }
 
     /// Adds journaled writes to the active table; returns whether it has
-    /// reached its bound (or its puts theirs) and should be frozen.
+    /// reached its bound (or its message puts theirs) and should be frozen.
+    /// (Delivery states, say, stay out of the puts' count: they are
+    /// written while a message is redelivered and deleted with it, and
+    /// freezing on them would only hand their churn to the engine.)
     pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) -> bool {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let Tables {
@@ -100,16 +105,17 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
         } = &mut *tables;
         for (key, value) in writes {
             let key_len = key.len();
+            let message = key.first() == Some(&keys::MESSAGE);
             let bytes = entry_bytes(key_len, &value);
             *active_bytes += bytes;
-            if value.is_some() {
+            if message && value.is_some() {
                 *active_put_bytes += bytes;
             }
             if let Some(old) = active.insert(key, value) {
                 // A put acked within the table leaves only its delete behind.
                 let bytes = entry_bytes(key_len, &old);
                 *active_bytes -= bytes;
-                if old.is_some() {
+                if message && old.is_some() {
                     *active_put_bytes -= bytes;
                 }
             }
@@ -321,16 +327,21 @@ mod tests {
     /// keeps up) only count towards the whole bound.
     #[test]
     fn puts_left_in_a_table_freeze_it_at_a_quarter_of_the_bound() {
-        let put = |id: u32| (id.to_be_bytes().to_vec(), Some(vec![0u8; 200]));
-        let per_put = entry_bytes(4, &put(0).1);
+        let key = |id: u32| keys::message(1, u64::from(id)).to_vec();
+        let put = |id: u32| (key(id), Some(vec![0u8; 200]));
+        let per_put = entry_bytes(13, &put(0).1);
         let quarter = (TABLE_BYTES / PUT_SHARE).div_ceil(per_put) as u32;
         let m = Memtable::new(TABLE_BYTES);
         assert!(!m.merge((0..quarter - 1).map(put)));
         assert!(m.merge([put(quarter - 1)].into_iter()));
 
         let m = Memtable::new(TABLE_BYTES);
-        let acked = |id: u32| [put(id), (id.to_be_bytes().to_vec(), None)];
+        let acked = |id: u32| [put(id), (key(id), None)];
         assert!(!m.merge((0..2 * quarter).flat_map(acked)), "deletes are small");
+
+        let m = Memtable::new(TABLE_BYTES);
+        let state = |id: u32| (keys::state(1, u64::from(id)).to_vec(), Some(vec![0u8; 200]));
+        assert!(!m.merge((0..2 * quarter).map(state)), "only message puts count");
     }
 
     #[test]
