@@ -83,7 +83,11 @@ impl<'a> Range<'a> {
                 cursor.done = true;
                 break;
             }
-            let entries = cursor.file.block(cursor.block)?;
+            let Some(entries) = self.pages.read_block(cursor.run, &cursor.file, cursor.block)? else {
+                // Deleted meanwhile: nothing in it was live.
+                cursor.done = true;
+                break;
+            };
             cursor.block += 1;
             if entries.last().is_none_or(|(key, _)| *key >= (queue, last)) {
                 cursor.done = true;

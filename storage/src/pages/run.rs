@@ -53,10 +53,13 @@ struct BlockRef {
     len: u32,
 }
 
-/// An open run: its file and its block index.
+/// A run: where its file is, and its block index.
+///
+/// The file is opened for each read rather than held open: a deep backlog is
+/// a thousand runs or more, and one descriptor each would run into the usual
+/// limit of 1,024 open files.
 #[derive(Debug)]
 pub(crate) struct Run {
-    file: File,
     path: PathBuf,
     blocks: Vec<BlockRef>,
     /// The file's size.
@@ -148,7 +151,6 @@ impl Run {
         }
         let (blocks, bytes) = writer.finish().map_err(io)?;
         Ok(Run {
-            file,
             path: path.to_path_buf(),
             blocks,
             bytes,
@@ -157,13 +159,10 @@ impl Run {
 
     /// Opens the run at `path`, reading its index.
     pub(crate) fn open(path: &Path) -> Result<Run, StorageError> {
-        let file = File::open(path).map_err(|e| StorageError::io("opening a page run", e))?;
-        let bytes = file
-            .metadata()
+        let bytes = std::fs::metadata(path)
             .map_err(|e| StorageError::io("opening a page run", e))?
             .len();
         let mut run = Run {
-            file,
             path: path.to_path_buf(),
             blocks: Vec::new(),
             bytes,
@@ -172,16 +171,17 @@ impl Run {
             .checked_sub((MAGIC.len() + FOOTER_BYTES) as u64)
             .map(|at| at + MAGIC.len() as u64)
             .ok_or_else(|| run.corrupt(0, "shorter than a header and a footer"))?;
-        let mut footer = Bytes::from(run.read_at(footer_at, FOOTER_BYTES)?);
+        let file = run.file()?.ok_or_else(|| run.corrupt(0, "missing"))?;
+        let mut footer = Bytes::from(run.read_at(&file, footer_at, FOOTER_BYTES)?);
         let (index_at, index_len, index_crc) =
             (footer.get_u64_le(), footer.get_u32_le(), footer.get_u32_le());
         if &footer[..] != FOOTER_MAGIC || index_at.checked_add(u64::from(index_len)) != Some(footer_at) {
             return Err(run.corrupt(footer_at, "bad footer"));
         }
-        if run.read_at(0, MAGIC.len())? != MAGIC {
+        if run.read_at(&file, 0, MAGIC.len())? != MAGIC {
             return Err(run.corrupt(0, "not a page run"));
         }
-        let index = run.read_at(index_at, index_len as usize)?;
+        let index = run.read_at(&file, index_at, index_len as usize)?;
         if crc32fast::hash(&index) != index_crc || index.len() % INDEX_ENTRY != 0 {
             return Err(run.corrupt(index_at, "damaged index"));
         }
@@ -197,11 +197,17 @@ impl Run {
         Ok(run)
     }
 
-    /// Makes the file durable.
+    /// Makes the file durable (an fsync through any descriptor flushes the
+    /// file's data).
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_data()
+        File::open(&self.path)
+            .and_then(|file| file.sync_data())
             .map_err(|e| StorageError::io("syncing a page run", e))
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The file's size in bytes.
@@ -220,10 +226,14 @@ impl Run {
         self.blocks.partition_point(|b| b.first <= key).saturating_sub(1)
     }
 
-    /// Reads and checks block `i`; its entries, in key order.
-    pub(crate) fn block(&self, i: usize) -> Result<Vec<(RunKey, Bytes)>, StorageError> {
+    /// Reads and checks block `i`; its entries, in key order. `None` if the
+    /// file is gone: the run was deleted, once none of its entries was live.
+    pub(crate) fn block(&self, i: usize) -> Result<Option<Vec<(RunKey, Bytes)>>, StorageError> {
         let block = self.blocks[i];
-        let bytes = Bytes::from(self.read_at(block.offset, BLOCK_HEADER + block.len as usize)?);
+        let Some(file) = self.file()? else {
+            return Ok(None);
+        };
+        let bytes = Bytes::from(self.read_at(&file, block.offset, BLOCK_HEADER + block.len as usize)?);
         let (mut header, body) = (bytes.slice(..BLOCK_HEADER), bytes.slice(BLOCK_HEADER..));
         if header.get_u32_le() != block.len || header.get_u32_le() != crc32fast::hash(&body) {
             return Err(self.corrupt(block.offset, "damaged block"));
@@ -243,12 +253,21 @@ impl Run {
             entries.push((key, body.slice(start..start + len)));
             at = start + len;
         }
-        Ok(entries)
+        Ok(Some(entries))
     }
 
-    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, StorageError> {
+    /// The file, opened to read; `None` if it is gone.
+    fn file(&self) -> Result<Option<File>, StorageError> {
+        match File::open(&self.path) {
+            Ok(file) => Ok(Some(file)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StorageError::io("opening a page run", e)),
+        }
+    }
+
+    fn read_at(&self, file: &File, offset: u64, len: usize) -> Result<Vec<u8>, StorageError> {
         let mut buf = vec![0; len];
-        match self.file.read_exact_at(&mut buf, offset) {
+        match file.read_exact_at(&mut buf, offset) {
             Ok(()) => Ok(buf),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 Err(self.corrupt(offset, "the file ends early"))
@@ -277,7 +296,7 @@ mod tests {
         if run.block_count() == 0 {
             return Ok(None);
         }
-        let entries = run.block(run.block_of(key))?;
+        let entries = run.block(run.block_of(key))?.expect("the file is there");
         Ok(entries
             .binary_search_by_key(&key, |(k, _)| *k)
             .ok()
@@ -311,7 +330,7 @@ mod tests {
             for run in [&written, &opened] {
                 let mut all = Vec::new();
                 for i in 0..run.block_count() {
-                    all.extend(run.block(i).unwrap().into_iter().map(|(k, v)| (k, v.to_vec())));
+                    all.extend(run.block(i).unwrap().unwrap().into_iter().map(|(k, v)| (k, v.to_vec())));
                 }
                 prop_assert_eq!(&all, &entries);
                 for (key, value) in &entries {
