@@ -734,25 +734,22 @@ impl SledEngine {
     fn move_messages_to_pages(&self) -> Result<(), StorageError> {
         const BATCH: usize = 50_000;
         loop {
-            let mut batch = Vec::with_capacity(BATCH);
+            let (mut moved, mut puts) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
             for entry in self.db.scan_prefix([keys::MESSAGE]).take(BATCH) {
                 let (key, value) = entry?;
-                batch.push((key.to_vec(), Bytes::from_owner(value)));
+                puts.push((message_key(&key)?, Some(Bytes::from_owner(value))));
+                moved.push(key);
             }
-            if batch.is_empty() {
+            if moved.is_empty() {
                 return Ok(());
             }
             tracing::info!(
-                messages = batch.len(),
+                messages = moved.len(),
                 "moving stored messages from sled to the pages"
             );
-            let mut puts = Vec::with_capacity(batch.len());
-            for (key, value) in &batch {
-                puts.push((message_key(key)?, Some(value.clone())));
-            }
             self.pages.apply(puts)?;
             self.pages.checkpoint()?;
-            for (key, _) in batch {
+            for key in moved {
                 self.db.remove(key)?;
             }
             self.db.flush()?;
@@ -796,7 +793,12 @@ impl Engine for SledEngine {
                 .map(|key| Ok(key?.to_vec()))
                 .collect();
         }
-        let mut queues = self.pages.queues();
+        // A queue's own prefix (`0x01|q`, the committer's case) reads that
+        // queue alone, not every queue's ids.
+        let mut queues = match prefix.get(1..5) {
+            Some(queue) => vec![QueueId::from_be_bytes(queue.try_into().expect("4 bytes"))],
+            None => self.pages.queues(),
+        };
         queues.sort_unstable();
         Ok(queues
             .into_iter()

@@ -344,31 +344,39 @@ impl Pages {
                 }
             }
         }
-        let number = (!puts.is_empty()).then(|| {
-            let mut state = self.write();
-            state.next_run += 1;
-            state.next_run - 1
-        });
-        // The file is written without the lock: nobody reads a run before
-        // it is in the state.
-        let file = match number {
-            Some(number) => Some(Arc::new(Run::write(
-                &run_path(&self.dir, number),
-                puts.iter().map(|(k, v)| (*k, &v[..])),
-            )?)),
-            None => None,
+        let run = if puts.is_empty() {
+            None
+        } else {
+            Some(self.write_run(puts.iter().map(|(k, v)| (*k, &v[..])))?)
         };
         let mut state = self.write();
         for key in deletes {
             state.kill(key);
         }
-        if let (Some(number), Some(file)) = (number, file) {
+        if let Some((number, file)) = run {
             for key in puts.keys() {
                 state.kill(*key);
             }
-            state.add(number, file, puts.keys().copied());
+            state.add(number, file, puts.len() as u64, puts.keys().copied());
         }
         Ok(())
+    }
+
+    /// Writes `entries` (ascending) to a new run, not yet in the state. The
+    /// file is written without the lock: nobody reads a run before it is.
+    fn write_run<'a>(
+        &self,
+        entries: impl Iterator<Item = (RunKey, &'a [u8])>,
+    ) -> Result<(u64, Arc<Run>), StorageError> {
+        let number = {
+            let mut state = self.write();
+            state.next_run += 1;
+            state.next_run - 1
+        };
+        Ok((
+            number,
+            Arc::new(Run::write(&run_path(&self.dir, number), entries)?),
+        ))
     }
 
     /// Rewrites the live entries of runs mostly dead, and unchanged since
@@ -410,15 +418,7 @@ impl Pages {
         if entries.is_empty() {
             return Ok(());
         }
-        let number = {
-            let mut state = self.write();
-            state.next_run += 1;
-            state.next_run - 1
-        };
-        let file = Arc::new(Run::write(
-            &run_path(&self.dir, number),
-            entries.iter().map(|(k, v)| (*k, &v[..])),
-        )?);
+        let (number, file) = self.write_run(entries.iter().map(|(k, v)| (*k, &v[..])))?;
         let mut state = self.write();
         let still: Vec<RunKey> = entries
             .iter()
@@ -428,7 +428,7 @@ impl Pages {
         for key in &still {
             state.kill(*key);
         }
-        state.add_counted(number, file, entries.len() as u64, still.into_iter());
+        state.add(number, file, entries.len() as u64, still.into_iter());
         Ok(())
     }
 
@@ -538,14 +538,8 @@ impl State {
         }
     }
 
-    /// Adds run `number`, whose entries are exactly `keys` (ascending), all live.
-    fn add(&mut self, number: u64, file: Arc<Run>, keys: impl Iterator<Item = RunKey> + Clone) {
-        let entries = keys.clone().count() as u64;
-        self.add_counted(number, file, entries, keys);
-    }
-
     /// Adds run `number` of `entries` entries, of which `live` (ascending) are live.
-    fn add_counted(&mut self, number: u64, file: Arc<Run>, entries: u64, live: impl Iterator<Item = RunKey>) {
+    fn add(&mut self, number: u64, file: Arc<Run>, entries: u64, live: impl Iterator<Item = RunKey>) {
         let mut count = 0;
         let mut per_queue: Vec<(QueueId, Vec<MessageId>)> = Vec::new();
         for (queue, id) in live {

@@ -159,9 +159,9 @@ impl Run {
 
     /// Opens the run at `path`, reading its index.
     pub(crate) fn open(path: &Path) -> Result<Run, StorageError> {
-        let bytes = std::fs::metadata(path)
-            .map_err(|e| StorageError::io("opening a page run", e))?
-            .len();
+        let io = |e| StorageError::io("opening a page run", e);
+        let file = File::open(path).map_err(io)?;
+        let bytes = file.metadata().map_err(io)?.len();
         let mut run = Run {
             path: path.to_path_buf(),
             blocks: Vec::new(),
@@ -171,7 +171,6 @@ impl Run {
             .checked_sub((MAGIC.len() + FOOTER_BYTES) as u64)
             .map(|at| at + MAGIC.len() as u64)
             .ok_or_else(|| run.corrupt(0, "shorter than a header and a footer"))?;
-        let file = run.file()?.ok_or_else(|| run.corrupt(0, "missing"))?;
         let mut footer = Bytes::from(run.read_at(&file, footer_at, FOOTER_BYTES)?);
         let (index_at, index_len, index_crc) =
             (footer.get_u64_le(), footer.get_u32_le(), footer.get_u32_le());
