@@ -161,9 +161,10 @@ macro_rules! for_each_setting {
             /// Paging: messages a queue keeps in memory (ready and being
             /// delivered; not those waiting for a later delivery); the rest of
             /// its stored backlog stays on disk and is read back as the head
-            /// drains. Default 10,000.
+            /// drains. Default 2,000: enough for consumers to take from
+            /// while the next 1,000 are read back, and ~1 MB of memory.
             max_read_page_messages: u64 = "max-read-page-messages",
-                i64 => check::positive, default = 10_000;
+                i64 => check::positive, default = 2_000;
             /// Paging: bytes of messages a queue keeps in memory, counted as
             /// `max-read-page-messages` is. Default 4 MiB.
             max_read_page_bytes: u64 = "max-read-page-bytes",

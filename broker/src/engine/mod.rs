@@ -145,7 +145,7 @@ impl Broker {
         queue_ids: Option<QueueIds>,
     ) -> Result<Arc<Broker>> {
         let started = Instant::now();
-        let mut recovered = store.recover_head(recovery::HEAD)?;
+        let mut recovered = store.recover_head(recovery::head())?;
         // Every message stored so far has a lower id.
         let horizon = store.generate_id()?;
         let duplicate_ids = std::mem::take(&mut recovered.duplicate_ids);

@@ -5,6 +5,7 @@
 //! it in later, so start-up does not grow with the backlog.
 use std::sync::Arc;
 
+use rebound_config::EffectiveSettings;
 use rebound_storage::{MessageId, QueueRecord, Recovered};
 use tracing::warn;
 
@@ -17,7 +18,9 @@ use crate::time::now_ms;
 /// Messages recovered per queue at start-up: the default `max-read-page-messages`.
 /// A queue whose bound differs starts above it (new arrivals are paged until it
 /// drains below) or below it (its depager reads the rest at once).
-pub(super) const HEAD: usize = 10_000;
+pub(super) fn head() -> usize {
+    EffectiveSettings::default().max_read_page_messages as usize
+}
 
 /// What [`rebuild`] made.
 pub(super) struct Rebuilt {

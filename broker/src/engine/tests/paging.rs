@@ -157,7 +157,7 @@ async fn management_covers_paged_messages() {
 async fn a_restart_recovers_the_heads_and_counts_the_rest() {
     let (broker, store) = broker(PAGING).await;
     broker.subscribe("orders", 0, "").await.unwrap();
-    let total = super::super::recovery::HEAD as i64 + 2_000;
+    let total = super::super::recovery::head() as i64 + 2_000;
     let all: Vec<MessageRecord> = (0..total).map(numbered).collect();
     for chunk in all.chunks(1000) {
         broker.send(chunk.to_vec()).await.expect("send");
