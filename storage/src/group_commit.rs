@@ -12,7 +12,9 @@
 //!    blocks, it awaits the [`Commit`].
 //! 2. The committer blocks for the first request, then drains whatever else is
 //!    already queued, up to [`MAX_GROUP_REQUESTS`] requests or
-//!    [`MAX_GROUP_BYTES`] bytes.
+//!    [`MAX_GROUP_BYTES`] bytes. A group made only of patient requests
+//!    ([`crate::Store::commit_patient`]) first waits up to [`PATIENCE`] for
+//!    one more ([`gather`]).
 //! 3. It folds the group into one [`WriteSet`], writes and syncs the files of
 //!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
 //!    the set as one record to the journal and `fdatasync`s it once
@@ -43,6 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -62,6 +65,11 @@ pub(crate) const MAX_GROUP_REQUESTS: usize = 4096;
 /// A group stops taking requests once it holds this many encoded bytes
 /// (large bodies included).
 pub(crate) const MAX_GROUP_BYTES: usize = 16 << 20;
+/// How long a group of patient requests waits for company. A consumer's acks
+/// reach the broker just before its producer's next messages (both answer the
+/// same commit), and an ack synced alone makes those wait a whole sync behind
+/// it; a millisecond covers that gap on this project's machines.
+pub(crate) const PATIENCE: Duration = Duration::from_millis(1);
 
 /// Counters shared between the committer thread and [`Committer::counters`].
 #[derive(Default)]
@@ -81,6 +89,8 @@ pub(crate) struct CommitCounters {
 struct Request {
     staged: Staged,
     reply: Reply,
+    /// May wait for company ([`PATIENCE`]).
+    patient: bool,
 }
 
 /// Who waits for a request, and for what.
@@ -145,8 +155,8 @@ impl Committer {
     }
 
     /// Queues `ops` for the next group; the returned future resolves once
-    /// they are durable.
-    pub(crate) fn submit(&self, ops: Vec<Op>) -> Commit {
+    /// they are durable. `patient`: see [`crate::Store::commit_patient`].
+    pub(crate) fn submit(&self, ops: Vec<Op>, patient: bool) -> Commit {
         let staged = match stage(ops) {
             Ok(staged) => staged,
             Err(e) => return Commit::ready(Err(e)),
@@ -155,6 +165,7 @@ impl Committer {
         match self.send(Request {
             staged,
             reply: Reply::Commit(reply),
+            patient,
         }) {
             Ok(()) => Commit::from(done),
             Err(e) => Commit::ready(Err(e)),
@@ -168,6 +179,7 @@ impl Committer {
         self.send(Request {
             staged: stage(Vec::new())?,
             reply: Reply::Drain(reply),
+            patient: false,
         })?;
         // A dropped sender means the checkpointer stopped on a failure.
         done.recv().unwrap_or(Err(StorageError::Closed))
@@ -233,14 +245,7 @@ impl<E: Engine> Thread<E> {
     /// replay), returning the result of that.
     fn run(mut self, requests: Receiver<Request>) -> Result<(), StorageError> {
         while let Ok(first) = requests.recv() {
-            let mut bytes = first.staged.bytes;
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
-                let Ok(next) = requests.try_recv() else { break };
-                bytes += next.staged.bytes;
-                group.push(next);
-            }
-
+            let group = gather(first, &requests, PATIENCE);
             let ops: usize = group.iter().map(|r| r.staged.ops).sum();
             let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|r| (r.staged, r.reply)).unzip();
             let result = match self.failure.get() {
@@ -355,6 +360,33 @@ impl<E: Engine> Thread<E> {
 
 const DIR_SYNC: &str = "fsync of the large-message directory";
 
+/// A group: `first` and what is queued behind it, within the group bounds. A
+/// group of patient requests only first waits up to `patience` for one more
+/// request (any: the first to come ends the wait) and what queued meanwhile.
+fn gather(first: Request, requests: &Receiver<Request>, patience: Duration) -> Vec<Request> {
+    let mut bytes = first.staged.bytes;
+    let mut group = vec![first];
+    let mut waited = false;
+    loop {
+        while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
+            let Ok(next) = requests.try_recv() else { break };
+            bytes += next.staged.bytes;
+            group.push(next);
+        }
+        let full = group.len() >= MAX_GROUP_REQUESTS || bytes >= MAX_GROUP_BYTES;
+        if waited || full || !group.iter().all(|r| r.patient) {
+            return group;
+        }
+        waited = true;
+        // Timed out, or closed (the group then goes at once).
+        let Ok(next) = requests.recv_timeout(patience) else {
+            return group;
+        };
+        bytes += next.staged.bytes;
+        group.push(next);
+    }
+}
+
 /// The body files of one group.
 #[derive(Default)]
 struct Bodies {
@@ -426,5 +458,66 @@ impl Bodies {
         for path in self.written.drain(..) {
             large.remove(&path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn request(patient: bool) -> Request {
+        Request {
+            staged: stage(Vec::new()).unwrap(),
+            reply: Reply::Commit(oneshot::channel().0),
+            patient,
+        }
+    }
+
+    /// Longer than any scheduling delay: a test that waits it out fails.
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_group_with_an_impatient_request_goes_at_once() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(request(true)).unwrap();
+        let started = Instant::now();
+        let group = gather(request(false), &rx, LONG);
+        assert_eq!(group.len(), 2);
+        let group = gather(request(false), &rx, LONG);
+        assert_eq!(group.len(), 1);
+        assert!(started.elapsed() < LONG / 2);
+    }
+
+    #[test]
+    fn patient_requests_wait_for_the_next_one_and_no_longer() {
+        let (tx, rx) = mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(request(false)).unwrap();
+            tx.send(request(true)).unwrap();
+            tx
+        });
+        let started = Instant::now();
+        let group = gather(request(true), &rx, LONG);
+        assert!(group.len() >= 2, "the request that came ends the wait and joins");
+        assert!(!group[1].patient);
+        assert!(started.elapsed() < LONG / 2);
+        let _tx = sender.join().unwrap();
+    }
+
+    #[test]
+    fn a_patient_request_alone_waits_its_patience_then_goes() {
+        let (tx, rx) = mpsc::channel::<Request>();
+        let patience = Duration::from_millis(20);
+        let started = Instant::now();
+        assert_eq!(gather(request(true), &rx, patience).len(), 1);
+        assert!(started.elapsed() >= patience);
+        // Closed: nothing more can come, so no wait.
+        drop(tx);
+        let started = Instant::now();
+        assert_eq!(gather(request(true), &rx, LONG).len(), 1);
+        assert!(started.elapsed() < LONG / 2);
     }
 }

@@ -335,6 +335,15 @@ pub trait Store: Send + Sync + 'static {
     /// fdatasync (group commit). Never blocks the caller's thread.
     fn commit(&self, ops: Vec<Op>) -> Commit;
 
+    /// Like [`Store::commit`], for a commit that nothing waits on at once (a
+    /// consumer's ack): a store whose commits share syncs may hold it up to
+    /// about a millisecond for another commit to share its sync, rather than
+    /// sync it alone just before the next one arrives. The future still
+    /// resolves only once the ops are durable.
+    fn commit_patient(&self, ops: Vec<Op>) -> Commit {
+        self.commit(ops)
+    }
+
     /// A new message id, greater than every id handed out before, also across
     /// crashes (ids may be skipped).
     fn generate_id(&self) -> Result<MessageId, StorageError>;

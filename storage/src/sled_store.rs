@@ -490,7 +490,11 @@ impl SledStore {
 
 impl Store for SledStore {
     fn commit(&self, ops: Vec<Op>) -> Commit {
-        self.committer.submit(ops)
+        self.committer.submit(ops, false)
+    }
+
+    fn commit_patient(&self, ops: Vec<Op>) -> Commit {
+        self.committer.submit(ops, true)
     }
 
     fn generate_id(&self) -> Result<MessageId, StorageError> {

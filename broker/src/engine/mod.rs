@@ -296,6 +296,11 @@ impl Broker {
         (!ops.is_empty()).then(|| self.store.commit(ops))
     }
 
+    /// [`Broker::submit`] for a commit nothing waits on at once.
+    fn submit_patient(&self, ops: Vec<Op>) -> Option<Commit> {
+        (!ops.is_empty()).then(|| self.store.commit_patient(ops))
+    }
+
     /// The message of an entry: in memory, or read from storage.
     pub fn load(&self, queue: &Queue, entry: &Entry) -> Result<Option<Arc<MessageRecord>>> {
         match &entry.record {

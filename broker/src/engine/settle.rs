@@ -92,8 +92,18 @@ impl Broker {
     /// Removes entries taken from `queue` for good (acked, dropped). If storage
     /// refuses, they are back in the queue as they were: they are still stored, and
     /// a message that is stored but in no queue would show up only after a restart.
+    ///
+    /// Nothing waits on the removal of ungrouped messages, so their commit may
+    /// wait briefly to share a sync ([`rebound_storage::Store::commit_patient`]).
+    /// A grouped message's removal releases the group's next message: it does
+    /// not wait.
     pub(super) async fn remove(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
-        let result = self.commit(self.submit(removal_ops(queue, &entries))).await;
+        let ops = removal_ops(queue, &entries);
+        let commit = match entries.iter().any(|e| e.group.is_some()) {
+            true => self.submit(ops),
+            false => self.submit_patient(ops),
+        };
+        let result = self.commit(commit).await;
         match result {
             Ok(()) => queue.finish(&entries),
             Err(_) => {

@@ -43,6 +43,7 @@ macro_rules! store_contract {
                 ops_apply_in_order_within_a_commit,
                 committed_data_is_recovered_in_order_after_reopen,
                 reopen_after_drop_without_close_keeps_commits,
+                patient_commits_are_commits,
                 remove_message_removes_the_message_and_its_state,
                 remove_stateless_message_removes_the_message_only,
                 delete_queue_removes_its_messages_and_states_only,
@@ -396,6 +397,37 @@ pub async fn reopen_after_drop_without_close_keeps_commits(h: &mut dyn Harness) 
     let store = h.reopen(store);
     assert_eq!(ids(&*store, 1), [1, 2]);
     assert_eq!(store.read_state(1, 2).unwrap(), Some(state(1)));
+}
+
+/// A patient commit (an ack's) resolves alone too, once durable, and applies
+/// in order with the commits around it.
+pub async fn patient_commits_are_commits(h: &mut dyn Harness) {
+    let store = h.open();
+    store
+        .commit(vec![
+            Op::PutQueue(queue(1, "q1")),
+            put(1, 1),
+            put(1, 2),
+            put(1, 3),
+        ])
+        .await
+        .unwrap();
+    let alone = Op::RemoveMessage { queue: 1, id: 1 };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        store.commit_patient(vec![alone]),
+    )
+    .await
+    .expect("a patient commit alone resolves")
+    .unwrap();
+    let patient = store.commit_patient(vec![Op::RemoveMessage { queue: 1, id: 2 }]);
+    let after = store.commit(vec![put(1, 2)]);
+    let (patient, after) = tokio::join!(patient, after);
+    patient.unwrap();
+    after.unwrap();
+    assert_eq!(ids(&*store, 1), [2, 3]);
+    let store = h.reopen(store);
+    assert_eq!(ids(&*store, 1), [2, 3]);
 }
 
 /// RemoveMessage (an ack) takes the message and its state, and nothing else;
