@@ -403,15 +403,9 @@ pub async fn reopen_after_drop_without_close_keeps_commits(h: &mut dyn Harness) 
 /// in order with the commits around it.
 pub async fn patient_commits_are_commits(h: &mut dyn Harness) {
     let store = h.open();
-    store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            put(1, 1),
-            put(1, 2),
-            put(1, 3),
-        ])
-        .await
-        .unwrap();
+    let mut setup = vec![Op::PutQueue(queue(1, "q1"))];
+    setup.extend((1..=3).map(|id| put(1, id)));
+    store.commit(setup).await.unwrap();
     let alone = Op::RemoveMessage { queue: 1, id: 1 };
     tokio::time::timeout(
         std::time::Duration::from_secs(30),
