@@ -65,10 +65,11 @@ pub(crate) const MAX_GROUP_REQUESTS: usize = 4096;
 /// A group stops taking requests once it holds this many encoded bytes
 /// (large bodies included).
 pub(crate) const MAX_GROUP_BYTES: usize = 16 << 20;
-/// How long a group of patient requests waits for company. A consumer's acks
-/// reach the broker just before its producer's next messages (both answer the
-/// same commit), and an ack synced alone makes those wait a whole sync behind
-/// it; a millisecond covers that gap on this project's machines.
+/// How long a group of patient requests waits for company. A commit's
+/// deliveries and its answer to the producer go out together, so the
+/// consumer's acks reach the broker just before the producer's next messages;
+/// an ack synced alone makes those wait a whole sync behind it. A millisecond
+/// covers that gap on this project's machines.
 pub(crate) const PATIENCE: Duration = Duration::from_millis(1);
 
 /// Counters shared between the committer thread and [`Committer::counters`].
@@ -360,9 +361,10 @@ impl<E: Engine> Thread<E> {
 
 const DIR_SYNC: &str = "fsync of the large-message directory";
 
-/// A group: `first` and what is queued behind it, within the group bounds. A
-/// group of patient requests only first waits up to `patience` for one more
-/// request (any: the first to come ends the wait) and what queued meanwhile.
+/// A group: `first` and what is queued behind it, within the group bounds.
+/// Only a group made of patient requests first waits, up to `patience`, for
+/// one more request (any: the first to come ends the wait), and then takes
+/// what queued meanwhile.
 fn gather(first: Request, requests: &Receiver<Request>, patience: Duration) -> Vec<Request> {
     let mut bytes = first.staged.bytes;
     let mut group = vec![first];
