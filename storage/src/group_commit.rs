@@ -17,12 +17,15 @@
 //!    one more ([`gather`]).
 //! 3. It folds the group into one [`WriteSet`], writes and syncs the files of
 //!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
-//!    the set as one record to the journal and `fdatasync`s it once
-//!    ([`crate::journal`]), merges the set into the memtable (readable at
-//!    once; it reaches the engine once its table is frozen, at the end of the
-//!    segment or at the table's size bound, [`crate::checkpoint`]), unlinks
-//!    the body files the group made obsolete, and answers every waiter with
-//!    the same result.
+//!    the set as one record to the journal ([`crate::journal`], which starts
+//!    writing it to the disk), merges the set into the memtable while the
+//!    disk works (it reaches the engine once its table is frozen, at the end
+//!    of the segment or at the table's size bound, [`crate::checkpoint`]),
+//!    `fdatasync`s the journal once, unlinks the body files the group made
+//!    obsolete, and answers every waiter with the same result. Merging
+//!    before the sync takes it off the path from the sync to the answers;
+//!    the group is readable a sync early, which no reader can tell apart
+//!    from reading just after the sync, except after a failed sync (below).
 //!
 //! While it syncs, new requests queue up and ride the next group, so the
 //! number of syncs adapts to the load: one producer pays one sync per commit,
@@ -34,7 +37,8 @@
 //! the failed one). If the *sync* fails, the kernel may already have dropped
 //! the dirty pages (the "fsyncgate" lesson), so a later successful sync would
 //! prove nothing: the committer stays failed and answers every later request
-//! with that error. The same holds for a failed fsync of `large/` and a
+//! with that error. The failed group stays readable until a restart, which
+//! finds its record in the journal or not: either may be what the disk holds. The same holds for a failed fsync of `large/` and a
 //! failed checkpoint (the journal could no longer be reused safely). After a
 //! failed journal sync no body file is deleted, old or new: either may be
 //! what the records say after a restart, and the sweep at open sorts it out.
@@ -302,8 +306,8 @@ impl<E: Engine> Thread<E> {
     }
 
     /// Makes one group durable in the journal and readable from the
-    /// memtable, large bodies first, obsolete body files last. A fatal error
-    /// is recorded in `failure`.
+    /// memtable, large bodies first, obsolete body files last (see the module
+    /// docs for the order). A fatal error is recorded in `failure`.
     fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
         let mut existing = |prefix: &[u8]| {
             self.memtable
@@ -330,13 +334,9 @@ impl<E: Engine> Thread<E> {
             bodies.discard(&self.large);
             return Err(e);
         }
-        self.journal.sync().inspect_err(|e| {
-            tracing::error!(error = %e, "journal sync failed; the store refuses all further commits");
-            let _ = self.failure.set(e.clone());
-        })?;
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         // The tables a segment's records went to are frozen before the first
-        // record of the next segment joins the active one.
+        // record of the next segment joins the active one (the old segment's
+        // records were synced by the groups that wrote them).
         if let Some(segment) = self.journal.take_completed() {
             self.checkpointer.submit(Job {
                 table: self.memtable.freeze(),
@@ -349,6 +349,12 @@ impl<E: Engine> Thread<E> {
         let full = self
             .memtable
             .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
+        self.journal.sync().inspect_err(|e| {
+            tracing::error!(error = %e, "journal sync failed; the store refuses all further commits");
+            let _ = self.failure.set(e.clone());
+        })?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        // A full table goes to the checkpointer only once durable.
         if full {
             self.checkpointer.submit(self.frozen(Vec::new(), false));
         }
