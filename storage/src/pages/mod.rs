@@ -243,10 +243,7 @@ impl Pages {
         let Some(entries) = self.block(number, &file, file.block_of((queue, id)))? else {
             return Ok(None);
         };
-        Ok(entries
-            .binary_search_by_key(&(queue, id), |(k, _)| *k)
-            .ok()
-            .map(|i| entries[i].1.clone()))
+        Ok(Run::find(&entries, (queue, id)))
     }
 
     /// Block `i` of run `number`, from the recent blocks or read; `None`

@@ -255,6 +255,14 @@ impl Run {
         Ok(Some(entries))
     }
 
+    /// The value under `key` among a block's `entries` (in key order).
+    pub(crate) fn find(entries: &[(RunKey, Bytes)], key: RunKey) -> Option<Bytes> {
+        entries
+            .binary_search_by_key(&key, |(k, _)| *k)
+            .ok()
+            .map(|i| entries[i].1.clone())
+    }
+
     /// The file, opened to read; `None` if it is gone.
     fn file(&self) -> Result<Option<File>, StorageError> {
         match File::open(&self.path) {
@@ -296,10 +304,7 @@ mod tests {
             return Ok(None);
         }
         let entries = run.block(run.block_of(key))?.expect("the file is there");
-        Ok(entries
-            .binary_search_by_key(&key, |(k, _)| *k)
-            .ok()
-            .map(|i| entries[i].1.clone()))
+        Ok(Run::find(&entries, key))
     }
 
     fn write(dir: &Path, entries: &[(RunKey, Vec<u8>)]) -> Run {
