@@ -69,7 +69,7 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
 /// wants more.
 async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<()> {
     let _tail = queue.tail.lock().await;
-    if let Some((after, before)) = queue.to_count() {
+    if let Some((after, before)) = queue.start_count() {
         let store = broker.store.clone();
         let id = queue.id;
         let count = blocking(move || store.count_queue(id, after, before, COUNT_CHUNK)).await?;

@@ -121,4 +121,31 @@ mod tests {
         assert_eq!(queue.finish_read(read, 0), 3);
         assert_eq!(queue.snapshot().messages, 3);
     }
+
+    /// A count or read started before the queue went away and came back (a
+    /// lease given up and taken again) was of another serving: what it brings
+    /// back is dropped, and the queue is read again from the start.
+    #[test]
+    fn a_count_or_read_from_before_an_unload_is_dropped() {
+        let queue = queue();
+        queue.set_read_limit(ReadLimit {
+            messages: 10,
+            bytes: u64::MAX,
+        });
+        queue.unload();
+        queue.load();
+        let counting = queue.start_count().expect("a range to count");
+        let reading = queue.start_read().expect("a read");
+        queue.unload();
+        queue.load();
+        queue.counted(&rebound_storage::QueueCount {
+            messages: 0,
+            bytes: 0,
+            last: 0,
+            more: false,
+        });
+        assert_eq!(queue.finish_read(Vec::new(), 0), 0);
+        assert_eq!(queue.to_count(), Some(counting), "still to count");
+        assert_eq!(queue.start_read(), Some(reading), "still to read");
+    }
 }

@@ -210,15 +210,21 @@ impl Queue {
         self.lock().tail.to_count()
     }
 
-    /// Paged messages counted (see [`Queue::to_count`]).
+    /// Starts a depager count of [`Queue::to_count`]'s range, followed by
+    /// [`Queue::counted`]. Only with [`Queue::tail`] held.
+    pub fn start_count(&self) -> Option<(MessageId, MessageId)> {
+        self.lock().tail.start_count()
+    }
+
+    /// Paged messages counted (see [`Queue::start_count`]).
     pub fn counted(&self, count: &rebound_storage::QueueCount) {
         let mut st = self.lock();
-        if st.away {
-            return;
+        if st
+            .tail
+            .counted(count.messages, count.bytes, count.last, !count.more)
+        {
+            st.grow(count.bytes);
         }
-        st.tail
-            .counted(count.messages, count.bytes, count.last, !count.more);
-        st.grow(count.bytes);
     }
 
     /// Starts a depager read if the head wants one: the id to read after, and

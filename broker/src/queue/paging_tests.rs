@@ -141,7 +141,7 @@ fn after_a_restart_the_tail_is_counted_and_read() {
     q.recovered_more(100);
     assert!(q.snapshot().counting);
     let size = arrival(3).0.size;
-    assert_eq!(q.to_count(), Some((2, 100)));
+    assert_eq!(q.start_count(), Some((2, 100)));
     q.counted(&rebound_storage::QueueCount {
         messages: 2,
         bytes: 2 * size,
@@ -153,7 +153,7 @@ fn after_a_restart_the_tail_is_counted_and_read() {
     let (after, max, _) = q.start_read().unwrap();
     assert_eq!(q.finish_read(scanned(&store, after, max), 0), 2);
     assert_eq!(drain(&q), vec![3, 4]);
-    assert_eq!(q.to_count(), Some((4, 100)));
+    assert_eq!(q.start_count(), Some((4, 100)));
     q.counted(&rebound_storage::QueueCount {
         messages: 2,
         bytes: 2 * size,

@@ -70,6 +70,10 @@ pub(super) struct Tail {
     pending: BTreeSet<MessageId>,
     /// While a depager read is in flight: the ids paged at arrival meanwhile.
     late: Option<Vec<MessageId>>,
+    /// Whether a depager count is in flight. A queue unloaded meanwhile gets a
+    /// new tail (`unloaded`) without it or `late`, so that what an older count
+    /// or read brings back is dropped rather than applied to the new one.
+    counting: bool,
 }
 
 /// Where a message added to the queue goes.
@@ -163,7 +167,9 @@ impl Tail {
     /// cursor) is back: how many of them to load into memory (a prefix), the
     /// cursor moved past them and the tail's figures updated.
     pub(super) fn finish_read(&mut self, read: &[(MessageId, u64)]) -> Loaded {
-        let late = self.late.take().unwrap_or_default();
+        let Some(late) = self.late.take() else {
+            return Loaded::default();
+        };
         if read.is_empty() && late.is_empty() {
             // Nothing above the cursor, and nothing arrived during the read: no
             // range is left to count, and what the count says is paged is not in
@@ -228,8 +234,18 @@ impl Tail {
         self.uncounted.map(|u| (u.counted_to, u.horizon))
     }
 
+    /// A depager count of [`Tail::to_count`]'s range starts.
+    pub(super) fn start_count(&mut self) -> Option<(MessageId, MessageId)> {
+        self.counting = self.uncounted.is_some();
+        self.to_count()
+    }
+
     /// Counted `messages` of `bytes` up to `last`; `done` when the range is.
-    pub(super) fn counted(&mut self, messages: u64, bytes: u64, last: MessageId, done: bool) {
+    /// Returns whether the count was taken (it was started on this tail).
+    pub(super) fn counted(&mut self, messages: u64, bytes: u64, last: MessageId, done: bool) -> bool {
+        if !std::mem::take(&mut self.counting) {
+            return false;
+        }
         self.count += messages;
         self.bytes += bytes;
         if let Some(u) = &mut self.uncounted {
@@ -238,11 +254,12 @@ impl Tail {
                 self.uncounted = None;
             }
         }
+        true
     }
 }
 
 /// What [`Tail::finish_read`] decided.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Loaded {
     /// How many messages of the read to load.
     pub(super) take: usize,
