@@ -44,6 +44,11 @@ impl Timeline {
         due
     }
 
+    /// Every entry (due time, id), latest first.
+    pub fn latest(&self) -> impl Iterator<Item = (u64, MessageId)> + '_ {
+        self.by_due.iter().rev().copied()
+    }
+
     pub fn len(&self) -> usize {
         self.by_due.len()
     }

@@ -10,10 +10,15 @@
 //! |--------|---------------------------------|--------------------------------|
 //! | `0x01` | queue `u32` ‖ message `u64`     | [`MessageRecord`]              |
 //! | `0x02` | queue `u32` ‖ message `u64`     | [`DeliveryState`]              |
+//! | `0x03` | queue `u32` ‖ due `u64` ‖ message `u64` | (empty)                |
 //! | `0x10` | address name, UTF-8             | [`AddressRecord`]              |
 //! | `0x11` | queue `u32`                     | [`QueueRecord`]                |
 //! | `0x20` | (nothing)                       | journal checkpoint, `u64` BE   |
 //! | `0x30` | address length `u32` ‖ address, UTF-8 ‖ seq `u64` | [`DuplicateIdRecord`] |
+//!
+//! A `0x03` key indexes a scheduled message the broker keeps out of memory
+//! by the time it is due (ms since the epoch), so that the queue's next due
+//! ones are one ordered scan ([`Op::PutDue`](crate::Op::PutDue)).
 //!
 //! A `0x30` key is one entry of an address's duplicate-id cache; `seq` orders
 //! the entries of one address oldest first, so the cache's FIFO is a prefix
@@ -36,6 +41,8 @@ use crate::{MessageId, QueueId};
 pub const MESSAGE: u8 = 0x01;
 /// Kind prefix of a [`DeliveryState`](crate::records::DeliveryState) key.
 pub const STATE: u8 = 0x02;
+/// Kind prefix of a due-time index key (no value).
+pub const DUE: u8 = 0x03;
 /// Kind prefix of an [`AddressRecord`](crate::records::AddressRecord) key.
 pub const ADDRESS: u8 = 0x10;
 /// Kind prefix of a [`QueueRecord`](crate::records::QueueRecord) key.
@@ -60,6 +67,15 @@ pub enum Key {
     State {
         /// The queue holding the reference.
         queue: QueueId,
+        /// The message.
+        id: MessageId,
+    },
+    /// A scheduled message indexed by the time it is due.
+    Due {
+        /// The queue holding the reference.
+        queue: QueueId,
+        /// When it is due, ms since the epoch.
+        due_ms: u64,
         /// The message.
         id: MessageId,
     },
@@ -103,6 +119,7 @@ impl Key {
         match self {
             Key::Message { queue, id } => message(*queue, *id).to_vec(),
             Key::State { queue, id } => state(*queue, *id).to_vec(),
+            Key::Due { queue, due_ms, id } => due(*queue, *due_ms, *id).to_vec(),
             Key::Address(name) => address(name),
             Key::Queue(queue) => self::queue(*queue).to_vec(),
             Key::JournalCheckpoint => vec![JOURNAL_CHECKPOINT],
@@ -127,6 +144,16 @@ impl Key {
                     Key::Message { queue, id }
                 } else {
                     Key::State { queue, id }
+                })
+            }
+            DUE => {
+                let rest: &[u8; 20] = rest.try_into().map_err(|_| bad_length())?;
+                let (q, rest) = rest.split_at(4);
+                let (due_ms, id) = rest.split_at(8);
+                Ok(Key::Due {
+                    queue: u32::from_be_bytes(q.try_into().expect("4 bytes")),
+                    due_ms: u64::from_be_bytes(due_ms.try_into().expect("8 bytes")),
+                    id: u64::from_be_bytes(id.try_into().expect("8 bytes")),
                 })
             }
             ADDRESS => std::str::from_utf8(rest)
@@ -164,6 +191,21 @@ pub fn message(queue: QueueId, id: MessageId) -> [u8; 13] {
 /// The key of a message reference's delivery state: `0x02 | queue | id`.
 pub fn state(queue: QueueId, id: MessageId) -> [u8; 13] {
     per_message(STATE, queue, id)
+}
+
+/// The key indexing message `id` of `queue` by when it is due:
+/// `0x03 | queue | due_ms | id` (a [`Due`](crate::Due)'s order is the bytes').
+pub fn due(queue: QueueId, due_ms: u64, id: MessageId) -> [u8; 21] {
+    let mut key = [0; 21];
+    key[..5].copy_from_slice(&queue_prefix(DUE, queue));
+    key[5..13].copy_from_slice(&due_ms.to_be_bytes());
+    key[13..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// The prefix shared by the due-time index keys of `queue`.
+pub fn queue_dues(queue: QueueId) -> [u8; 5] {
+    queue_prefix(DUE, queue)
 }
 
 /// The key of an address definition: `0x10 | name`.
@@ -236,6 +278,11 @@ mod tests {
         prop_oneof![
             (any::<u32>(), any::<u64>()).prop_map(|(queue, id)| Key::Message { queue, id }),
             (any::<u32>(), any::<u64>()).prop_map(|(queue, id)| Key::State { queue, id }),
+            (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(queue, due_ms, id)| Key::Due {
+                queue,
+                due_ms,
+                id
+            }),
             ".*".prop_map(Key::Address),
             any::<u32>().prop_map(Key::Queue),
             Just(Key::JournalCheckpoint),
@@ -264,6 +311,8 @@ mod tests {
         fn queue_prefixes_cover_exactly_their_queue(q in any::<u32>(), other in any::<u32>(), id in any::<u64>()) {
             prop_assert!(message(q, id).starts_with(&queue_messages(q)));
             prop_assert!(state(q, id).starts_with(&queue_states(q)));
+            prop_assert!(due(q, id, id).starts_with(&queue_dues(q)));
+            prop_assert_eq!(due(other, id, id).starts_with(&queue_dues(q)), other == q);
             prop_assert_eq!(message(other, id).starts_with(&queue_messages(q)), other == q);
         }
 
@@ -293,6 +342,7 @@ mod tests {
         assert_eq!(hex(&message(1, 2)), "01000000010000000000000002");
         assert_eq!(hex(&state(0x0102_0304, 5)), "02010203040000000000000005");
         assert_eq!(hex(&queue(7)), "1100000007");
+        assert_eq!(hex(&due(1, 2, 3)), "030000000100000000000000020000000000000003");
         assert_eq!(address("a.b"), b"\x10a.b");
         assert_eq!(Key::JournalCheckpoint.encode(), [0x20]);
         assert_eq!(hex(&duplicate_id("ab", 3)), "300000000261620000000000000003");

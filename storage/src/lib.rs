@@ -32,6 +32,7 @@
 //! ```text
 //! 0x01 | queue u32 | message u64  -> MessageRecord
 //! 0x02 | queue u32 | message u64  -> DeliveryState   (only once written)
+//! 0x03 | queue u32 | due u64 | message u64  -> ()   (Op::PutDue)
 //! 0x10 | address name (UTF-8)     -> AddressRecord
 //! 0x11 | queue u32                -> QueueRecord
 //! 0x20                            -> journal checkpoint (u64 BE)
@@ -290,6 +291,16 @@ pub type QueueId = u32;
 /// A message's id: globally unique and increasing, from [`Store::generate_id`].
 pub type MessageId = u64;
 
+/// An entry of a queue's due-time index ([`Op::PutDue`]), in its order: when
+/// the message is due (ms since the epoch), then its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Due {
+    /// When the message is due, ms since the epoch.
+    pub at_ms: u64,
+    /// The message.
+    pub id: MessageId,
+}
+
 /// The largest message a commit may store, key plus its full encoded
 /// [`MessageRecord`] (body included): 16 MiB. The broker uses it as the
 /// ceiling of its message size.
@@ -398,6 +409,12 @@ pub trait Store: Send + Sync + 'static {
         max_messages: usize,
     ) -> Result<QueueCount, StorageError>;
 
+    /// Up to `max` entries of `queue`'s due-time index ([`Op::PutDue`]) after
+    /// `after` (a due time and id; `None`: from the start), ascending by due
+    /// time, then id: the scheduled messages the broker keeps out of memory
+    /// that are due next. Every commit that completed is seen.
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError>;
+
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
@@ -470,6 +487,24 @@ pub enum Op {
         queue: QueueId,
         /// The message.
         id: MessageId,
+    },
+    /// Indexes message `id` of `queue` by the time it is due
+    /// ([`Store::scan_due`]), for a scheduled message the broker keeps out of
+    /// memory. The index is the broker's: removing the message leaves the
+    /// entry (the broker drops it, [`Op::RemoveDue`]); deleting the queue
+    /// drops it.
+    PutDue {
+        /// The queue.
+        queue: QueueId,
+        /// The entry.
+        due: Due,
+    },
+    /// Removes an entry of a queue's due-time index.
+    RemoveDue {
+        /// The queue.
+        queue: QueueId,
+        /// The entry.
+        due: Due,
     },
     /// Adds (or replaces) entry `seq` of an address's duplicate-id cache.
     PutDuplicateId {

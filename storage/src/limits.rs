@@ -43,6 +43,8 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
         | Op::RemoveMessage { .. }
         | Op::RemoveStatelessMessage { .. }
         | Op::RemoveDuplicateId { .. }
+        | Op::PutDue { .. }
+        | Op::RemoveDue { .. }
         | Op::Claim { .. } => Ok(()),
     }
 }

@@ -17,7 +17,8 @@
 //! future is ready at once. Nothing survives the process, and there is no
 //! crash to model: a commit is either applied or refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -27,8 +28,8 @@ use crate::error::StorageError;
 use crate::limits;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
 use crate::{
-    Commit, IndexEntry, MessageId, Op, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
-    ScannedMessage, Store, StoreStats,
+    Commit, Due, IndexEntry, MessageId, Op, QueueCount, QueueId, Recovered, RecoveredDuplicateId,
+    RecoveredQueue, ScannedMessage, Store, StoreStats,
 };
 
 /// The [`Store`] in memory. Cheap to create; [`MemoryStore::reopen`] models
@@ -55,6 +56,7 @@ struct Data {
     queues: BTreeMap<QueueId, QueueRecord>,
     messages: BTreeMap<(QueueId, MessageId), MessageRecord>,
     states: BTreeMap<(QueueId, MessageId), DeliveryState>,
+    dues: BTreeSet<(QueueId, Due)>,
     duplicate_ids: BTreeMap<(String, u64), Bytes>,
 }
 
@@ -107,6 +109,7 @@ impl Data {
                 self.queues.remove(&queue);
                 self.messages.retain(|(q, _), _| *q != queue);
                 self.states.retain(|(q, _), _| *q != queue);
+                self.dues.retain(|(q, _)| *q != queue);
             }
             Op::PutMessage { queue, message } => {
                 self.messages.insert((queue, message.message_id), message);
@@ -120,6 +123,12 @@ impl Data {
             }
             Op::RemoveStatelessMessage { queue, id } => {
                 self.messages.remove(&(queue, id));
+            }
+            Op::PutDue { queue, due } => {
+                self.dues.insert((queue, due));
+            }
+            Op::RemoveDue { queue, due } => {
+                self.dues.remove(&(queue, due));
             }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, seq), id);
@@ -239,6 +248,27 @@ impl Store for MemoryStore {
             count.add(key.1, prost::Message::encoded_len(record) as u64);
         }
         Ok(count)
+    }
+
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+        let from = match after {
+            Some(after) => Bound::Excluded((queue, after)),
+            None => Bound::Included((queue, Due { at_ms: 0, id: 0 })),
+        };
+        let to = Bound::Included((
+            queue,
+            Due {
+                at_ms: u64::MAX,
+                id: MessageId::MAX,
+            },
+        ));
+        Ok(self
+            .data()
+            .dues
+            .range((from, to))
+            .take(max)
+            .map(|&(_, due)| due)
+            .collect())
     }
 
     fn recover_head(&self, head: usize) -> Result<Recovered, StorageError> {

@@ -72,8 +72,8 @@ use crate::records::{
     self, AddressRecord, DeliveryState, DuplicateIdRecord, MessageIndex, MessageRecord, QueueRecord,
 };
 use crate::{
-    Commit, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueCount, QueueId,
-    Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
+    Commit, Due, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueCount,
+    QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -594,6 +594,31 @@ impl Store for SledStore {
                 message.state = states.remove(&message.record.message_id);
             }
         }
+        Ok(out)
+    }
+
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+        let from = match after {
+            // Just past `after`'s key: the next key in byte order.
+            Some(after) => [&keys::due(queue, after.at_ms, after.id)[..], &[0]].concat(),
+            None => keys::due(queue, 0, 0).to_vec(),
+        };
+        let mut out = Vec::new();
+        if max == 0 {
+            return Ok(out);
+        }
+        self.visit_range(&from, &keys::due(queue, u64::MAX, MessageId::MAX), |key, _| {
+            match Key::decode(key) {
+                Ok(Key::Due { due_ms, id, .. }) => out.push(Due { at_ms: due_ms, id }),
+                other => {
+                    return Err(StorageError::Corrupt {
+                        key: keys::hex(key),
+                        reason: format!("{other:?} where a due-time index key belongs"),
+                    });
+                }
+            }
+            Ok(out.len() < max)
+        })?;
         Ok(out)
     }
 

@@ -72,6 +72,9 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged
                     .writes
                     .push(Write::DeletePrefix(keys::queue_states(queue).to_vec()));
+                staged
+                    .writes
+                    .push(Write::DeletePrefix(keys::queue_dues(queue).to_vec()));
             }
             Op::PutMessage { queue, message } => {
                 staged.put_message(keys::message(queue, message.message_id).to_vec(), message)?
@@ -82,6 +85,8 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged.delete(keys::state(queue, id).to_vec());
             }
             Op::RemoveStatelessMessage { queue, id } => staged.delete(keys::message(queue, id).to_vec()),
+            Op::PutDue { queue, due } => staged.put_empty(keys::due(queue, due.at_ms, due.id).to_vec()),
+            Op::RemoveDue { queue, due } => staged.delete(keys::due(queue, due.at_ms, due.id).to_vec()),
             Op::PutDuplicateId { address, seq, id } => {
                 staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
             }
@@ -125,6 +130,18 @@ impl Staged {
             key,
             Value {
                 inline: record.encode_to_vec(),
+                large: None,
+            },
+        ));
+    }
+
+    /// A key whose presence is the record (an index entry).
+    fn put_empty(&mut self, key: Vec<u8>) {
+        self.bytes += key.len();
+        self.writes.push(Write::Put(
+            key,
+            Value {
+                inline: Vec::new(),
                 large: None,
             },
         ));

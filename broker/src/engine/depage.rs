@@ -9,19 +9,29 @@
 //! chunk at a time, the paged messages start-up did not read, so that the
 //! queue's figures become exact without delaying the start.
 //!
+//! It also keeps the queue's timeline bounded (`queue/far.rs`): after each
+//! read, and whenever the timeline outgrows the head's bound, it moves the
+//! latest-due scheduled messages out of memory into the store's due-time
+//! index, and it wakes shortly before the earliest of those is due to load
+//! them back.
+//!
 //! It holds the queue's [`Queue::tail`] lock while it reads, so management
 //! operations that walk the paged messages never race it.
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound_storage::{Due, Op};
 use tracing::error;
 
 use super::{Broker, blocking};
-use crate::queue::{Queue, ReadLimit};
+use crate::queue::{Entry, Queue, ReadLimit};
 use crate::time::now_ms;
 
 /// Paged messages counted per step after a restart.
 const COUNT_CHUNK: usize = 200_000;
+
+/// Far messages loaded back per step.
+const FAR_CHUNK: usize = 1000;
 
 /// How long to wait before reading again when a read could load nothing (the
 /// next paged message is still being committed).
@@ -58,8 +68,12 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
         if queue.to_count().is_some() {
             continue;
         }
+        let far = queue
+            .far_wake_ms()
+            .map(|at_ms| Duration::from_millis(at_ms.saturating_sub(now_ms())));
         tokio::select! {
             _ = queue.depage.notified() => {}
+            _ = tokio::time::sleep(far.unwrap_or(Duration::MAX)), if far.is_some() => {}
             _ = broker.shutdown().cancelled() => return,
         }
     }
@@ -90,9 +104,57 @@ async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<
                 return Err(err);
             }
         }
+        move_far(broker, queue).await?;
         if queue.is_closed() || broker.is_shutting_down() {
             break;
         }
+    }
+    move_far(broker, queue).await?;
+    load_far(broker, queue).await
+}
+
+/// Moves the latest-due part of an outgrown timeline out of memory, indexed.
+async fn move_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
+    let moved = queue.move_far(now_ms());
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let ops = moved
+        .iter()
+        .map(|&(due, _)| Op::PutDue { queue: queue.id, due })
+        .collect();
+    if let Err(err) = broker.store.commit(ops).await {
+        queue.far_failed(moved, now_ms());
+        return Err(err.into());
+    }
+    Ok(())
+}
+
+/// Loads back the far messages due within the lookahead, earliest first, a
+/// chunk at a time; index entries that name no far message are dropped.
+async fn load_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
+    while queue.far_wake_ms().is_some_and(|at_ms| at_ms <= now_ms()) {
+        let store = broker.store.clone();
+        let id = queue.id;
+        let mut read = blocking(move || store.scan_due(id, None, FAR_CHUNK + 1)).await?;
+        let next = (read.len() > FAR_CHUNK).then(|| read.pop()).flatten();
+        let far: Vec<Due> = read.iter().copied().filter(|d| queue.is_far(d.id)).collect();
+        let store = broker.store.clone();
+        let loaded = blocking(move || {
+            let mut loaded = Vec::with_capacity(far.len());
+            for due in far {
+                if let Some(record) = store.read_message(id, due.id)? {
+                    loaded.push(Entry::read_back(record, store.read_state(id, due.id)?));
+                }
+            }
+            Ok(loaded)
+        })
+        .await?;
+        // Dropped from the index before they can be delivered (and acked, or
+        // held for a transaction), so that an entry left never names them.
+        let ops = read.iter().map(|&due| Op::RemoveDue { queue: id, due }).collect();
+        broker.store.commit(ops).await?;
+        queue.load_far(loaded, next, now_ms());
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! message in exactly one place.
 //!
 //! They cover paged messages too (`queue/tail.rs`): a walk goes over the messages
-//! in memory, then over the paged ones in id order, read from storage a chunk at
+//! in memory, then over the paged ones in id order, then over the scheduled ones
+//! waiting on disk (`queue/far.rs`) in due order, read from storage a chunk at
 //! a time. Operations that take messages hold the queue's tail lock for a chunk,
 //! its commits included, so the depager cannot load a message being removed.
 use std::collections::BTreeSet;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rebound_selector::Selector;
-use rebound_storage::{MessageId, MessageRecord};
+use rebound_storage::{Due, MessageId, MessageRecord};
 use tracing::info;
 
 use super::Broker;
@@ -58,7 +59,8 @@ pub struct Browsed {
     pub entry: Entry,
     pub record: Arc<MessageRecord>,
     pub state: BrowseState,
-    /// Read from storage: the queue holds it paged, not in memory.
+    /// Read from storage: the queue holds it on disk (paged or due far
+    /// ahead), not in memory.
     pub paged: bool,
 }
 
@@ -71,6 +73,8 @@ enum Walk {
     Memory,
     /// The stored messages above this id.
     Paged(MessageId),
+    /// The far ones, after this entry of the due-time index.
+    Far(Option<Due>),
     Done,
 }
 
@@ -219,7 +223,11 @@ impl Broker {
             }
             Walk::Paged(after) if !scan.message_ids.is_empty() => {
                 // Named messages are read one by one rather than walked to.
-                for &id in scan.message_ids.range(after.saturating_add(1)..) {
+                let on_disk = scan
+                    .message_ids
+                    .iter()
+                    .filter(|&&id| id > after || queue.is_far(id));
+                for &id in on_disk {
                     if let Some(record) = self.store.read_message(queue.id, id)? {
                         let state = self.store.read_state(queue.id, id)?;
                         out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));
@@ -231,10 +239,24 @@ impl Broker {
                 let read = self.store.scan_queue(queue.id, after, PAGED_CHUNK, u64::MAX)?;
                 let next = match read.last() {
                     Some(last) if read.len() == PAGED_CHUNK => Walk::Paged(last.record.message_id),
-                    _ => Walk::Done,
+                    _ => Walk::Far(None),
                 };
                 for message in read {
                     out.extend(paged(message.record, message.state).filter(|b| keep(&b.entry, &b.record)));
+                }
+                Ok((out, next))
+            }
+            Walk::Far(after) => {
+                let read = self.store.scan_due(queue.id, after, PAGED_CHUNK)?;
+                let next = match read.last() {
+                    Some(&last) if read.len() == PAGED_CHUNK => Walk::Far(Some(last)),
+                    _ => Walk::Done,
+                };
+                for due in read.into_iter().filter(|due| queue.is_far(due.id)) {
+                    if let Some(record) = self.store.read_message(queue.id, due.id)? {
+                        let state = self.store.read_state(queue.id, due.id)?;
+                        out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));
+                    }
                 }
                 Ok((out, next))
             }
@@ -282,12 +304,14 @@ impl Broker {
         Ok(removed)
     }
 
-    /// Takes a walked message out of its queue, if it is still there and idle. A
-    /// paged one may have been read into memory since the walk read it (the
+    /// Takes a walked message out of its queue, if it is still there and idle. One
+    /// on disk may have been read into memory since the walk read it (the
     /// depager runs between chunks).
     fn take(queue: &Queue, browsed: &Browsed) -> Option<Entry> {
         if browsed.paged
-            && let Some(entry) = queue.take_paged(browsed.entry.clone())
+            && let Some(entry) = queue
+                .take_paged(browsed.entry.clone())
+                .or_else(|| queue.take_far(browsed.entry.clone()))
         {
             return Some(entry);
         }

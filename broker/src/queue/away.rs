@@ -40,6 +40,7 @@ impl Queue {
         st.delivering = 0;
         st.cached = 0;
         st.scheduled_bytes = 0;
+        st.far = Default::default();
         let bytes = st.bytes;
         st.shrink(bytes);
         st.tail.unloaded();

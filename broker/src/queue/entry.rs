@@ -104,7 +104,8 @@ pub struct Counters {
 pub struct Snapshot {
     /// Every message, paged ones included.
     pub messages: u64,
-    /// Messages on disk only (`queue/tail.rs`), and their bytes.
+    /// Messages on disk only (paged, `queue/tail.rs`, or scheduled far ahead,
+    /// `queue/far.rs`), and their bytes.
     pub paged: u64,
     pub paged_bytes: u64,
     /// Paged messages are still being counted after a restart: `messages`,

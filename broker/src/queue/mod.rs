@@ -16,6 +16,7 @@
 //! a group's front is ever in a ready set.
 mod away;
 mod entry;
+mod far;
 mod groups;
 mod state;
 mod tail;
@@ -30,6 +31,7 @@ use tokio::sync::{Notify, mpsc};
 pub use entry::{
     BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
 };
+pub use far::LOOKAHEAD_MS;
 use state::{Consumer, Place, ReadySet, State};
 use tail::Goes;
 pub use tail::ReadLimit;
@@ -151,8 +153,12 @@ impl Queue {
                 st.insert(entry, due_ms, now_ms);
             }
         }
+        let far = st.wants_far(now_ms);
         drop(st);
         self.wake.notify_one();
+        if far {
+            self.depage.notify_one();
+        }
         true
     }
 
@@ -186,7 +192,7 @@ impl Queue {
     pub fn set_read_limit(&self, limit: ReadLimit) {
         let mut st = self.lock();
         st.tail.limit = limit;
-        let wants = st.wants_depage();
+        let wants = st.wants_depage() || st.wants_far(crate::time::now_ms());
         drop(st);
         if wants {
             self.depage.notify_one();
@@ -680,12 +686,12 @@ impl Queue {
     pub fn snapshot(&self) -> Snapshot {
         let st = self.lock();
         Snapshot {
-            messages: st.entries.len() as u64 + st.tail.count,
-            paged: st.tail.count,
-            paged_bytes: st.tail.bytes,
+            messages: st.entries.len() as u64 + st.tail.count + st.far.count,
+            paged: st.tail.count + st.far.count,
+            paged_bytes: st.tail.bytes + st.far.bytes,
             counting: st.tail.uncounted.is_some(),
             delivering: st.delivering,
-            scheduled: st.scheduled.len() as u64,
+            scheduled: st.scheduled.len() as u64 + st.far.count,
             consumers: st.consumers.len() as u32,
             bytes: st.bytes,
             counters: st.counters.clone(),

@@ -10,6 +10,7 @@ use rebound_storage::MessageId;
 use tokio::sync::mpsc;
 
 use super::entry::{BODY_CACHE_BYTES, ConsumerId, Counters, Dispatched, Entry};
+use super::far::Far;
 use super::groups::{Admitted, Groups};
 use super::tail::Tail;
 use crate::address_size::Meter;
@@ -75,6 +76,8 @@ pub(super) struct State {
     pub(super) meter: Option<Meter>,
     /// Its paged messages.
     pub(super) tail: Tail,
+    /// Its scheduled messages waiting on disk (`far.rs`).
+    pub(super) far: Far,
     /// Bytes of the messages in the timeline (`scheduled`).
     pub(super) scheduled_bytes: u64,
     /// Bytes of stored messages also held in memory (at most [`BODY_CACHE_BYTES`]).
@@ -109,7 +112,7 @@ impl State {
     pub(super) fn head(&self) -> (u64, u64) {
         (
             (self.entries.len() - self.scheduled.len()) as u64,
-            self.bytes - self.tail.bytes - self.scheduled_bytes,
+            self.bytes - self.tail.bytes - self.scheduled_bytes - self.far.bytes,
         )
     }
 

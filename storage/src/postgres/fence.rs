@@ -192,7 +192,9 @@ fn write_of(op: &Op, stored: &BTreeSet<(QueueId, MessageId)>) -> Option<Write> {
         Op::PutState { queue, id, .. } if stored.contains(&(*queue, *id)) => None,
         Op::PutState { queue, .. }
         | Op::RemoveMessage { queue, .. }
-        | Op::RemoveStatelessMessage { queue, .. } => Some(Write::Owner(*queue)),
+        | Op::RemoveStatelessMessage { queue, .. }
+        | Op::PutDue { queue, .. }
+        | Op::RemoveDue { queue, .. } => Some(Write::Owner(*queue)),
         _ => None,
     }
 }

@@ -186,7 +186,7 @@ use rustls_pki_types::CertificateDer;
 
 use crate::error::StorageError;
 use crate::records::{DeliveryState, MessageRecord};
-use crate::{Commit, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats};
+use crate::{Commit, Due, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats};
 
 pub use cluster::{LiveNode, QueueLease};
 use fence::Fence;
@@ -310,6 +310,11 @@ impl Store for PostgresStore {
         self.db.block(move |pool| async move {
             reads::count_queue(&pool, queue, after, before, max_messages).await
         })
+    }
+
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+        self.db
+            .block(move |pool| async move { reads::scan_due(&pool, queue, after, max).await })
     }
 
     /// `syncs` counts the group transactions committed; `disk_bytes` is 0.

@@ -17,7 +17,7 @@ use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord, decode};
 use crate::{
-    IndexEntry, MessageId, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
+    Due, IndexEntry, MessageId, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
     ScannedMessage, keys,
 };
 
@@ -173,8 +173,9 @@ fn rows(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// An id bound as the `bigint` column compares it (`u64::MAX`: no bound).
-fn id_bound(id: MessageId) -> i64 {
+/// An id (or a time in ms) as the `bigint` column compares it (`u64::MAX`:
+/// no bound).
+pub(super) fn id_bound(id: MessageId) -> i64 {
     i64::try_from(id).unwrap_or(i64::MAX)
 }
 
@@ -266,6 +267,35 @@ pub(super) async fn count_queue(
         last: row.get::<_, Option<i64>>(2).map_or(after, |id| id as MessageId),
         more: row.get(3),
     })
+}
+
+/// What [`Store::scan_due`](crate::Store::scan_due) returns.
+pub(super) async fn scan_due(
+    pool: &Pool,
+    queue: QueueId,
+    after: Option<Due>,
+    max: usize,
+) -> Result<Vec<Due>, StorageError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client
+        .prepare_cached(
+            "SELECT due_ms, id FROM dues WHERE queue = $1 AND (due_ms, id) > ($2, $3)
+             ORDER BY due_ms, id LIMIT $4",
+        )
+        .await
+        .map_err(db_error)?;
+    let (at, id) = after.map_or((i64::MIN, i64::MIN), |d| (id_bound(d.at_ms), id_bound(d.id)));
+    let rows = client
+        .query(&statement, &[&i64::from(queue), &at, &id, &rows(max)])
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|row| Due {
+            at_ms: row.get::<_, i64>(0) as u64,
+            id: row.get::<_, i64>(1) as MessageId,
+        })
+        .collect())
 }
 
 /// The index entries of `queue`'s messages with ids above `after` (all if

@@ -104,6 +104,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 5: where each node's HTTP endpoint is reached, for the consoles of
     // the other nodes (NULL: it has none).
     "ALTER TABLE nodes ADD COLUMN http_advertise text;",
+    // 6: scheduled messages a queue keeps out of memory, by when they are
+    // due (`Op::PutDue`).
+    "CREATE TABLE dues (
+         queue bigint NOT NULL,
+         due_ms bigint NOT NULL,
+         id bigint NOT NULL,
+         PRIMARY KEY (queue, due_ms, id));",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty

@@ -31,7 +31,7 @@ use super::fence::{self, Claims};
 use super::pool::db_error;
 use crate::error::StorageError;
 use crate::records::{self, MessageRecord};
-use crate::{MessageId, Op, QueueId};
+use crate::{Due, MessageId, Op, QueueId};
 
 /// What a message row holds besides its key.
 struct MessageRow {
@@ -67,6 +67,8 @@ pub(super) struct Writes {
     queues: BTreeMap<QueueId, Option<Vec<u8>>>,
     messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
     states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
+    /// Due-time index entries: `Some(())` to insert, `None` to delete.
+    dues: BTreeMap<(QueueId, Due), Option<()>>,
     /// Duplicate ids removed, then those inserted (with their seq): an id
     /// the group removes and stores again is deleted before it is inserted.
     duplicate_ids_gone: BTreeSet<(String, Vec<u8>)>,
@@ -96,6 +98,7 @@ impl Writes {
             Op::DeleteQueue(queue) => {
                 self.messages.retain(|(q, _), _| *q != queue);
                 self.states.retain(|(q, _), _| *q != queue);
+                self.dues.retain(|(q, _), _| *q != queue);
                 self.inbox.retain(|(q, _)| *q != queue);
                 self.queues.insert(queue, None);
                 self.wiped_queues.insert(queue);
@@ -117,6 +120,12 @@ impl Writes {
                 if let Some(state) = self.states.get_mut(&(queue, id)) {
                     *state = None;
                 }
+            }
+            Op::PutDue { queue, due } => {
+                self.dues.insert((queue, due), Some(()));
+            }
+            Op::RemoveDue { queue, due } => {
+                self.dues.insert((queue, due), None);
             }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, id.to_vec()), seq);
@@ -147,7 +156,13 @@ impl Writes {
                 .chain(self.queues.keys())
                 .copied()
                 .collect(),
-            messages: self.messages.keys().chain(self.states.keys()).copied().collect(),
+            messages: self
+                .messages
+                .keys()
+                .chain(self.states.keys())
+                .copied()
+                .chain(self.dues.keys().map(|&(q, due)| (q, due.id)))
+                .collect(),
             addresses: self
                 .wiped_addresses
                 .iter()
@@ -167,7 +182,8 @@ impl Writes {
             let queues: Vec<i64> = self.wiped_queues.iter().map(|&q| i64::from(q)).collect();
             out.push(Statement::new(WIPE_MESSAGES, vec![Box::new(queues.clone())]));
             out.push(Statement::new(WIPE_INBOX, vec![Box::new(queues.clone())]));
-            out.push(Statement::new(WIPE_STATES, vec![Box::new(queues)]));
+            out.push(Statement::new(WIPE_STATES, vec![Box::new(queues.clone())]));
+            out.push(Statement::new(WIPE_DUES, vec![Box::new(queues)]));
         }
         if !self.wiped_addresses.is_empty() {
             let addresses: Vec<String> = self.wiped_addresses.into_iter().collect();
@@ -216,6 +232,13 @@ impl Writes {
         out.push(Statement::new(
             UPSERT_STATES,
             vec![Box::new(queues), Box::new(ids), Box::new(records)],
+        ));
+
+        let (put, gone) = split(self.dues);
+        out.push(dues_statement(DELETE_DUES, gone));
+        out.push(dues_statement(
+            INSERT_DUES,
+            put.into_iter().map(|(key, ())| key).collect(),
         ));
 
         let (addresses, entries): (Vec<String>, Vec<Vec<u8>>) = self.duplicate_ids_gone.into_iter().unzip();
@@ -369,6 +392,18 @@ fn delete_by_message_key(sql: &'static str, keys: Vec<(QueueId, MessageId)>) -> 
     Statement::new(sql, vec![Box::new(queues), Box::new(ids)])
 }
 
+fn dues_statement(sql: &'static str, keys: Vec<(QueueId, Due)>) -> Statement {
+    let mut queues = Vec::with_capacity(keys.len());
+    let mut at = Vec::with_capacity(keys.len());
+    let mut ids = Vec::with_capacity(keys.len());
+    for (queue, due) in keys {
+        queues.push(i64::from(queue));
+        at.push(super::reads::id_bound(due.at_ms));
+        ids.push(super::reads::id_bound(due.id));
+    }
+    Statement::new(sql, vec![Box::new(queues), Box::new(at), Box::new(ids)])
+}
+
 /// The message rows to upsert, one array per column.
 #[derive(Default)]
 struct MessageColumns {
@@ -448,6 +483,12 @@ const DELETE_STATES: &str = "DELETE FROM delivery_states t
 const UPSERT_STATES: &str = "INSERT INTO delivery_states (queue, id, record)
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
      ON CONFLICT (queue, id) DO UPDATE SET record = EXCLUDED.record";
+const WIPE_DUES: &str = "DELETE FROM dues WHERE queue = ANY($1::bigint[])";
+const DELETE_DUES: &str = "DELETE FROM dues t
+     USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(queue, due_ms, id)
+     WHERE t.queue = d.queue AND t.due_ms = d.due_ms AND t.id = d.id";
+const INSERT_DUES: &str = "INSERT INTO dues (queue, due_ms, id)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) ON CONFLICT DO NOTHING";
 const DELETE_DUPLICATE_IDS: &str = "DELETE FROM duplicate_ids t
      USING unnest($1::text[], $2::bytea[]) AS d(address, id)
      WHERE t.address = d.address AND t.id = d.id";
@@ -534,6 +575,7 @@ mod tests {
                 WIPE_MESSAGES,
                 WIPE_INBOX,
                 WIPE_STATES,
+                WIPE_DUES,
                 UPSERT_QUEUES,
                 UPSERT_MESSAGES,
                 NOTIFY_METADATA

@@ -58,7 +58,8 @@ macro_rules! store_contract {
                 large_messages_are_rewritten_moved_and_removed,
                 scans_read_a_queue_in_order_after_a_cursor,
                 scans_merge_old_and_recent_writes_in_chunks,
-                counts_and_recovered_heads_agree_with_the_index
+                counts_and_recovered_heads_agree_with_the_index,
+                the_due_index_scans_by_due_time_after_a_position
             );
             store_contract!(@tests $harness, #[tokio::test(flavor = "multi_thread", worker_threads = 2)];
                 concurrent_commits_are_all_durable,

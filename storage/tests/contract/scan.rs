@@ -1,7 +1,9 @@
 //! Ordered reads of one queue ([`Store::scan_queue`], [`Store::count_queue`],
-//! [`Store::recover_head`]): what the broker's paging reads its backlog with.
+//! [`Store::recover_head`]): what the broker's paging reads its backlog with;
+//! and the due-time index ([`Store::scan_due`]) that scheduled messages kept out
+//! of memory wait in.
 
-use rebound_storage::{Op, ScannedMessage, Store};
+use rebound_storage::{Due, Op, ScannedMessage, Store};
 
 use super::{Harness, large, message, put, put_message, put_state, queue, state};
 
@@ -125,4 +127,74 @@ pub async fn counts_and_recovered_heads_agree_with_the_index(h: &mut dyn Harness
     assert_eq!(head.messages, full.messages[..2].to_vec());
     assert!(head.more);
     assert!(!store.recover_head(5).unwrap().queues[0].more);
+}
+
+/// A queue's due-time index: ascending by due time then id whatever the
+/// commit order, after a position, within the limit, its entries removed one
+/// by one or with their queue, other queues apart; kept across a reopen, and
+/// left alone by a message's removal (the index is the broker's).
+pub async fn the_due_index_scans_by_due_time_after_a_position(h: &mut dyn Harness) {
+    let store = h.open();
+    store
+        .commit(vec![Op::PutQueue(queue(1, "q")), Op::PutQueue(queue(2, "other"))])
+        .await
+        .unwrap();
+    let due = |at_ms, id| Due { at_ms, id };
+    let entries = [
+        due(300, 1),
+        due(100, 7),
+        due(200, 3),
+        due(100, 2),
+        due(5_000_000, 4),
+    ];
+    for entry in entries {
+        store
+            .commit(vec![
+                put(1, entry.id),
+                Op::PutDue { queue: 1, due: entry },
+                Op::PutDue {
+                    queue: 2,
+                    due: due(entry.at_ms, entry.id + 100),
+                },
+            ])
+            .await
+            .unwrap();
+    }
+    store
+        .commit(vec![
+            Op::RemoveDue {
+                queue: 1,
+                due: due(200, 3),
+            },
+            Op::RemoveMessage { queue: 1, id: 1 },
+            // Putting one twice keeps one entry.
+            Op::PutDue {
+                queue: 1,
+                due: due(100, 7),
+            },
+        ])
+        .await
+        .unwrap();
+    let check = |store: &dyn rebound_storage::Store| {
+        let all = [due(100, 2), due(100, 7), due(300, 1), due(5_000_000, 4)];
+        assert_eq!(store.scan_due(1, None, 100).unwrap(), all);
+        assert_eq!(store.scan_due(1, None, 2).unwrap(), all[..2]);
+        assert_eq!(store.scan_due(1, Some(due(100, 2)), 2).unwrap(), all[1..3]);
+        assert_eq!(store.scan_due(1, Some(due(150, 0)), 100).unwrap(), all[2..]);
+        assert!(
+            store
+                .scan_due(1, Some(due(5_000_000, 4)), 100)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(store.scan_due(1, None, 0).unwrap().is_empty());
+        assert!(store.scan_due(3, None, 100).unwrap().is_empty());
+        assert_eq!(store.scan_due(2, None, 100).unwrap().len(), 5);
+    };
+    check(&*store);
+    let store = h.reopen(store);
+    check(&*store);
+    store.commit(vec![Op::DeleteQueue(1)]).await.unwrap();
+    assert!(store.scan_due(1, None, 100).unwrap().is_empty());
+    assert_eq!(store.scan_due(2, None, 100).unwrap().len(), 5);
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rebound_storage::{
-    Commit, DeliveryState, MemoryStore, MessageId, MessageRecord, Op, QueueCount, QueueId, Recovered,
+    Commit, DeliveryState, Due, MemoryStore, MessageId, MessageRecord, Op, QueueCount, QueueId, Recovered,
     ScannedMessage, StorageError, Store, StoreStats,
 };
 
@@ -61,6 +61,10 @@ impl<H: Hook> Store for Intercepted<H> {
         max_messages: usize,
     ) -> Result<QueueCount, StorageError> {
         self.inner.count_queue(queue, after, before, max_messages)
+    }
+
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+        self.inner.scan_due(queue, after, max)
     }
 
     fn stats(&self) -> StoreStats {

@@ -7,6 +7,7 @@ use rebound_storage::PropertyValue;
 use rebound_storage::records::property_value::Value;
 
 use super::*;
+use crate::engine::Selection;
 use crate::error::BrokerError;
 use crate::queue::BrowseState;
 use crate::time::now_ms;
@@ -116,4 +117,84 @@ async fn a_delivered_scheduled_message_is_acked_with_its_state() {
     let got = receive(&mut sub, 1).await;
     settle(&broker, &sub, &[got[0].delivery_id], Settlement::Ack, None).await;
     assert_eq!(store.read_state(queue, ids[0]).unwrap(), None);
+}
+
+const SMALL_HEAD: &str = r##"
+[[address-settings]]
+match = "#"
+max-read-page-messages = 4
+"##;
+
+/// Waits (a few seconds at most) until `check` holds for queue `name`.
+async fn until(broker: &Arc<Broker>, name: &str, check: impl Fn(&crate::queue::Snapshot) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !check(&broker.queue(name).unwrap().snapshot()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            broker.queue(name).unwrap().snapshot()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Scheduled messages beyond the head's bound wait on disk (`queue/far.rs`):
+/// counted, browsed and removed like any other, found again after a restart,
+/// and delivered in due order when their time comes.
+#[tokio::test]
+async fn scheduled_messages_beyond_the_bound_wait_on_disk_and_come_back_in_time() {
+    let store = Arc::new(MemoryStore::new());
+    let broker = open(SMALL_HEAD, store.clone()).await;
+    let due = now_ms() + 2 * crate::queue::LOOKAHEAD_MS + 2_000;
+    // Sent latest first: due order is not id order.
+    let batch = (0..20)
+        .rev()
+        .map(|i| scheduled("q", &format!("m{i}"), (due + i * 10) as i64))
+        .collect();
+    broker.send(batch).await.unwrap();
+    until(&broker, "q", |s| s.paged >= 16).await;
+    let snap = broker.queue("q").unwrap().snapshot();
+    assert_eq!((snap.messages, snap.scheduled), (20, 20));
+    assert_eq!(
+        store
+            .scan_due(broker.queue("q").unwrap().id, None, 100)
+            .unwrap()
+            .len() as u64,
+        snap.paged
+    );
+    let all = Selection {
+        queue: "q".into(),
+        ..Selection::default()
+    };
+    assert_eq!(broker.count_messages(&all).unwrap(), 20);
+    assert_eq!(broker.browse("q", "", 100).unwrap().len(), 20);
+    let m19 = broker
+        .browse("q", "", 100)
+        .unwrap()
+        .into_iter()
+        .find(|b| b.record.body == "m19");
+    let one = Selection {
+        message_ids: [m19.unwrap().entry.id].into(),
+        ..all.clone()
+    };
+    assert_eq!(broker.remove_messages(&one).await.unwrap(), 1);
+    assert_eq!(broker.queue("q").unwrap().snapshot().messages, 19);
+
+    broker.close().await.unwrap();
+    let broker = open(SMALL_HEAD, Arc::new(store.reopen())).await;
+    until(&broker, "q", |s| s.messages == 19 && s.paged >= 15 && !s.counting).await;
+    assert_eq!(broker.count_messages(&all).unwrap(), 19);
+
+    let mut sub = broker.subscribe("q", 100, "").await.unwrap();
+    let early = Duration::from_millis(due.saturating_sub(now_ms() + 100));
+    assert!(nothing_within(&mut sub, early).await, "delivered before its time");
+    let mut got = Vec::new();
+    while got.len() < 19 {
+        got.extend(receive(&mut sub, 1).await);
+    }
+    assert!(now_ms() >= due, "delivered before its time");
+    let bodies: Vec<&str> = got.iter().map(body).collect();
+    let expected: Vec<String> = (0..19).map(|i| format!("m{i}")).collect();
+    assert_eq!(bodies, expected);
+    assert_eq!(broker.queue("q").unwrap().snapshot().paged, 0);
 }

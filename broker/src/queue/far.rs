@@ -1,0 +1,248 @@
+//! Scheduled messages due far ahead wait on disk, not in memory.
+//!
+//! A queue's timeline (`State::scheduled`) is not bounded by the head's limits
+//! (`tail.rs`): a message waiting for a later delivery must never hold back the
+//! ones behind it. So without more, a million messages scheduled for tomorrow,
+//! or redeliveries delayed by hours during an outage, would cost a million
+//! entries in memory. Instead, once the timeline holds more than the head's
+//! message bound (`max-read-page-messages`), the depager (`engine/depage.rs`)
+//! moves the latest-due half out: each is indexed in the store by when it is
+//! due ([`rebound_storage::Op::PutDue`]) and leaves memory, counted here as
+//! *far*. Its record and delivery state are in the store already. Shortly
+//! before the earliest far message is due ([`LOOKAHEAD_MS`]), the depager reads
+//! the index in due order and loads them back.
+//!
+//! Only stored messages without a group go far (a grouped redelivery holds
+//! its group's place), and never one due within twice the lookahead, so that
+//! what was just loaded is not moved out again.
+//!
+//! The invariant, with the tail's cursor: a far message has an id up to the
+//! cursor and is not in memory. The index may have more entries than the far
+//! messages (a message removed while far, or a queue that restarted: start-up
+//! and the depager read every message in id order again, and move out again
+//! what is due far ahead, with the same key); an entry that names no far
+//! message is dropped when it is read.
+use rebound_storage::{Due, MessageId};
+
+use super::{Entry, Queue};
+
+/// How long before the earliest far message is due it is loaded back.
+pub const LOOKAHEAD_MS: u64 = 2_000;
+
+/// The far messages of a queue.
+#[derive(Debug, Default)]
+pub(super) struct Far {
+    pub(super) count: u64,
+    pub(super) bytes: u64,
+    /// No far message is due before this entry of the index.
+    first: Option<Due>,
+}
+
+impl Queue {
+    /// Moves the latest-due half of the timeline out of memory if it holds
+    /// more than the head's message bound: the entries taken, with when they
+    /// are due, to index in the store. Only with [`Queue::tail`] held.
+    pub fn move_far(&self, now_ms: u64) -> Vec<(Due, Entry)> {
+        let mut st = self.lock();
+        if st.closed || st.away || !st.wants_far(now_ms) {
+            return Vec::new();
+        }
+        let len = st.scheduled.len() as u64;
+        let keep = st.tail.limit.messages / 2;
+        let cursor = st.tail.cursor;
+        let victims: Vec<Due> = st
+            .scheduled
+            .latest()
+            .take_while(|&(at_ms, _)| at_ms > now_ms + 2 * LOOKAHEAD_MS)
+            .filter(|&(_, id)| {
+                st.entries
+                    .get(&id)
+                    .is_some_and(|slot| slot.entry.stored && slot.entry.group.is_none() && id <= cursor)
+            })
+            .take((len - keep) as usize)
+            .map(|(at_ms, id)| Due { at_ms, id })
+            .collect();
+        let mut moved = Vec::with_capacity(victims.len());
+        for due in victims {
+            let entry = st.take(due.id).expect("an entry of the timeline");
+            // Still the queue's: its bytes stay counted.
+            st.grow(entry.size);
+            st.far.count += 1;
+            st.far.bytes += entry.size;
+            st.far.first = Some(st.far.first.map_or(due, |first| first.min(due)));
+            moved.push((due, entry));
+        }
+        moved
+    }
+
+    /// Their index entries could not be written: they come back to memory.
+    pub fn far_failed(&self, moved: Vec<(Due, Entry)>, now_ms: u64) {
+        let mut st = self.lock();
+        for (due, entry) in moved {
+            st.far.count -= 1;
+            st.far.bytes -= entry.size;
+            if !st.closed && !st.away {
+                st.insert(entry, due.at_ms, now_ms);
+            }
+        }
+    }
+
+    /// When the depager should load far messages back (ms since the epoch),
+    /// if any are far.
+    pub fn far_wake_ms(&self) -> Option<u64> {
+        let st = self.lock();
+        let first = st.far.first.filter(|_| st.far.count > 0)?;
+        Some(first.at_ms.saturating_sub(LOOKAHEAD_MS))
+    }
+
+    /// Whether `id`, a message stored for this queue, is a far message (far
+    /// ones are not named in memory: a stored message with an id up to the
+    /// cursor that memory does not hold is far).
+    pub fn is_far(&self, id: MessageId) -> bool {
+        let st = self.lock();
+        st.far.count > 0 && id <= st.tail.cursor && !st.entries.contains_key(&id)
+    }
+
+    /// Loads far messages back (read from storage with when they are due),
+    /// `next` being the first index entry after those read. Only with
+    /// [`Queue::tail`] held, from entries [`Queue::is_far`] said were far.
+    pub fn load_far(&self, loaded: Vec<(Entry, u64)>, next: Option<Due>, now_ms: u64) {
+        let mut st = self.lock();
+        if st.closed || st.away {
+            return;
+        }
+        for (entry, due_ms) in loaded {
+            st.far.count -= 1;
+            st.far.bytes -= entry.size;
+            st.insert(entry, due_ms, now_ms);
+        }
+        st.far.first = next.filter(|_| st.far.count > 0);
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Takes a far message, read from storage as `entry`, out of the queue (a
+    /// management operation removes or moves it, [`Queue::tail`] held): None
+    /// if it is not far (any more).
+    pub fn take_far(&self, entry: Entry) -> Option<Entry> {
+        if !self.is_far(entry.id) {
+            return None;
+        }
+        let mut st = self.lock();
+        st.far.count -= 1;
+        st.far.bytes -= entry.size;
+        st.shrink(entry.size);
+        Some(entry)
+    }
+}
+
+impl super::State {
+    /// Whether the timeline holds more than the head's bound and its latest
+    /// entry may go far, so that the depager should move some of it.
+    pub(super) fn wants_far(&self, now_ms: u64) -> bool {
+        self.scheduled.len() as u64 > self.tail.limit.messages
+            && self
+                .scheduled
+                .latest()
+                .next()
+                .is_some_and(|(at_ms, _)| at_ms > now_ms + 2 * LOOKAHEAD_MS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rebound_config::RoutingType;
+    use rebound_storage::MessageRecord;
+
+    use super::*;
+    use crate::queue::ReadLimit;
+
+    fn queue(bound: u64) -> Queue {
+        let q = Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None);
+        q.set_read_limit(ReadLimit {
+            messages: bound,
+            bytes: u64::MAX,
+        });
+        q
+    }
+
+    fn stored(id: MessageId) -> Entry {
+        let record = MessageRecord {
+            message_id: id,
+            ..Default::default()
+        };
+        Entry::read_back(record, None).0
+    }
+
+    const NOW: u64 = 1_000_000;
+
+    #[test]
+    fn the_latest_due_half_goes_far_and_comes_back_in_time() {
+        let q = queue(4);
+        // Due in 10 s, 20 s, ... 60 s; one due at once; one due within the lookahead.
+        q.enqueue((1..=6).map(|i| (stored(i), NOW + i * 10_000)), NOW);
+        q.enqueue([(stored(7), 0), (stored(8), NOW + LOOKAHEAD_MS)], NOW);
+        let before = q.snapshot();
+        let moved = q.move_far(NOW);
+        let ids: Vec<MessageId> = moved.iter().map(|(due, _)| due.id).collect();
+        assert_eq!(ids, [6, 5, 4, 3, 2], "down to half the bound, never one due soon");
+        let after = q.snapshot();
+        assert_eq!((after.messages, after.bytes), (before.messages, before.bytes));
+        assert_eq!((after.paged, after.scheduled), (5, before.scheduled));
+        assert_eq!(q.far_wake_ms(), Some(NOW + 20_000 - LOOKAHEAD_MS));
+        assert!(q.move_far(NOW).is_empty(), "within the bound now");
+
+        assert!(q.is_far(2) && !q.is_far(1) && !q.is_far(9));
+        let back = moved
+            .into_iter()
+            .rev()
+            .take(2)
+            .map(|(due, e)| (e, due.at_ms))
+            .collect();
+        q.load_far(
+            back,
+            Some(Due {
+                at_ms: NOW + 40_000,
+                id: 4,
+            }),
+            NOW,
+        );
+        assert!(!q.is_far(2) && q.is_far(4));
+        assert_eq!(q.far_wake_ms(), Some(NOW + 40_000 - LOOKAHEAD_MS));
+        assert_eq!(q.snapshot().paged, 3);
+
+        // A management operation takes one; the others come back.
+        assert!(q.take_far(stored(4)).is_some());
+        assert!(q.take_far(stored(1)).is_none(), "in memory");
+        assert_eq!(q.snapshot().messages, before.messages - 1);
+        q.load_far(
+            vec![(stored(5), NOW + 50_000), (stored(6), NOW + 60_000)],
+            None,
+            NOW,
+        );
+        assert_eq!(q.far_wake_ms(), None);
+        assert_eq!(q.snapshot().paged, 0);
+    }
+
+    #[test]
+    fn grouped_and_unstored_messages_stay_and_a_failed_index_write_puts_back() {
+        let q = queue(2);
+        let mut grouped = stored(1);
+        grouped.group = Some("g".into());
+        let mut unstored = stored(2);
+        unstored.stored = false;
+        q.enqueue(
+            [
+                (grouped, NOW + 60_000),
+                (unstored, NOW + 60_000),
+                (stored(3), NOW + 60_000),
+            ],
+            NOW,
+        );
+        let moved = q.move_far(NOW);
+        assert_eq!(moved.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [3]);
+        q.far_failed(moved, NOW);
+        assert_eq!((q.snapshot().paged, q.snapshot().scheduled), (0, 3));
+        assert_eq!(q.far_wake_ms(), None);
+    }
+}
