@@ -32,7 +32,7 @@
 //! ```text
 //! 0x01 | queue u32 | message u64  -> MessageRecord
 //! 0x02 | queue u32 | message u64  -> DeliveryState   (only once written)
-//! 0x03 | queue u32 | due u64 | message u64  -> ()   (Op::PutDue)
+//! 0x03 | queue u32 | due u64 | message u64  -> DueBatchRecord   (Op::PutDues)
 //! 0x10 | address name (UTF-8)     -> AddressRecord
 //! 0x11 | queue u32                -> QueueRecord
 //! 0x20                            -> journal checkpoint (u64 BE)
@@ -291,8 +291,17 @@ pub type QueueId = u32;
 /// A message's id: globally unique and increasing, from [`Store::generate_id`].
 pub type MessageId = u64;
 
-/// An entry of a queue's due-time index ([`Op::PutDue`]), in its order: when
-/// the message is due (ms since the epoch), then its id.
+/// A batch of a queue's due-time index, as [`Store::scan_due`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueBatch {
+    /// Its earliest entry, which keys it.
+    pub first: Due,
+    /// Its messages, ascending.
+    pub entries: Vec<Due>,
+}
+
+/// A message in a queue's due-time index ([`Op::PutDues`]), in the index's
+/// order: when the message is due (ms since the epoch), then its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Due {
     /// When the message is due, ms since the epoch.
@@ -409,11 +418,12 @@ pub trait Store: Send + Sync + 'static {
         max_messages: usize,
     ) -> Result<QueueCount, StorageError>;
 
-    /// Up to `max` entries of `queue`'s due-time index ([`Op::PutDue`]) after
-    /// `after` (a due time and id; `None`: from the start), ascending by due
-    /// time, then id: the scheduled messages the broker keeps out of memory
-    /// that are due next. Every commit that completed is seen.
-    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError>;
+    /// Up to `max` batches of `queue`'s due-time index ([`Op::PutDues`]) whose
+    /// earliest entry comes after `after` (`None`: from the start), ascending
+    /// by that entry: the scheduled messages the broker keeps out of memory,
+    /// those due next first. Every commit that completed is seen.
+    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize)
+    -> Result<Vec<DueBatch>, StorageError>;
 
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
@@ -488,23 +498,25 @@ pub enum Op {
         /// The message.
         id: MessageId,
     },
-    /// Indexes message `id` of `queue` by the time it is due
-    /// ([`Store::scan_due`]), for a scheduled message the broker keeps out of
-    /// memory. The index is the broker's: removing the message leaves the
-    /// entry (the broker drops it, [`Op::RemoveDue`]); deleting the queue
-    /// drops it.
-    PutDue {
+    /// Adds a batch to `queue`'s due-time index ([`Store::scan_due`]): the
+    /// scheduled messages the broker moves out of memory together, by when
+    /// they are due. One record per batch, keyed by its earliest entry (a
+    /// batch with that key is replaced; an empty one writes nothing), so
+    /// that the index costs a write per batch, not per message. The index is
+    /// the broker's: removing a message leaves its entry; deleting the queue
+    /// drops the queue's batches.
+    PutDues {
         /// The queue.
         queue: QueueId,
-        /// The entry.
-        due: Due,
+        /// The messages, in any order (read back ascending).
+        entries: Vec<Due>,
     },
-    /// Removes an entry of a queue's due-time index.
-    RemoveDue {
+    /// Removes the batch of `queue`'s due-time index keyed by `first`.
+    RemoveDues {
         /// The queue.
         queue: QueueId,
-        /// The entry.
-        due: Due,
+        /// The batch's earliest entry.
+        first: Due,
     },
     /// Adds (or replaces) entry `seq` of an address's duplicate-id cache.
     PutDuplicateId {

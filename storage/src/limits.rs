@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::error::StorageError;
 use crate::large::MAX_MARKER_BYTES;
-use crate::records::{DuplicateIdRecord, MessageRecord};
+use crate::records::{DueBatchRecord, DuplicateIdRecord, MessageRecord};
 use crate::{LARGE_BODY_THRESHOLD, MAX_INLINE_RECORD_BYTES, MAX_RECORD_BYTES, Op, keys};
 
 /// Where a message that passed [`check_message`] keeps its body.
@@ -33,6 +33,14 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
             check_message(&keys::message(*queue, message.message_id), message).map(drop)
         }
         Op::PutState { queue, id, state } => check_record(&keys::state(*queue, *id), state).map(drop),
+        Op::PutDues { queue, entries } => match entries.iter().min() {
+            Some(first) => check_record(
+                &keys::due(*queue, first.at_ms, first.id),
+                &DueBatchRecord::of(entries),
+            )
+            .map(drop),
+            None => Ok(()),
+        },
         Op::PutDuplicateId { address, seq, id } => check_record(
             &keys::duplicate_id(address, *seq),
             &DuplicateIdRecord { id: id.clone() },
@@ -43,8 +51,7 @@ pub(crate) fn check_op(op: &Op) -> Result<(), StorageError> {
         | Op::RemoveMessage { .. }
         | Op::RemoveStatelessMessage { .. }
         | Op::RemoveDuplicateId { .. }
-        | Op::PutDue { .. }
-        | Op::RemoveDue { .. }
+        | Op::RemoveDues { .. }
         | Op::Claim { .. } => Ok(()),
     }
 }

@@ -17,7 +17,7 @@
 //! future is ready at once. Nothing survives the process, and there is no
 //! crash to model: a commit is either applied or refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,7 +28,7 @@ use crate::error::StorageError;
 use crate::limits;
 use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord};
 use crate::{
-    Commit, Due, IndexEntry, MessageId, Op, QueueCount, QueueId, Recovered, RecoveredDuplicateId,
+    Commit, Due, DueBatch, IndexEntry, MessageId, Op, QueueCount, QueueId, Recovered, RecoveredDuplicateId,
     RecoveredQueue, ScannedMessage, Store, StoreStats,
 };
 
@@ -56,7 +56,7 @@ struct Data {
     queues: BTreeMap<QueueId, QueueRecord>,
     messages: BTreeMap<(QueueId, MessageId), MessageRecord>,
     states: BTreeMap<(QueueId, MessageId), DeliveryState>,
-    dues: BTreeSet<(QueueId, Due)>,
+    dues: BTreeMap<(QueueId, Due), Vec<Due>>,
     duplicate_ids: BTreeMap<(String, u64), Bytes>,
 }
 
@@ -109,7 +109,7 @@ impl Data {
                 self.queues.remove(&queue);
                 self.messages.retain(|(q, _), _| *q != queue);
                 self.states.retain(|(q, _), _| *q != queue);
-                self.dues.retain(|(q, _)| *q != queue);
+                self.dues.retain(|(q, _), _| *q != queue);
             }
             Op::PutMessage { queue, message } => {
                 self.messages.insert((queue, message.message_id), message);
@@ -124,11 +124,15 @@ impl Data {
             Op::RemoveStatelessMessage { queue, id } => {
                 self.messages.remove(&(queue, id));
             }
-            Op::PutDue { queue, due } => {
-                self.dues.insert((queue, due));
+            Op::PutDues { queue, entries } => {
+                let mut entries = entries;
+                entries.sort_unstable();
+                if let Some(&first) = entries.first() {
+                    self.dues.insert((queue, first), entries);
+                }
             }
-            Op::RemoveDue { queue, due } => {
-                self.dues.remove(&(queue, due));
+            Op::RemoveDues { queue, first } => {
+                self.dues.remove(&(queue, first));
             }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, seq), id);
@@ -250,24 +254,29 @@ impl Store for MemoryStore {
         Ok(count)
     }
 
-    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+    fn scan_due(
+        &self,
+        queue: QueueId,
+        after: Option<Due>,
+        max: usize,
+    ) -> Result<Vec<DueBatch>, StorageError> {
         let from = match after {
             Some(after) => Bound::Excluded((queue, after)),
             None => Bound::Included((queue, Due { at_ms: 0, id: 0 })),
         };
-        let to = Bound::Included((
-            queue,
-            Due {
-                at_ms: u64::MAX,
-                id: MessageId::MAX,
-            },
-        ));
+        let last = Due {
+            at_ms: u64::MAX,
+            id: MessageId::MAX,
+        };
         Ok(self
             .data()
             .dues
-            .range((from, to))
+            .range((from, Bound::Included((queue, last))))
             .take(max)
-            .map(|&(_, due)| due)
+            .map(|(&(_, first), entries)| DueBatch {
+                first,
+                entries: entries.clone(),
+            })
             .collect())
     }
 

@@ -214,6 +214,57 @@ pub struct FailureRecord {
     pub reason: String,
 }
 
+/// A batch of a queue's due-time index ([`crate::Op::PutDues`]): its
+/// messages in ascending order, when each is due (ms since the epoch) and its
+/// id, in two parallel lists of differences from the entry before (the first
+/// from 0), so that a batch of messages scheduled close together takes a few
+/// bytes per message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DueBatchRecord {
+    /// When each is due, as the time since the one before.
+    #[prost(uint64, repeated, tag = "1")]
+    pub at_ms: Vec<u64>,
+    /// Their ids, as the difference from the one before (ids of messages due
+    /// later may be lower).
+    #[prost(sint64, repeated, tag = "2")]
+    pub ids: Vec<i64>,
+}
+
+impl DueBatchRecord {
+    /// The record of a batch of `entries`.
+    pub fn of(entries: &[crate::Due]) -> DueBatchRecord {
+        let mut sorted = entries.to_vec();
+        sorted.sort_unstable();
+        let mut record = DueBatchRecord::default();
+        let mut before = crate::Due { at_ms: 0, id: 0 };
+        for due in sorted {
+            record.at_ms.push(due.at_ms - before.at_ms);
+            // Two's complement: the difference of any two ids round-trips.
+            record.ids.push(due.id.wrapping_sub(before.id) as i64);
+            before = due;
+        }
+        record
+    }
+
+    /// Its entries, ascending; `None` if its two lists differ in length.
+    pub fn into_entries(self) -> Option<Vec<crate::Due>> {
+        (self.at_ms.len() == self.ids.len()).then(|| {
+            let mut before = crate::Due { at_ms: 0, id: 0 };
+            self.at_ms
+                .into_iter()
+                .zip(self.ids)
+                .map(|(at_delta, id_delta)| {
+                    before = crate::Due {
+                        at_ms: before.at_ms.wrapping_add(at_delta),
+                        id: before.id.wrapping_add(id_delta as u64),
+                    };
+                    before
+                })
+                .collect()
+        })
+    }
+}
+
 /// One entry of an address's duplicate-id cache: an id a producer sent with a
 /// message (`_AMQ_DUPL_ID`), written in the same commit as that message.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -245,6 +296,32 @@ pub(crate) fn decode<M: Message + Default>(key: &[u8], value: &[u8]) -> Result<M
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Any batch reads back whole and ascending, whatever the ids and times.
+        #[test]
+        fn due_batches_round_trip_ascending(
+            pairs in proptest::collection::vec((proptest::prelude::any::<u64>(), proptest::prelude::any::<u64>()), 0..50)
+        ) {
+            let entries: Vec<crate::Due> = pairs.into_iter().map(|(at_ms, id)| crate::Due { at_ms, id }).collect();
+            let encoded = DueBatchRecord::of(&entries).encode_to_vec();
+            let back = DueBatchRecord::decode(&encoded[..]).unwrap().into_entries().unwrap();
+            let mut sorted = entries;
+            sorted.sort_unstable();
+            proptest::prop_assert_eq!(back, sorted);
+        }
+    }
+
+    #[test]
+    fn a_batch_of_close_messages_takes_a_few_bytes_each() {
+        let entries: Vec<crate::Due> = (0..1000)
+            .map(|i| crate::Due {
+                at_ms: 1_800_000_000_000 + i * 3,
+                id: 5_000_000 + i,
+            })
+            .collect();
+        assert!(DueBatchRecord::of(&entries).encoded_len() < 3 * 1000 + 20);
+    }
 
     fn sample() -> MessageRecord {
         MessageRecord {

@@ -69,11 +69,12 @@ use crate::large::{self as large_dir, LargeBody, LargeDir, MarkerView};
 use crate::memtable::{Memtable, Table};
 use crate::pages::Pages;
 use crate::records::{
-    self, AddressRecord, DeliveryState, DuplicateIdRecord, MessageIndex, MessageRecord, QueueRecord,
+    self, AddressRecord, DeliveryState, DueBatchRecord, DuplicateIdRecord, MessageIndex, MessageRecord,
+    QueueRecord,
 };
 use crate::{
-    Commit, Due, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op, QueueCount,
-    QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
+    Commit, Due, DueBatch, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op,
+    QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -597,7 +598,12 @@ impl Store for SledStore {
         Ok(out)
     }
 
-    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+    fn scan_due(
+        &self,
+        queue: QueueId,
+        after: Option<Due>,
+        max: usize,
+    ) -> Result<Vec<DueBatch>, StorageError> {
         let from = match after {
             // Just past `after`'s key: the next key in byte order.
             Some(after) => [&keys::due(queue, after.at_ms, after.id)[..], &[0]].concat(),
@@ -607,18 +613,25 @@ impl Store for SledStore {
         if max == 0 {
             return Ok(out);
         }
-        self.visit_range(&from, &keys::due(queue, u64::MAX, MessageId::MAX), |key, _| {
-            match Key::decode(key) {
-                Ok(Key::Due { due_ms, id, .. }) => out.push(Due { at_ms: due_ms, id }),
-                other => {
-                    return Err(StorageError::Corrupt {
-                        key: keys::hex(key),
-                        reason: format!("{other:?} where a due-time index key belongs"),
-                    });
-                }
-            }
-            Ok(out.len() < max)
-        })?;
+        self.visit_range(
+            &from,
+            &keys::due(queue, u64::MAX, MessageId::MAX),
+            |key, value| {
+                let corrupt = |reason: String| StorageError::Corrupt {
+                    key: keys::hex(key),
+                    reason,
+                };
+                let first = match Key::decode(key) {
+                    Ok(Key::Due { due_ms, id, .. }) => Due { at_ms: due_ms, id },
+                    other => return Err(corrupt(format!("{other:?} where a due-time index key belongs"))),
+                };
+                let entries = records::decode::<DueBatchRecord>(key, value)?
+                    .into_entries()
+                    .ok_or_else(|| corrupt("a due-time batch whose lists differ in length".into()))?;
+                out.push(DueBatch { first, entries });
+                Ok(out.len() < max)
+            },
+        )?;
         Ok(out)
     }
 

@@ -17,7 +17,7 @@ use prost::Message;
 
 use crate::error::StorageError;
 use crate::limits::{self, Placement};
-use crate::records::{DuplicateIdRecord, MessageRecord};
+use crate::records::{DueBatchRecord, DuplicateIdRecord, MessageRecord};
 use crate::{Op, keys};
 
 /// A value to store: the encoded record, and for a message whose body goes
@@ -85,8 +85,15 @@ pub(crate) fn stage(ops: Vec<Op>) -> Result<Staged, StorageError> {
                 staged.delete(keys::state(queue, id).to_vec());
             }
             Op::RemoveStatelessMessage { queue, id } => staged.delete(keys::message(queue, id).to_vec()),
-            Op::PutDue { queue, due } => staged.put_empty(keys::due(queue, due.at_ms, due.id).to_vec()),
-            Op::RemoveDue { queue, due } => staged.delete(keys::due(queue, due.at_ms, due.id).to_vec()),
+            Op::PutDues { queue, entries } => {
+                if let Some(&first) = entries.iter().min() {
+                    let key = keys::due(queue, first.at_ms, first.id).to_vec();
+                    staged.put(key, &DueBatchRecord::of(&entries))?
+                }
+            }
+            Op::RemoveDues { queue, first } => {
+                staged.delete(keys::due(queue, first.at_ms, first.id).to_vec())
+            }
             Op::PutDuplicateId { address, seq, id } => {
                 staged.put(keys::duplicate_id(&address, seq), &DuplicateIdRecord { id })?
             }
@@ -130,18 +137,6 @@ impl Staged {
             key,
             Value {
                 inline: record.encode_to_vec(),
-                large: None,
-            },
-        ));
-    }
-
-    /// A key whose presence is the record (an index entry).
-    fn put_empty(&mut self, key: Vec<u8>) {
-        self.bytes += key.len();
-        self.writes.push(Write::Put(
-            key,
-            Value {
-                inline: Vec::new(),
                 large: None,
             },
         ));

@@ -30,8 +30,9 @@ use crate::time::now_ms;
 /// Paged messages counted per step after a restart.
 const COUNT_CHUNK: usize = 200_000;
 
-/// Far messages loaded back per step.
-const FAR_CHUNK: usize = 1000;
+/// The most entries of one batch of the due-time index (a record of some
+/// 20 bytes each, well within the store's 128 KiB).
+const FAR_BATCH: usize = 2048;
 
 /// How long to wait before reading again when a read could load nothing (the
 /// next paged message is still being committed).
@@ -83,6 +84,12 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
 /// wants more.
 async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<()> {
     let _tail = queue.tail.lock().await;
+    if queue.take_index_to_clear()
+        && let Err(err) = clear_index(broker, queue).await
+    {
+        queue.index_not_cleared();
+        return Err(err);
+    }
     if let Some((after, before)) = queue.start_count() {
         let store = broker.store.clone();
         let id = queue.id;
@@ -113,15 +120,39 @@ async fn step(broker: &Arc<Broker>, queue: &Arc<Queue>) -> crate::error::Result<
     load_far(broker, queue).await
 }
 
+/// Deletes the batches of the queue's due-time index (an earlier serving's).
+async fn clear_index(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
+    loop {
+        let store = broker.store.clone();
+        let id = queue.id;
+        let batches = blocking(move || store.scan_due(id, None, FAR_BATCH)).await?;
+        if batches.is_empty() {
+            return Ok(());
+        }
+        let ops = batches
+            .into_iter()
+            .map(|batch| Op::RemoveDues {
+                queue: id,
+                first: batch.first,
+            })
+            .collect();
+        broker.store.commit(ops).await?;
+    }
+}
+
 /// Moves the latest-due part of an outgrown timeline out of memory, indexed.
 async fn move_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
     let moved = queue.move_far(now_ms());
     if moved.is_empty() {
         return Ok(());
     }
-    let ops = moved
-        .iter()
-        .map(|&(due, _)| Op::PutDue { queue: queue.id, due })
+    let dues: Vec<Due> = moved.iter().map(|&(due, _)| due).collect();
+    let ops = dues
+        .chunks(FAR_BATCH)
+        .map(|entries| Op::PutDues {
+            queue: queue.id,
+            entries: entries.to_vec(),
+        })
         .collect();
     if let Err(err) = broker.store.commit(ops).await {
         queue.far_failed(moved, now_ms());
@@ -130,15 +161,20 @@ async fn move_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
     Ok(())
 }
 
-/// Loads back the far messages due within the lookahead, earliest first, a
-/// chunk at a time; index entries that name no far message are dropped.
+/// Loads back the far messages due within the lookahead: the batch of the
+/// earliest, whole, and again while the next batch's earliest is due within
+/// it; entries that name no far message are dropped with their batch.
 async fn load_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
     while queue.far_wake_ms().is_some_and(|at_ms| at_ms <= now_ms()) {
         let store = broker.store.clone();
         let id = queue.id;
-        let mut read = blocking(move || store.scan_due(id, None, FAR_CHUNK + 1)).await?;
-        let next = (read.len() > FAR_CHUNK).then(|| read.pop()).flatten();
-        let far: Vec<Due> = read.iter().copied().filter(|d| queue.is_far(d.id)).collect();
+        let mut read = blocking(move || store.scan_due(id, None, 2)).await?.into_iter();
+        let Some(batch) = read.next() else {
+            queue.load_far(Vec::new(), None, now_ms());
+            break;
+        };
+        let next = read.next().map(|b| b.first);
+        let far: Vec<Due> = batch.entries.into_iter().filter(|d| queue.is_far(d.id)).collect();
         let store = broker.store.clone();
         let loaded = blocking(move || {
             let mut loaded = Vec::with_capacity(far.len());
@@ -152,8 +188,13 @@ async fn load_far(broker: &Broker, queue: &Queue) -> crate::error::Result<()> {
         .await?;
         // Dropped from the index before they can be delivered (and acked, or
         // held for a transaction), so that an entry left never names them.
-        let ops = read.iter().map(|&due| Op::RemoveDue { queue: id, due }).collect();
-        broker.store.commit(ops).await?;
+        broker
+            .store
+            .commit(vec![Op::RemoveDues {
+                queue: id,
+                first: batch.first,
+            }])
+            .await?;
         queue.load_far(loaded, next, now_ms());
     }
     Ok(())

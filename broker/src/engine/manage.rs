@@ -73,7 +73,7 @@ enum Walk {
     Memory,
     /// The stored messages above this id.
     Paged(MessageId),
-    /// The far ones, after this entry of the due-time index.
+    /// The far ones, in the batches of the due-time index after this one.
     Far(Option<Due>),
     Done,
 }
@@ -247,12 +247,13 @@ impl Broker {
                 Ok((out, next))
             }
             Walk::Far(after) => {
-                let read = self.store.scan_due(queue.id, after, PAGED_CHUNK)?;
-                let next = match read.last() {
-                    Some(&last) if read.len() == PAGED_CHUNK => Walk::Far(Some(last)),
-                    _ => Walk::Done,
+                let read = self.store.scan_due(queue.id, after, 1)?;
+                let next = match read.first() {
+                    Some(batch) => Walk::Far(Some(batch.first)),
+                    None => Walk::Done,
                 };
-                for due in read.into_iter().filter(|due| queue.is_far(due.id)) {
+                let entries = read.into_iter().flat_map(|batch| batch.entries);
+                for due in entries.filter(|due| queue.is_far(due.id)) {
                     if let Some(record) = self.store.read_message(queue.id, due.id)? {
                         let state = self.store.read_state(queue.id, due.id)?;
                         out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));

@@ -6,22 +6,24 @@
 //! or redeliveries delayed by hours during an outage, would cost a million
 //! entries in memory. Instead, once the timeline holds more than the head's
 //! message bound (`max-read-page-messages`), the depager (`engine/depage.rs`)
-//! moves the latest-due half out: each is indexed in the store by when it is
-//! due ([`rebound_storage::Op::PutDue`]) and leaves memory, counted here as
-//! *far*. Its record and delivery state are in the store already. Shortly
-//! before the earliest far message is due ([`LOOKAHEAD_MS`]), the depager reads
-//! the index in due order and loads them back.
+//! moves the latest-due half out: they are indexed in the store by when they
+//! are due, one batch per move ([`rebound_storage::Op::PutDues`], a write per
+//! batch rather than per message), and leave memory, counted here as *far*.
+//! Their records and delivery states are in the store already. Shortly before
+//! the earliest far message is due ([`LOOKAHEAD_MS`]), the depager loads its
+//! batch back, whole.
 //!
 //! Only stored messages without a group go far (a grouped redelivery holds
 //! its group's place), and never one due within twice the lookahead, so that
 //! what was just loaded is not moved out again.
 //!
 //! The invariant, with the tail's cursor: a far message has an id up to the
-//! cursor and is not in memory. The index may have more entries than the far
-//! messages (a message removed while far, or a queue that restarted: start-up
-//! and the depager read every message in id order again, and move out again
-//! what is due far ahead, with the same key); an entry that names no far
-//! message is dropped when it is read.
+//! cursor and is not in memory, and is in a batch of the index. A batch may
+//! name more than the far messages (one removed while far); such an entry is
+//! dropped with its batch. What a queue's index holds when the queue starts
+//! being served here (start-up, or a lease taken over) is of an earlier
+//! serving, whose far messages the depager reads again in id order and moves
+//! out again: the depager deletes those batches before it moves any.
 use rebound_storage::{Due, MessageId};
 
 use super::{Entry, Queue};
@@ -36,6 +38,8 @@ pub(super) struct Far {
     pub(super) bytes: u64,
     /// No far message is due before this entry of the index.
     first: Option<Due>,
+    /// Whether the index holds only batches of this serving (`far.rs`'s docs).
+    index_ours: bool,
 }
 
 impl Queue {
@@ -85,6 +89,18 @@ impl Queue {
                 st.insert(entry, due.at_ms, now_ms);
             }
         }
+    }
+
+    /// Whether the due-time index may hold batches of an earlier serving, for
+    /// the depager to delete; from then on it holds only this serving's
+    /// (unless [`Queue::index_not_cleared`] says the delete failed).
+    pub fn take_index_to_clear(&self) -> bool {
+        !std::mem::replace(&mut self.lock().far.index_ours, true)
+    }
+
+    /// Deleting the earlier batches failed: to do again.
+    pub fn index_not_cleared(&self) {
+        self.lock().far.index_ours = false;
     }
 
     /// When the depager should load far messages back (ms since the epoch),

@@ -193,8 +193,8 @@ fn write_of(op: &Op, stored: &BTreeSet<(QueueId, MessageId)>) -> Option<Write> {
         Op::PutState { queue, .. }
         | Op::RemoveMessage { queue, .. }
         | Op::RemoveStatelessMessage { queue, .. }
-        | Op::PutDue { queue, .. }
-        | Op::RemoveDue { queue, .. } => Some(Write::Owner(*queue)),
+        | Op::PutDues { queue, .. }
+        | Op::RemoveDues { queue, .. } => Some(Write::Owner(*queue)),
         _ => None,
     }
 }

@@ -186,7 +186,9 @@ use rustls_pki_types::CertificateDer;
 
 use crate::error::StorageError;
 use crate::records::{DeliveryState, MessageRecord};
-use crate::{Commit, Due, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats};
+use crate::{
+    Commit, Due, DueBatch, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats,
+};
 
 pub use cluster::{LiveNode, QueueLease};
 use fence::Fence;
@@ -312,7 +314,12 @@ impl Store for PostgresStore {
         })
     }
 
-    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+    fn scan_due(
+        &self,
+        queue: QueueId,
+        after: Option<Due>,
+        max: usize,
+    ) -> Result<Vec<DueBatch>, StorageError> {
         self.db
             .block(move |pool| async move { reads::scan_due(&pool, queue, after, max).await })
     }

@@ -15,10 +15,10 @@ use tokio_postgres::IsolationLevel;
 
 use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
-use crate::records::{AddressRecord, DeliveryState, MessageRecord, QueueRecord, decode};
+use crate::records::{AddressRecord, DeliveryState, DueBatchRecord, MessageRecord, QueueRecord, decode};
 use crate::{
-    Due, IndexEntry, MessageId, QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue,
-    ScannedMessage, keys,
+    Due, DueBatch, IndexEntry, MessageId, QueueCount, QueueId, Recovered, RecoveredDuplicateId,
+    RecoveredQueue, ScannedMessage, keys,
 };
 
 /// Index entries per round trip during recovery.
@@ -275,11 +275,11 @@ pub(super) async fn scan_due(
     queue: QueueId,
     after: Option<Due>,
     max: usize,
-) -> Result<Vec<Due>, StorageError> {
+) -> Result<Vec<DueBatch>, StorageError> {
     let client = pool.get().await.map_err(pool_error)?;
     let statement = client
         .prepare_cached(
-            "SELECT due_ms, id FROM dues WHERE queue = $1 AND (due_ms, id) > ($2, $3)
+            "SELECT due_ms, id, record FROM dues WHERE queue = $1 AND (due_ms, id) > ($2, $3)
              ORDER BY due_ms, id LIMIT $4",
         )
         .await
@@ -289,13 +289,22 @@ pub(super) async fn scan_due(
         .query(&statement, &[&i64::from(queue), &at, &id, &rows(max)])
         .await
         .map_err(db_error)?;
-    Ok(rows
-        .iter()
-        .map(|row| Due {
-            at_ms: row.get::<_, i64>(0) as u64,
-            id: row.get::<_, i64>(1) as MessageId,
+    rows.iter()
+        .map(|row| {
+            let first = Due {
+                at_ms: row.get::<_, i64>(0) as u64,
+                id: row.get::<_, i64>(1) as MessageId,
+            };
+            let key = keys::due(queue, first.at_ms, first.id);
+            let entries = decode::<DueBatchRecord>(&key, row.get(2))?
+                .into_entries()
+                .ok_or_else(|| StorageError::Corrupt {
+                    key: keys::hex(&key),
+                    reason: "a due-time batch whose lists differ in length".into(),
+                })?;
+            Ok(DueBatch { first, entries })
         })
-        .collect())
+        .collect()
 }
 
 /// The index entries of `queue`'s messages with ids above `after` (all if

@@ -105,11 +105,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // the other nodes (NULL: it has none).
     "ALTER TABLE nodes ADD COLUMN http_advertise text;",
     // 6: scheduled messages a queue keeps out of memory, by when they are
-    // due (`Op::PutDue`).
+    // due, in batches keyed by their earliest (`Op::PutDues`).
     "CREATE TABLE dues (
          queue bigint NOT NULL,
          due_ms bigint NOT NULL,
          id bigint NOT NULL,
+         record bytea NOT NULL,
          PRIMARY KEY (queue, due_ms, id));",
 ];
 

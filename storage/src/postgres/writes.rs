@@ -67,8 +67,9 @@ pub(super) struct Writes {
     queues: BTreeMap<QueueId, Option<Vec<u8>>>,
     messages: BTreeMap<(QueueId, MessageId), Option<MessageRow>>,
     states: BTreeMap<(QueueId, MessageId), Option<Vec<u8>>>,
-    /// Due-time index entries: `Some(())` to insert, `None` to delete.
-    dues: BTreeMap<(QueueId, Due), Option<()>>,
+    /// Due-time index batches by their earliest entry: the encoded record
+    /// to upsert, or `None` to delete.
+    dues: BTreeMap<(QueueId, Due), Option<Vec<u8>>>,
     /// Duplicate ids removed, then those inserted (with their seq): an id
     /// the group removes and stores again is deleted before it is inserted.
     duplicate_ids_gone: BTreeSet<(String, Vec<u8>)>,
@@ -121,11 +122,14 @@ impl Writes {
                     *state = None;
                 }
             }
-            Op::PutDue { queue, due } => {
-                self.dues.insert((queue, due), Some(()));
+            Op::PutDues { queue, entries } => {
+                if let Some(&first) = entries.iter().min() {
+                    let record = records::DueBatchRecord::of(&entries).encode_to_vec();
+                    self.dues.insert((queue, first), Some(record));
+                }
             }
-            Op::RemoveDue { queue, due } => {
-                self.dues.insert((queue, due), None);
+            Op::RemoveDues { queue, first } => {
+                self.dues.insert((queue, first), None);
             }
             Op::PutDuplicateId { address, seq, id } => {
                 self.duplicate_ids.insert((address, id.to_vec()), seq);
@@ -235,11 +239,9 @@ impl Writes {
         ));
 
         let (put, gone) = split(self.dues);
-        out.push(dues_statement(DELETE_DUES, gone));
-        out.push(dues_statement(
-            INSERT_DUES,
-            put.into_iter().map(|(key, ())| key).collect(),
-        ));
+        out.push(dues_statement(DELETE_DUES, gone, None));
+        let (keys, records) = put.into_iter().unzip();
+        out.push(dues_statement(UPSERT_DUES, keys, Some(records)));
 
         let (addresses, entries): (Vec<String>, Vec<Vec<u8>>) = self.duplicate_ids_gone.into_iter().unzip();
         out.push(Statement::new(
@@ -392,7 +394,8 @@ fn delete_by_message_key(sql: &'static str, keys: Vec<(QueueId, MessageId)>) -> 
     Statement::new(sql, vec![Box::new(queues), Box::new(ids)])
 }
 
-fn dues_statement(sql: &'static str, keys: Vec<(QueueId, Due)>) -> Statement {
+/// A statement on due-time batches: their keys, and their records if it writes them.
+fn dues_statement(sql: &'static str, keys: Vec<(QueueId, Due)>, records: Option<Vec<Vec<u8>>>) -> Statement {
     let mut queues = Vec::with_capacity(keys.len());
     let mut at = Vec::with_capacity(keys.len());
     let mut ids = Vec::with_capacity(keys.len());
@@ -401,7 +404,9 @@ fn dues_statement(sql: &'static str, keys: Vec<(QueueId, Due)>) -> Statement {
         at.push(super::reads::id_bound(due.at_ms));
         ids.push(super::reads::id_bound(due.id));
     }
-    Statement::new(sql, vec![Box::new(queues), Box::new(at), Box::new(ids)])
+    let mut params: Vec<Box<dyn Column>> = vec![Box::new(queues), Box::new(at), Box::new(ids)];
+    params.extend(records.map(|r| Box::new(r) as Box<dyn Column>));
+    Statement::new(sql, params)
 }
 
 /// The message rows to upsert, one array per column.
@@ -487,8 +492,9 @@ const WIPE_DUES: &str = "DELETE FROM dues WHERE queue = ANY($1::bigint[])";
 const DELETE_DUES: &str = "DELETE FROM dues t
      USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(queue, due_ms, id)
      WHERE t.queue = d.queue AND t.due_ms = d.due_ms AND t.id = d.id";
-const INSERT_DUES: &str = "INSERT INTO dues (queue, due_ms, id)
-     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) ON CONFLICT DO NOTHING";
+const UPSERT_DUES: &str = "INSERT INTO dues (queue, due_ms, id, record)
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[])
+     ON CONFLICT (queue, due_ms, id) DO UPDATE SET record = EXCLUDED.record";
 const DELETE_DUPLICATE_IDS: &str = "DELETE FROM duplicate_ids t
      USING unnest($1::text[], $2::bytea[]) AS d(address, id)
      WHERE t.address = d.address AND t.id = d.id";

@@ -59,7 +59,7 @@ macro_rules! store_contract {
                 scans_read_a_queue_in_order_after_a_cursor,
                 scans_merge_old_and_recent_writes_in_chunks,
                 counts_and_recovered_heads_agree_with_the_index,
-                the_due_index_scans_by_due_time_after_a_position
+                the_due_index_scans_batches_by_their_earliest_entry
             );
             store_contract!(@tests $harness, #[tokio::test(flavor = "multi_thread", worker_threads = 2)];
                 concurrent_commits_are_all_durable,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rebound_storage::{
-    Commit, DeliveryState, Due, MemoryStore, MessageId, MessageRecord, Op, QueueCount, QueueId, Recovered,
-    ScannedMessage, StorageError, Store, StoreStats,
+    Commit, DeliveryState, Due, DueBatch, MemoryStore, MessageId, MessageRecord, Op, QueueCount, QueueId,
+    Recovered, ScannedMessage, StorageError, Store, StoreStats,
 };
 
 /// What a test does to the store's commits.
@@ -63,7 +63,12 @@ impl<H: Hook> Store for Intercepted<H> {
         self.inner.count_queue(queue, after, before, max_messages)
     }
 
-    fn scan_due(&self, queue: QueueId, after: Option<Due>, max: usize) -> Result<Vec<Due>, StorageError> {
+    fn scan_due(
+        &self,
+        queue: QueueId,
+        after: Option<Due>,
+        max: usize,
+    ) -> Result<Vec<DueBatch>, StorageError> {
         self.inner.scan_due(queue, after, max)
     }
 
