@@ -15,7 +15,8 @@
 //!
 //! Only stored messages without a group go far (a grouped redelivery holds
 //! its group's place), and never one due within twice the lookahead, so that
-//! what was just loaded is not moved out again.
+//! what was just loaded is not moved out again, nor one that expires before
+//! it is due, so that it expires on time (the expiry sweep looks at memory).
 //!
 //! The invariant, with the tail's cursor: a far message has an id up to the
 //! cursor and is not in memory, and is in a batch of the index. A batch may
@@ -58,10 +59,12 @@ impl Queue {
             .scheduled
             .latest()
             .take_while(|&(at_ms, _)| at_ms > now_ms + 2 * LOOKAHEAD_MS)
-            .filter(|&(_, id)| {
-                st.entries
-                    .get(&id)
-                    .is_some_and(|slot| slot.entry.stored && slot.entry.group.is_none() && id <= cursor)
+            .filter(|&(at_ms, id)| {
+                st.entries.get(&id).is_some_and(|slot| {
+                    let entry = &slot.entry;
+                    let expires_first = entry.expiration_ms != 0 && entry.expiration_ms <= at_ms;
+                    entry.stored && entry.group.is_none() && !expires_first && id <= cursor
+                })
             })
             .take((len - keep) as usize)
             .map(|(at_ms, id)| Due { at_ms, id })
@@ -241,24 +244,27 @@ mod tests {
     }
 
     #[test]
-    fn grouped_and_unstored_messages_stay_and_a_failed_index_write_puts_back() {
+    fn grouped_unstored_and_expiring_messages_stay_and_a_failed_index_write_puts_back() {
         let q = queue(2);
         let mut grouped = stored(1);
         grouped.group = Some("g".into());
         let mut unstored = stored(2);
         unstored.stored = false;
+        let mut expiring = stored(4);
+        expiring.expiration_ms = NOW + 30_000;
         q.enqueue(
             [
                 (grouped, NOW + 60_000),
                 (unstored, NOW + 60_000),
                 (stored(3), NOW + 60_000),
+                (expiring, NOW + 60_000),
             ],
             NOW,
         );
         let moved = q.move_far(NOW);
         assert_eq!(moved.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [3]);
         q.far_failed(moved, NOW);
-        assert_eq!((q.snapshot().paged, q.snapshot().scheduled), (0, 3));
+        assert_eq!((q.snapshot().paged, q.snapshot().scheduled), (0, 4));
         assert_eq!(q.far_wake_ms(), None);
     }
 }
