@@ -15,11 +15,18 @@ use rebound_storage::MessageId;
 #[derive(Debug, Default)]
 pub struct Timeline {
     by_due: BTreeSet<(u64, MessageId)>,
+    inserted: u64,
 }
 
 impl Timeline {
     pub fn insert(&mut self, due_ms: u64, id: MessageId) {
         self.by_due.insert((due_ms, id));
+        self.inserted += 1;
+    }
+
+    /// How many inserts it has had.
+    pub fn inserted(&self) -> u64 {
+        self.inserted
     }
 
     pub fn remove(&mut self, due_ms: u64, id: MessageId) {

@@ -13,8 +13,9 @@
 //! the earliest far message is due ([`LOOKAHEAD_MS`]), the depager loads its
 //! batch back, whole.
 //!
-//! Only stored messages without a group go far (a grouped redelivery holds
-//! its group's place), and never one due within twice the lookahead, so that
+//! Only stored messages go far, and not a redelivery of a group (it holds its
+//! group's place; a scheduled send joins its group only when it is due), and
+//! never one due within twice the lookahead, so that
 //! what was just loaded is not moved out again, nor one that expires before
 //! it is due, so that it expires on time (the expiry sweep looks at memory).
 //!
@@ -41,6 +42,10 @@ pub(super) struct Far {
     first: Option<Due>,
     /// Whether the index holds only batches of this serving (`far.rs`'s docs).
     index_ours: bool,
+    /// When a move found nothing it could move, the timeline's count of
+    /// inserts then: it is looked at again only after half a bound more, so
+    /// that a timeline of messages that must stay is not walked per arrival.
+    stuck_at: Option<u64>,
 }
 
 impl Queue {
@@ -63,12 +68,17 @@ impl Queue {
                 st.entries.get(&id).is_some_and(|slot| {
                     let entry = &slot.entry;
                     let expires_first = entry.expiration_ms != 0 && entry.expiration_ms <= at_ms;
-                    entry.stored && entry.group.is_none() && !expires_first && id <= cursor
+                    let holds_group_place = entry
+                        .group
+                        .as_ref()
+                        .is_some_and(|g| entry.delivery_count > 0 || st.groups.is_front(g, id));
+                    entry.stored && !holds_group_place && !expires_first && id <= cursor
                 })
             })
             .take((len - keep) as usize)
             .map(|(at_ms, id)| Due { at_ms, id })
             .collect();
+        st.far.stuck_at = victims.is_empty().then(|| st.scheduled.inserted());
         let mut moved = Vec::with_capacity(victims.len());
         for due in victims {
             let entry = st.take(due.id).expect("an entry of the timeline");
@@ -159,7 +169,12 @@ impl super::State {
     /// Whether the timeline holds more than the head's bound and its latest
     /// entry may go far, so that the depager should move some of it.
     pub(super) fn wants_far(&self, now_ms: u64) -> bool {
-        self.scheduled.len() as u64 > self.tail.limit.messages
+        let bound = self.tail.limit.messages;
+        self.scheduled.len() as u64 > bound
+            && self
+                .far
+                .stuck_at
+                .is_none_or(|at| self.scheduled.inserted() >= at.saturating_add(bound / 2))
             && self
                 .scheduled
                 .latest()
@@ -244,10 +259,14 @@ mod tests {
     }
 
     #[test]
-    fn grouped_unstored_and_expiring_messages_stay_and_a_failed_index_write_puts_back() {
+    fn what_must_stay_stays_and_a_failed_index_write_puts_back() {
         let q = queue(2);
+        // A redelivery of a group holds its place; a scheduled send of one does not yet.
         let mut grouped = stored(1);
         grouped.group = Some("g".into());
+        grouped.delivery_count = 1;
+        let mut scheduled_send = stored(5);
+        scheduled_send.group = Some("h".into());
         let mut unstored = stored(2);
         unstored.stored = false;
         let mut expiring = stored(4);
@@ -258,13 +277,31 @@ mod tests {
                 (unstored, NOW + 60_000),
                 (stored(3), NOW + 60_000),
                 (expiring, NOW + 60_000),
+                (scheduled_send, NOW + 60_000),
             ],
             NOW,
         );
         let moved = q.move_far(NOW);
-        assert_eq!(moved.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [3]);
+        assert_eq!(moved.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [5, 3]);
         q.far_failed(moved, NOW);
-        assert_eq!((q.snapshot().paged, q.snapshot().scheduled), (0, 4));
+        assert_eq!((q.snapshot().paged, q.snapshot().scheduled), (0, 5));
         assert_eq!(q.far_wake_ms(), None);
+    }
+
+    #[test]
+    fn a_timeline_that_must_stay_is_looked_at_again_only_after_half_a_bound() {
+        let q = queue(4);
+        let unstored = |id| {
+            let mut e = stored(id);
+            e.stored = false;
+            (e, NOW + 60_000)
+        };
+        q.enqueue((1..=5).map(unstored), NOW);
+        assert!(q.move_far(NOW).is_empty());
+        q.enqueue([(stored(6), NOW + 60_000)], NOW);
+        assert!(q.move_far(NOW).is_empty(), "one insert since");
+        q.enqueue([(stored(7), NOW + 60_000)], NOW);
+        let moved = q.move_far(NOW);
+        assert_eq!(moved.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [7, 6]);
     }
 }
