@@ -34,6 +34,7 @@
 //! messages        (queue, id PK, priority, expiration_ms,    0x01
 //!                  size, grp, record bytea)
 //! delivery_states (queue, id PK, record bytea)               0x02
+//! dues            (queue, due_ms, id PK, record bytea)       0x03 (migration 6)
 //! duplicate_ids   (address, id bytea PK, seq)                0x30 (PK since
 //!                                                             migration 3)
 //! id_allocator    (next_id bigint): the next free message id
