@@ -117,63 +117,65 @@ async fn scheduled_messages_can_be_removed_or_purged_before_they_are_due() {
     assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["past"]);
 }
 
-/// Scheduled messages and a delayed redelivery beyond a small head wait on
-/// disk (`broker/src/queue/far.rs`), survive a kill -9 there, and still come
-/// at their time, in due order, with their delivery counts.
-#[tokio::test(flavor = "multi_thread")]
-async fn messages_waiting_on_disk_survive_a_kill9_and_come_in_due_order() {
-    let mut broker = Broker::start_with_config(
-        r##"
+also_on_postgres! {
+    /// Scheduled messages and a delayed redelivery beyond a small head wait on
+    /// disk (`broker/src/queue/far.rs`), survive a kill -9 there, and still come
+    /// at their time, in due order, with their delivery counts.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn messages_waiting_on_disk_survive_a_kill9_and_come_in_due_order() {
+        let mut broker = Broker::start_with_config(
+            r##"
 [[address-settings]]
 match = "#"
 max-read-page-messages = 4
 redelivery-delay = 7000
 "##,
-    )
-    .await;
-    let client = broker.client().await;
-    client
-        .send(OutgoingMessage::new("jobs", "retried"))
-        .await
-        .unwrap();
-    let mut c = client.consume("jobs", 10).await.unwrap();
-    let first = next(&mut c).await;
-    c.nack(&[first.id], "not yet").await.unwrap();
-    c.flush().await.unwrap();
-    drop(c);
-    // Sent latest first, so that due order is not send order; all due after the retry.
-    let due = now_ms() + 7500;
-    for i in (0..30).rev() {
-        let message = OutgoingMessage::new("jobs", format!("m{i:02}")).deliver_at_ms(due + i * 20);
-        client.send(message).await.unwrap();
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while client.queue("jobs").await.unwrap().paged_messages < 20 {
-        assert!(std::time::Instant::now() < deadline, "nothing moved to disk");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
-    broker.kill9();
-    broker.restart().await;
-    let client = broker.client().await;
-    let info = client.queue("jobs").await.unwrap();
-    assert_eq!((info.messages, info.scheduled), (31, 31));
-    let mut c = client.consume("jobs", 100).await.unwrap();
-    let mut got = Vec::new();
-    while got.len() < 31 {
-        let d = c
-            .next_timeout(Duration::from_millis((due + 15_000).saturating_sub(now_ms())))
+        )
+        .await;
+        let client = broker.client().await;
+        client
+            .send(OutgoingMessage::new("jobs", "retried"))
             .await
-            .unwrap()
-            .expect("delivered after its time");
-        got.push((body(&d).to_owned(), d.delivery_count, now_ms()));
+            .unwrap();
+        let mut c = client.consume("jobs", 10).await.unwrap();
+        let first = next(&mut c).await;
+        c.nack(&[first.id], "not yet").await.unwrap();
+        c.flush().await.unwrap();
+        drop(c);
+        // Sent latest first, so that due order is not send order; all due after the retry.
+        let due = now_ms() + 7500;
+        for i in (0..30).rev() {
+            let message = OutgoingMessage::new("jobs", format!("m{i:02}")).deliver_at_ms(due + i * 20);
+            client.send(message).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while client.queue("jobs").await.unwrap().paged_messages < 20 {
+            assert!(std::time::Instant::now() < deadline, "nothing moved to disk");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        broker.kill9();
+        broker.restart().await;
+        let client = broker.client().await;
+        let info = client.queue("jobs").await.unwrap();
+        assert_eq!((info.messages, info.scheduled), (31, 31));
+        let mut c = client.consume("jobs", 100).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < 31 {
+            let d = c
+                .next_timeout(Duration::from_millis((due + 15_000).saturating_sub(now_ms())))
+                .await
+                .unwrap()
+                .expect("delivered after its time");
+            got.push((body(&d).to_owned(), d.delivery_count, now_ms()));
+        }
+        assert_eq!((got[0].0.as_str(), got[0].1), ("retried", 2));
+        let scheduled: Vec<&str> = got[1..].iter().map(|(b, ..)| b.as_str()).collect();
+        let expected: Vec<String> = (0..30).map(|i| format!("m{i:02}")).collect();
+        assert_eq!(scheduled, expected);
+        assert!(
+            got[1..].iter().all(|&(_, count, at)| count == 1 && at >= due),
+            "{got:?}"
+        );
     }
-    assert_eq!((got[0].0.as_str(), got[0].1), ("retried", 2));
-    let scheduled: Vec<&str> = got[1..].iter().map(|(b, ..)| b.as_str()).collect();
-    let expected: Vec<String> = (0..30).map(|i| format!("m{i:02}")).collect();
-    assert_eq!(scheduled, expected);
-    assert!(
-        got[1..].iter().all(|&(_, count, at)| count == 1 && at >= due),
-        "{got:?}"
-    );
 }
