@@ -5,10 +5,10 @@
 //! `delay_ms` into it ([`requested`]), as Artemis turns AMQP's `x-opt-delivery-time`
 //! and `-delay` into it on receipt, so the stored message says when it was meant
 //! for whichever way it was asked. The engine turns the property into a due time
-//! ([`due_ms`]); a message with one is stored with a delivery state saying when
-//! (`scheduled_at_ms`) in the same commit as its body, and waits in its queue's
-//! timeline ([`crate::timeline`]) like a delayed redelivery: it never blocks the
-//! messages behind it, and a restart finds it waiting.
+//! ([`due_ms`]); a message with one is stored saying when (its record's
+//! `scheduled_at_ms`, so that a scheduled send costs no delivery state), and waits
+//! in its queue's timeline ([`crate::timeline`]) like a delayed redelivery: it
+//! never blocks the messages behind it, and a restart finds it waiting.
 //!
 //! Only producers' sends are scheduled: a message the broker moves (a dead letter,
 //! `queue retry`) keeps the property but is due at once on its new queue.

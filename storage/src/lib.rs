@@ -684,6 +684,9 @@ pub struct IndexEntry {
     pub size: u32,
     /// Its delivery state, if one was written.
     pub state: Option<DeliveryState>,
+    /// When its scheduled send made it due ([`MessageRecord::scheduled_at_ms`]),
+    /// `0` = at once; a `state` says instead.
+    pub scheduled_at_ms: u64,
     /// Its message group ([`records::group_of`]): a queue delivers a group in order.
     pub group: Option<String>,
 }

@@ -158,6 +158,7 @@ impl Data {
                 // At most MAX_RECORD_BYTES: commits are checked.
                 size: u32::try_from(prost::Message::encoded_len(message)).unwrap_or(u32::MAX),
                 state: self.states.get(&key).cloned(),
+                scheduled_at_ms: message.scheduled_at_ms,
                 group: crate::records::group_of(&message.properties).map(str::to_owned),
             })
             .collect();

@@ -73,6 +73,12 @@ pub struct MessageRecord {
     /// Routing type of the queue it was routed to (for `_AMQ_ORIG_ROUTING_TYPE`).
     #[prost(enumeration = "RoutingType", tag = "9")]
     pub routing_type: i32,
+    /// When its queue may first deliver it (ms since the epoch), as its
+    /// scheduled send asked; `0` = at once. Kept with the message so that a
+    /// scheduled send writes no delivery state; once one is written
+    /// ([`DeliveryState::scheduled_at_ms`]), the state says when instead.
+    #[prost(uint64, tag = "10")]
+    pub scheduled_at_ms: u64,
 }
 
 /// The properties that name a message's group, in the order they are looked up:
@@ -110,6 +116,8 @@ pub(crate) struct MessageIndex {
     pub priority: u32,
     #[prost(uint64, tag = "8")]
     pub expiration_ms: u64,
+    #[prost(uint64, tag = "10")]
+    pub scheduled_at_ms: u64,
     /// The properties, for the message's group ([`group_of`]).
     #[prost(btree_map = "string, message", tag = "4")]
     pub properties: BTreeMap<String, PropertyValue>,
@@ -365,6 +373,7 @@ mod tests {
             priority: 9,
             expiration_ms: 1_700_000_060_000,
             routing_type: RoutingType::Multicast.into(),
+            scheduled_at_ms: 1_700_000_030_000,
         }
     }
 
@@ -400,8 +409,8 @@ mod tests {
         let record = sample();
         let index: MessageIndex = decode(b"k", &record.encode_to_vec()).unwrap();
         assert_eq!(
-            (index.priority, index.expiration_ms),
-            (record.priority, record.expiration_ms)
+            (index.priority, index.expiration_ms, index.scheduled_at_ms),
+            (record.priority, record.expiration_ms, record.scheduled_at_ms)
         );
     }
 

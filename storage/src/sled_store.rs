@@ -453,6 +453,7 @@ impl SledStore {
                 expiration_ms: index.expiration_ms,
                 size: self.stored_size(record.id, id, &key, &value),
                 state,
+                scheduled_at_ms: index.scheduled_at_ms,
                 group: records::group_of(&index.properties).map(str::to_owned),
             });
         }

@@ -346,7 +346,7 @@ impl Broker {
                 .filter_map(|b| Some((Broker::take(&queue, &b)?, b)))
                 .collect::<Vec<_>>()
                 .into_iter();
-            while let Some((entry, Browsed { record, .. })) = taken.next() {
+            while let Some((entry, Browsed { record, state, .. })) = taken.next() {
                 let copy = dead_letter::copy_for(
                     &record,
                     &entry,
@@ -361,12 +361,13 @@ impl Broker {
                     .await
                 {
                     Ok(Moved::Done) => moved += 1,
+                    // A scheduled message put back keeps its time.
                     Ok(Moved::NoTarget(entry)) => {
-                        queue.requeue([(entry, 0)], now);
+                        queue.requeue([(entry, state.due_ms())], now);
                     }
                     Err(err) => {
                         // Those taken and not tried yet stay in the queue.
-                        queue.requeue(taken.map(|(e, _)| (e, 0)), now);
+                        queue.requeue(taken.map(|(e, b)| (e, b.state.due_ms())), now);
                         return Err(err);
                     }
                 }

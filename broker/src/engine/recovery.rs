@@ -50,6 +50,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
         queue.requeue(
             rq.messages.into_iter().map(|m| {
                 let state_stored = m.state.is_some();
+                let due_ms = m.state.as_ref().map_or(m.scheduled_at_ms, |s| s.scheduled_at_ms);
                 let state = m.state.unwrap_or_default();
                 let entry = Entry {
                     id: m.id,
@@ -63,7 +64,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
                     group: m.group.map(Arc::from),
                     record: None,
                 };
-                (entry, state.scheduled_at_ms)
+                (entry, due_ms)
             }),
             now,
         );

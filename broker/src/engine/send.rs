@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use prost::Message as _;
 use rebound_config::EffectiveSettings;
-use rebound_storage::{DeliveryState, MessageRecord, Op, StorageError};
+use rebound_storage::{MessageRecord, Op, StorageError};
 
 use super::Broker;
 use super::addresses::Create;
@@ -314,8 +314,9 @@ impl Drop for Arrivals {
 
 /// Routes a record to `targets`: one stored record per durable queue (when the
 /// message is durable), in-memory copies elsewhere. A message due later (`due_ms`,
-/// 0 = now) is stored with a delivery state saying when; one `to_disk` is paged by
-/// its queues at once (PAGE past a size limit). The last target takes the
+/// 0 = now) says when in its record (`scheduled_at_ms`: a copy moved here from
+/// elsewhere is due at once, whatever its original said); one `to_disk` is paged
+/// by its queues at once (PAGE past a size limit). The last target takes the
 /// record itself, so a message to one queue is copied once (for the queue's
 /// cache), not twice.
 pub(super) fn place(
@@ -326,6 +327,7 @@ pub(super) fn place(
     ops: &mut Vec<Op>,
     arrivals: &mut Arrivals,
 ) {
+    record.scheduled_at_ms = due_ms;
     let mut targets = targets.into_iter().peekable();
     while let Some(queue) = targets.next() {
         let mut record = match targets.peek() {
@@ -344,7 +346,7 @@ pub(super) fn place(
             delivery_count: 0,
             failures: Vec::new(),
             stored,
-            state_stored: due_ms > 0,
+            state_stored: false,
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             // Stored or not, the queue may keep it for a delivery without a read.
             record: Some(Arc::new(record.clone())),
@@ -356,16 +358,6 @@ pub(super) fn place(
                 queue: queue.id,
                 message: record,
             });
-            if due_ms > 0 {
-                ops.push(Op::PutState {
-                    queue: queue.id,
-                    id,
-                    state: DeliveryState {
-                        scheduled_at_ms: due_ms,
-                        ..Default::default()
-                    },
-                });
-            }
         }
         arrivals.0.push((queue, entry, due_ms, to_disk));
     }

@@ -52,6 +52,8 @@ pub fn message_from_wire(msg: pb::OutgoingMessage) -> MessageRecord {
         priority: msg.priority.unwrap_or(DEFAULT_PRIORITY),
         expiration_ms: msg.expiration_ms.unwrap_or(0),
         routing_type: 0,
+        // Set as it is stored, from `_AMQ_SCHED_DELIVERY`.
+        scheduled_at_ms: 0,
     }
 }
 

@@ -30,7 +30,7 @@ pub struct Entry {
     /// Whether the message is in storage (durable message on a durable queue).
     pub stored: bool,
     /// Whether a delivery state of it may be in storage: false only while none was
-    /// written or read back (a new message that is not scheduled), so that its
+    /// written or read back (a new message, scheduled or not), so that its
     /// removal skips the state's delete. Unsure means true; every state write sets it
     /// (the engine's `state_op`, and [`crate::queue::Queue::pick`] when counts are
     /// stored before delivery).
@@ -47,6 +47,9 @@ impl Entry {
     /// delivery state, and when it is due (0: now).
     pub fn read_back(record: MessageRecord, state: Option<DeliveryState>) -> (Entry, u64) {
         let state_stored = state.is_some();
+        let due_ms = state
+            .as_ref()
+            .map_or(record.scheduled_at_ms, |s| s.scheduled_at_ms);
         let state = state.unwrap_or_default();
         let entry = Entry {
             id: record.message_id,
@@ -60,7 +63,7 @@ impl Entry {
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             record: Some(Arc::new(record)),
         };
-        (entry, state.scheduled_at_ms)
+        (entry, due_ms)
     }
 
     /// Keeps a failure, its reason cut to [`crate::message::MAX_REASON_BYTES`]:
@@ -134,4 +137,14 @@ pub enum BrowseState {
     Ready,
     Delivering,
     Scheduled(u64),
+}
+
+impl BrowseState {
+    /// When it is due (0: now), for a message put back where it was.
+    pub fn due_ms(self) -> u64 {
+        match self {
+            BrowseState::Scheduled(at) => at,
+            BrowseState::Ready | BrowseState::Delivering => 0,
+        }
+    }
 }

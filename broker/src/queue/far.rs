@@ -9,7 +9,7 @@
 //! moves the latest-due half out: they are indexed in the store by when they
 //! are due, one batch per move ([`rebound_storage::Op::PutDues`], a write per
 //! batch rather than per message), and leave memory, counted here as *far*.
-//! Their records and delivery states are in the store already. Shortly before
+//! Their records, and when each is due, are in the store already. Shortly before
 //! the earliest far message is due ([`LOOKAHEAD_MS`]), the depager loads its
 //! batch back, whole.
 //!

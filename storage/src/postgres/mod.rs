@@ -32,7 +32,8 @@
 //! addresses       (name text PK, record bytea)               0x10
 //! queues          (id bigint PK, record bytea)               0x11
 //! messages        (queue, id PK, priority, expiration_ms,    0x01
-//!                  size, grp, record bytea)
+//!                  size, grp, record bytea,
+//!                  scheduled_at_ms)                           (migration 7)
 //! delivery_states (queue, id PK, record bytea)               0x02
 //! dues            (queue, due_ms, id PK, record bytea)       0x03 (migration 6)
 //! duplicate_ids   (address, id bytea PK, seq)                0x30 (PK since

@@ -317,7 +317,7 @@ pub(super) async fn index_page(
 ) -> Result<Vec<IndexEntry>, StorageError> {
     let statement = client
         .prepare_cached(
-            "SELECT m.id, m.priority, m.expiration_ms, m.size, m.grp, s.record
+            "SELECT m.id, m.priority, m.expiration_ms, m.size, m.grp, s.record, m.scheduled_at_ms
              FROM messages m
              LEFT JOIN delivery_states s ON s.queue = m.queue AND s.id = m.id
              WHERE m.queue = $1 AND m.id > $2
@@ -344,6 +344,7 @@ pub(super) async fn index_page(
                 expiration_ms: row.get::<_, i64>(2) as u64,
                 size: row.get::<_, i32>(3) as u32,
                 state,
+                scheduled_at_ms: row.get::<_, i64>(6) as u64,
                 group: row.get(4),
             })
         })

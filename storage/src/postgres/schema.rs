@@ -112,6 +112,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
          id bigint NOT NULL,
          record bytea NOT NULL,
          PRIMARY KEY (queue, due_ms, id));",
+    // 7: when a scheduled send made a message due (its record's
+    // `scheduled_at_ms`), read by recovery like the other indexed fields.
+    "ALTER TABLE messages ADD COLUMN scheduled_at_ms bigint NOT NULL DEFAULT 0;",
 ];
 
 /// Brings the schema to the newest version, creating it in an empty

@@ -39,6 +39,7 @@ struct MessageRow {
     expiration_ms: i64,
     size: i32,
     group: Option<String>,
+    scheduled_at_ms: i64,
     record: Vec<u8>,
 }
 
@@ -52,6 +53,7 @@ impl MessageRow {
             expiration_ms: message.expiration_ms as i64,
             size: record.len() as i32,
             group: records::group_of(&message.properties).map(str::to_owned),
+            scheduled_at_ms: message.scheduled_at_ms as i64,
             record,
         }
     }
@@ -419,6 +421,7 @@ struct MessageColumns {
     sizes: Vec<i32>,
     groups: Vec<Option<String>>,
     records: Vec<Vec<u8>>,
+    scheduled: Vec<i64>,
 }
 
 impl MessageColumns {
@@ -430,6 +433,7 @@ impl MessageColumns {
         self.sizes.push(row.size);
         self.groups.push(row.group);
         self.records.push(row.record);
+        self.scheduled.push(row.scheduled_at_ms);
     }
 
     fn upsert(self) -> Statement {
@@ -443,6 +447,7 @@ impl MessageColumns {
                 Box::new(self.sizes),
                 Box::new(self.groups),
                 Box::new(self.records),
+                Box::new(self.scheduled),
             ],
         )
     }
@@ -469,12 +474,13 @@ const UPSERT_QUEUES: &str = "INSERT INTO queues (id, record)
 const DELETE_MESSAGES: &str = "DELETE FROM messages t
      USING unnest($1::bigint[], $2::bigint[]) AS d(queue, id)
      WHERE t.queue = d.queue AND t.id = d.id";
-const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expiration_ms, size, grp, record)
+const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expiration_ms, size, grp, record,
+                          scheduled_at_ms)
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bigint[], $5::integer[],
-                          $6::text[], $7::bytea[])
+                          $6::text[], $7::bytea[], $8::bigint[])
      ON CONFLICT (queue, id) DO UPDATE SET priority = EXCLUDED.priority,
          expiration_ms = EXCLUDED.expiration_ms, size = EXCLUDED.size, grp = EXCLUDED.grp,
-         record = EXCLUDED.record";
+         record = EXCLUDED.record, scheduled_at_ms = EXCLUDED.scheduled_at_ms";
 const WIPE_INBOX: &str = "DELETE FROM inbox WHERE queue = ANY($1::bigint[])";
 const INSERT_INBOX: &str = "INSERT INTO inbox (queue, id)
      SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";

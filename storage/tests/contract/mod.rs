@@ -327,8 +327,9 @@ pub async fn committed_data_is_recovered_in_order_after_reopen(h: &mut dyn Harne
         ])
         .await
         .unwrap();
-    // In a group: recovery says which.
+    // In a group, and scheduled: recovery says which, and when.
     let mut grouped = message(30, 9);
+    grouped.scheduled_at_ms = 12_345;
     grouped.properties.insert(
         "JMSXGroupID".into(),
         PropertyValue {
@@ -378,6 +379,10 @@ pub async fn committed_data_is_recovered_in_order_after_reopen(h: &mut dyn Harne
     assert_eq!(
         (q.messages[0].group.as_deref(), q.messages[2].group.as_deref()),
         (None, Some("g"))
+    );
+    assert_eq!(
+        (q.messages[0].scheduled_at_ms, q.messages[2].scheduled_at_ms),
+        (0, 12_345)
     );
     for entry in &q.messages {
         let stored = store.read_message(7, entry.id).unwrap().unwrap();

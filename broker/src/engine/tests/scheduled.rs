@@ -65,11 +65,13 @@ async fn a_scheduled_message_is_stored_as_scheduled_and_still_waits_after_a_rest
         .unwrap()
         .ids;
     let queue = broker.queue("q").unwrap();
-    let state = store
-        .read_state(queue.id, ids[0])
-        .unwrap()
-        .expect("stored with its send");
-    assert_eq!(state.scheduled_at_ms, due);
+    let stored = store.read_message(queue.id, ids[0]).unwrap().unwrap();
+    assert_eq!(stored.scheduled_at_ms, due);
+    assert_eq!(
+        store.read_state(queue.id, ids[0]).unwrap(),
+        None,
+        "no state to write"
+    );
     broker.close().await.unwrap();
 
     let broker = open("", Arc::new(store.reopen())).await;
@@ -78,6 +80,49 @@ async fn a_scheduled_message_is_stored_as_scheduled_and_still_waits_after_a_rest
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
     let mut sub = broker.subscribe("q", 10, "").await.unwrap();
     assert!(nothing_within(&mut sub, Duration::from_millis(300)).await);
+}
+
+#[tokio::test]
+async fn a_scheduled_message_moved_elsewhere_is_due_at_once_there_also_after_a_restart() {
+    let store = Arc::new(MemoryStore::new());
+    let broker = open("", store.clone()).await;
+    send(&broker, "other", &["first"]).await;
+    let due = (now_ms() + 60_000) as i64;
+    broker.send(vec![scheduled("q", "later", due)]).await.unwrap();
+    let selection = crate::engine::Selection {
+        queue: "q".into(),
+        filter: String::new(),
+        message_ids: Default::default(),
+    };
+    assert_eq!(broker.move_messages(&selection, "other").await.unwrap(), 1);
+    broker.close().await.unwrap();
+
+    let broker = open("", Arc::new(store.reopen())).await;
+    let mut sub = broker.subscribe("other", 10, "").await.unwrap();
+    let got = receive(&mut sub, 2).await;
+    assert_eq!((body(&got[0]), body(&got[1])), ("first", "later"));
+}
+
+#[tokio::test]
+async fn a_scheduled_message_no_queue_takes_stays_scheduled() {
+    let (broker, _store) = broker("").await;
+    broker
+        .create_queue("picky", "picky", None, true, Some("kind = 'x'"), false)
+        .await
+        .unwrap();
+    let due = now_ms() + 60_000;
+    broker
+        .send(vec![scheduled("q", "later", due as i64)])
+        .await
+        .unwrap();
+    let selection = crate::engine::Selection {
+        queue: "q".into(),
+        filter: String::new(),
+        message_ids: Default::default(),
+    };
+    assert_eq!(broker.move_messages(&selection, "picky").await.unwrap(), 0);
+    let browsed = broker.browse("q", "", 10).unwrap();
+    assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
 }
 
 #[tokio::test]
@@ -108,7 +153,7 @@ async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
 }
 
 #[tokio::test]
-async fn a_delivered_scheduled_message_is_acked_with_its_state() {
+async fn a_delivered_scheduled_message_is_acked_leaving_no_state() {
     let (broker, store) = broker("").await;
     let due = (now_ms() + 100) as i64;
     let ids = broker.send(vec![scheduled("q", "soon", due)]).await.unwrap().ids;
