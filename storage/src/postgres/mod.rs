@@ -154,7 +154,10 @@
 //!   with a `SELECT … FROM queue_leases … FOR SHARE` of those rows (which
 //!   conflicts with a takeover's `UPDATE`) and aborts if one is not held.
 //!   The committer then fails only the commits that wrote under a lost
-//!   lease ([`StorageError::Fenced`]) and writes the others again.
+//!   lease ([`StorageError::Fenced`]) and writes the others again. A node
+//!   stalled inside such a transaction does not hold those rows for long:
+//!   every connection sets `idle_in_transaction_session_timeout` (5 s,
+//!   `pool.rs`), and the server ends the session.
 //! * Rows are written in key order within a group (sorted maps), so two
 //!   nodes' groups lock rows in the same order and cannot deadlock on them.
 //!

@@ -24,6 +24,15 @@ use crate::error::StorageError;
 /// the operation fails with [`StorageError::Unavailable`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a session may sit idle inside a transaction before the server
+/// ends it. The broker's transactions send their statements back to back, so
+/// only a stalled node (stopped, frozen, swapped out) waits this long, and
+/// the row locks it holds (a group's `FOR SHARE` of its leases, `fence.rs`)
+/// would otherwise keep another node from taking its queues over until it
+/// woke up. Below the default lease, so that they are gone by the time the
+/// lease is.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
+
 /// The runtime and the pool on it.
 pub(super) struct Database {
     /// `Some` until dropped.
@@ -42,10 +51,13 @@ impl Database {
         let mut config = tokio_postgres::Config::from_str(&options.url)
             .map_err(|e| StorageError::Engine(Arc::new(Described(e))))?;
         // Durable at COMMIT whatever the server's or the role's default.
-        let extra = "-c synchronous_commit=on";
+        let extra = format!(
+            "-c synchronous_commit=on -c idle_in_transaction_session_timeout={}",
+            IDLE_IN_TRANSACTION.as_millis()
+        );
         let options_string = match config.get_options() {
             Some(given) if !given.is_empty() => format!("{given} {extra}"),
-            _ => extra.to_owned(),
+            _ => extra,
         };
         config.options(options_string).connect_timeout(CONNECT_TIMEOUT);
         // What `pg_stat_activity` shows, unless the URL names it (a node, say).
@@ -319,5 +331,26 @@ mod tests {
             err.to_string().starts_with("the database is unavailable"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_transaction_left_idle_is_ended_by_the_server() {
+        let Some(schema) = crate::postgres::test_pg::TestSchema::create("postgres idle transaction") else {
+            return;
+        };
+        let db = Database::connect(&PostgresOptions::new(schema.url())).unwrap();
+        let pool = db.pool();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        db.spawn(async move {
+            let ended = async {
+                let mut client = pool.get().await.map_err(pool_error)?;
+                let transaction = client.transaction().await.map_err(db_error)?;
+                transaction.batch_execute("SELECT 1").await.map_err(db_error)?;
+                tokio::time::sleep(IDLE_IN_TRANSACTION + Duration::from_secs(1)).await;
+                transaction.batch_execute("SELECT 1").await.map_err(db_error)
+            };
+            let _ = tx.send(ended.await);
+        });
+        rx.await.unwrap().expect_err("the server ended the session");
     }
 }
