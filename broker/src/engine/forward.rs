@@ -112,7 +112,7 @@ impl Broker {
             dead_letter::mark_group_held(&mut copy, waiting);
         }
         if let Moved::NoTarget(entry) = self
-            .move_entry(queue, entry, copy, |reg, copy| reg.route(copy))
+            .move_entry(queue, entry, 0, copy, |reg, copy| reg.route(copy))
             .await?
         {
             let why = format!("address '{address}' has no queue for it");
@@ -130,11 +130,12 @@ impl Broker {
     /// Moves `entry`, already taken from `queue`, as `copy` to the queues `targets`
     /// picks: its removal and the new message are one commit. When no queue takes it
     /// nothing changes and the entry is handed back; on an error it is back in
-    /// `queue`.
+    /// `queue`, due at `due_ms` (when it was due before it was taken; 0 = now).
     pub(super) async fn move_entry(
         &self,
         queue: &Queue,
         entry: Entry,
+        due_ms: u64,
         copy: MessageRecord,
         targets: impl FnOnce(&Registry, &MessageRecord) -> Vec<Arc<Queue>>,
     ) -> Result<Moved> {
@@ -146,7 +147,7 @@ impl Broker {
             }
             Ok(false) => Ok(Moved::NoTarget(entry)),
             Err(err) => {
-                queue.requeue([(entry, 0)], now_ms());
+                queue.requeue([(entry, due_ms)], now_ms());
                 Err(err)
             }
         }

@@ -357,7 +357,7 @@ impl Broker {
                     now,
                 );
                 match self
-                    .move_entry(&queue, entry, copy, |reg, copy| reg.route(copy))
+                    .move_entry(&queue, entry, state.due_ms(), copy, |reg, copy| reg.route(copy))
                     .await
                 {
                     Ok(Moved::Done) => moved += 1,
@@ -450,10 +450,11 @@ impl Broker {
                 let to_target = |reg: &crate::postoffice::Registry, _: &MessageRecord| {
                     reg.queues.get(&target).cloned().into_iter().collect()
                 };
-                match self.move_entry(&dlq, taken, copy, to_target).await? {
+                let due_ms = browsed.state.due_ms();
+                match self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
                     Moved::Done => info!(from = %dlq.name, message = id, to = %target, "retried message"),
                     Moved::NoTarget(taken) => {
-                        dlq.requeue([(taken, 0)], now_ms());
+                        dlq.requeue([(taken, due_ms)], now_ms());
                         outcome.skipped = Some(format!("queue '{target}' no longer exists"));
                     }
                 }

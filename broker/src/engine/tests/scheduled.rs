@@ -126,6 +126,27 @@ async fn a_scheduled_message_no_queue_takes_stays_scheduled() {
 }
 
 #[tokio::test]
+async fn a_scheduled_message_whose_move_fails_stays_scheduled() {
+    let (broker, store) = broker("").await;
+    send(&broker, "other", &["first"]).await;
+    let due = now_ms() + 60_000;
+    broker
+        .send(vec![scheduled("q", "later", due as i64)])
+        .await
+        .unwrap();
+    // Every commit fails from here on, the move's too.
+    store.close().unwrap();
+    let selection = crate::engine::Selection {
+        queue: "q".into(),
+        filter: String::new(),
+        message_ids: Default::default(),
+    };
+    broker.move_messages(&selection, "other").await.unwrap_err();
+    let browsed = broker.browse("q", "", 10).unwrap();
+    assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
+}
+
+#[tokio::test]
 async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
     let (broker, store) = broker("").await;
     let due = (now_ms() + 60_000) as i64;
