@@ -10,15 +10,16 @@
 //! |--------|---------------------------------|--------------------------------|
 //! | `0x01` | queue `u32` ‖ message `u64`     | [`MessageRecord`]              |
 //! | `0x02` | queue `u32` ‖ message `u64`     | [`DeliveryState`]              |
-//! | `0x03` | queue `u32` ‖ due `u64` ‖ message `u64` | (empty)                |
+//! | `0x03` | queue `u32` ‖ due `u64` ‖ message `u64` | [`DueBatchRecord`] |
 //! | `0x10` | address name, UTF-8             | [`AddressRecord`]              |
 //! | `0x11` | queue `u32`                     | [`QueueRecord`]                |
 //! | `0x20` | (nothing)                       | journal checkpoint, `u64` BE   |
 //! | `0x30` | address length `u32` ‖ address, UTF-8 ‖ seq `u64` | [`DuplicateIdRecord`] |
 //!
-//! A `0x03` key indexes a scheduled message the broker keeps out of memory
-//! by the time it is due (ms since the epoch), so that the queue's next due
-//! ones are one ordered scan ([`Op::PutDue`](crate::Op::PutDue)).
+//! A `0x03` key holds a batch of the scheduled messages the broker keeps out
+//! of memory, keyed by the batch's earliest entry (when it is due, ms since
+//! the epoch, then its id), so that the queue's next due ones are one ordered
+//! scan ([`Op::PutDues`](crate::Op::PutDues)).
 //!
 //! A `0x30` key is one entry of an address's duplicate-id cache; `seq` orders
 //! the entries of one address oldest first, so the cache's FIFO is a prefix
@@ -34,6 +35,7 @@
 //! [`AddressRecord`]: crate::records::AddressRecord
 //! [`QueueRecord`]: crate::records::QueueRecord
 //! [`DuplicateIdRecord`]: crate::records::DuplicateIdRecord
+//! [`DueBatchRecord`]: crate::records::DueBatchRecord
 
 use crate::{MessageId, QueueId};
 
@@ -41,7 +43,7 @@ use crate::{MessageId, QueueId};
 pub const MESSAGE: u8 = 0x01;
 /// Kind prefix of a [`DeliveryState`](crate::records::DeliveryState) key.
 pub const STATE: u8 = 0x02;
-/// Kind prefix of a due-time index key (no value).
+/// Kind prefix of a due-time index batch key ([`DueBatchRecord`](crate::records::DueBatchRecord)).
 pub const DUE: u8 = 0x03;
 /// Kind prefix of an [`AddressRecord`](crate::records::AddressRecord) key.
 pub const ADDRESS: u8 = 0x10;
@@ -70,13 +72,13 @@ pub enum Key {
         /// The message.
         id: MessageId,
     },
-    /// A scheduled message indexed by the time it is due.
+    /// A batch of the due-time index, by its earliest entry.
     Due {
-        /// The queue holding the reference.
+        /// The queue whose index it is.
         queue: QueueId,
-        /// When it is due, ms since the epoch.
+        /// When its earliest message is due, ms since the epoch.
         due_ms: u64,
-        /// The message.
+        /// That message.
         id: MessageId,
     },
     /// An address definition.
@@ -193,8 +195,9 @@ pub fn state(queue: QueueId, id: MessageId) -> [u8; 13] {
     per_message(STATE, queue, id)
 }
 
-/// The key indexing message `id` of `queue` by when it is due:
-/// `0x03 | queue | due_ms | id` (a [`Due`](crate::Due)'s order is the bytes').
+/// The key of `queue`'s due-time batch whose earliest entry is message `id`
+/// due at `due_ms`: `0x03 | queue | due_ms | id` (a [`Due`](crate::Due)'s order
+/// is the bytes').
 pub fn due(queue: QueueId, due_ms: u64, id: MessageId) -> [u8; 21] {
     let mut key = [0; 21];
     key[..5].copy_from_slice(&queue_prefix(DUE, queue));
