@@ -254,22 +254,30 @@ impl DueBatchRecord {
         record
     }
 
-    /// Its entries, ascending; `None` if its two lists differ in length.
-    pub fn into_entries(self) -> Option<Vec<crate::Due>> {
-        (self.at_ms.len() == self.ids.len()).then(|| {
-            let mut before = crate::Due { at_ms: 0, id: 0 };
-            self.at_ms
-                .into_iter()
-                .zip(self.ids)
-                .map(|(at_delta, id_delta)| {
-                    before = crate::Due {
-                        at_ms: before.at_ms.wrapping_add(at_delta),
-                        id: before.id.wrapping_add(id_delta as u64),
-                    };
-                    before
-                })
-                .collect()
-        })
+    /// The entries, ascending, of the batch stored as `value` under `key`
+    /// (named in the error if it does not decode, or its two lists differ in
+    /// length).
+    pub(crate) fn decode_entries(key: &[u8], value: &[u8]) -> Result<Vec<crate::Due>, StorageError> {
+        let record: DueBatchRecord = decode(key, value)?;
+        if record.at_ms.len() != record.ids.len() {
+            return Err(StorageError::Corrupt {
+                key: keys::hex(key),
+                reason: "a due-time batch whose lists differ in length".into(),
+            });
+        }
+        let mut before = crate::Due { at_ms: 0, id: 0 };
+        Ok(record
+            .at_ms
+            .into_iter()
+            .zip(record.ids)
+            .map(|(at_delta, id_delta)| {
+                before = crate::Due {
+                    at_ms: before.at_ms.wrapping_add(at_delta),
+                    id: before.id.wrapping_add(id_delta as u64),
+                };
+                before
+            })
+            .collect())
     }
 }
 
@@ -313,11 +321,24 @@ mod tests {
         ) {
             let entries: Vec<crate::Due> = pairs.into_iter().map(|(at_ms, id)| crate::Due { at_ms, id }).collect();
             let encoded = DueBatchRecord::of(&entries).encode_to_vec();
-            let back = DueBatchRecord::decode(&encoded[..]).unwrap().into_entries().unwrap();
+            let back = DueBatchRecord::decode_entries(b"k", &encoded).unwrap();
             let mut sorted = entries;
             sorted.sort_unstable();
             proptest::prop_assert_eq!(back, sorted);
         }
+    }
+
+    #[test]
+    fn a_batch_whose_lists_differ_in_length_is_corrupt() {
+        let record = DueBatchRecord {
+            at_ms: vec![1, 2],
+            ids: vec![7],
+        };
+        let err = DueBatchRecord::decode_entries(&[0x03, 0xab], &record.encode_to_vec()).unwrap_err();
+        assert!(
+            matches!(err, StorageError::Corrupt { ref key, ref reason } if key == "03ab" && reason.contains("differ in length")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -618,17 +618,16 @@ impl Store for SledStore {
             &from,
             &keys::due(queue, u64::MAX, MessageId::MAX),
             |key, value| {
-                let corrupt = |reason: String| StorageError::Corrupt {
-                    key: keys::hex(key),
-                    reason,
-                };
                 let first = match Key::decode(key) {
                     Ok(Key::Due { due_ms, id, .. }) => Due { at_ms: due_ms, id },
-                    other => return Err(corrupt(format!("{other:?} where a due-time index key belongs"))),
+                    other => {
+                        return Err(StorageError::Corrupt {
+                            key: keys::hex(key),
+                            reason: format!("{other:?} where a due-time index key belongs"),
+                        });
+                    }
                 };
-                let entries = records::decode::<DueBatchRecord>(key, value)?
-                    .into_entries()
-                    .ok_or_else(|| corrupt("a due-time batch whose lists differ in length".into()))?;
+                let entries = DueBatchRecord::decode_entries(key, value)?;
                 out.push(DueBatch { first, entries });
                 Ok(out.len() < max)
             },

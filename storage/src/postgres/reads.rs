@@ -296,12 +296,7 @@ pub(super) async fn scan_due(
                 id: row.get::<_, i64>(1) as MessageId,
             };
             let key = keys::due(queue, first.at_ms, first.id);
-            let entries = decode::<DueBatchRecord>(&key, row.get(2))?
-                .into_entries()
-                .ok_or_else(|| StorageError::Corrupt {
-                    key: keys::hex(&key),
-                    reason: "a due-time batch whose lists differ in length".into(),
-                })?;
+            let entries = DueBatchRecord::decode_entries(&key, row.get(2))?;
             Ok(DueBatch { first, entries })
         })
         .collect()
