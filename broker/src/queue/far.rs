@@ -33,6 +33,12 @@ use super::{Entry, Queue};
 /// How long before the earliest far message is due it is loaded back.
 pub const LOOKAHEAD_MS: u64 = 2_000;
 
+/// Whether a message due at `at_ms` is due late enough to go far: not within
+/// twice the lookahead, so that what was just loaded back stays.
+fn due_far_ahead(at_ms: u64, now_ms: u64) -> bool {
+    at_ms > now_ms + 2 * LOOKAHEAD_MS
+}
+
 /// The far messages of a queue.
 #[derive(Debug, Default)]
 pub(super) struct Far {
@@ -63,7 +69,7 @@ impl Queue {
         let victims: Vec<Due> = st
             .scheduled
             .latest()
-            .take_while(|&(at_ms, _)| at_ms > now_ms + 2 * LOOKAHEAD_MS)
+            .take_while(|&(at_ms, _)| due_far_ahead(at_ms, now_ms))
             .filter(|&(at_ms, id)| {
                 st.entries.get(&id).is_some_and(|slot| {
                     let entry = &slot.entry;
@@ -128,8 +134,7 @@ impl Queue {
     /// ones are not named in memory: a stored message with an id up to the
     /// cursor that memory does not hold is far).
     pub fn is_far(&self, id: MessageId) -> bool {
-        let st = self.lock();
-        st.far.count > 0 && id <= st.tail.cursor && !st.entries.contains_key(&id)
+        self.lock().holds_far(id)
     }
 
     /// Loads far messages back (read from storage with when they are due),
@@ -154,10 +159,10 @@ impl Queue {
     /// management operation removes or moves it, [`Queue::tail`] held): None
     /// if it is not far (any more).
     pub fn take_far(&self, entry: Entry) -> Option<Entry> {
-        if !self.is_far(entry.id) {
+        let mut st = self.lock();
+        if !st.holds_far(entry.id) {
             return None;
         }
-        let mut st = self.lock();
         st.far.count -= 1;
         st.far.bytes -= entry.size;
         st.shrink(entry.size);
@@ -166,6 +171,11 @@ impl Queue {
 }
 
 impl super::State {
+    /// [`Queue::is_far`], under the lock.
+    fn holds_far(&self, id: MessageId) -> bool {
+        self.far.count > 0 && id <= self.tail.cursor && !self.entries.contains_key(&id)
+    }
+
     /// Whether the timeline holds more than the head's bound and its latest
     /// entry may go far, so that the depager should move some of it.
     pub(super) fn wants_far(&self, now_ms: u64) -> bool {
@@ -179,7 +189,7 @@ impl super::State {
                 .scheduled
                 .latest()
                 .next()
-                .is_some_and(|(at_ms, _)| at_ms > now_ms + 2 * LOOKAHEAD_MS)
+                .is_some_and(|(at_ms, _)| due_far_ahead(at_ms, now_ms))
     }
 }
 
