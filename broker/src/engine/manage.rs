@@ -228,10 +228,7 @@ impl Broker {
                     .iter()
                     .filter(|&&id| id > after || queue.is_far(id));
                 for &id in on_disk {
-                    if let Some(record) = self.store.read_message(queue.id, id)? {
-                        let state = self.store.read_state(queue.id, id)?;
-                        out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));
-                    }
+                    out.extend(self.read_stored(queue, id)?.filter(|b| keep(&b.entry, &b.record)));
                 }
                 Ok((out, Walk::Done))
             }
@@ -254,14 +251,24 @@ impl Broker {
                 };
                 let entries = read.into_iter().flat_map(|batch| batch.entries);
                 for due in entries.filter(|due| queue.is_far(due.id)) {
-                    if let Some(record) = self.store.read_message(queue.id, due.id)? {
-                        let state = self.store.read_state(queue.id, due.id)?;
-                        out.extend(paged(record, state).filter(|b| keep(&b.entry, &b.record)));
-                    }
+                    out.extend(
+                        self.read_stored(queue, due.id)?
+                            .filter(|b| keep(&b.entry, &b.record)),
+                    );
                 }
                 Ok((out, next))
             }
         }
+    }
+
+    /// Message `id` of `queue` read from storage with its state, as a walk
+    /// shows it; None if it is not stored (any more).
+    fn read_stored(&self, queue: &Queue, id: MessageId) -> Result<Option<Browsed>> {
+        let Some(record) = self.store.read_message(queue.id, id)? else {
+            return Ok(None);
+        };
+        let state = self.store.read_state(queue.id, id)?;
+        Ok(paged(record, state))
     }
 
     /// How many messages of a selection are not being delivered.
