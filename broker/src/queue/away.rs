@@ -69,15 +69,11 @@ impl Queue {
 
 #[cfg(test)]
 mod tests {
-    use rebound_config::RoutingType;
     use rebound_storage::{MessageRecord, ScannedMessage};
 
     use super::*;
-    use crate::queue::{Entry, ReadLimit};
-
-    fn queue() -> Queue {
-        Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None)
-    }
+    use crate::queue::Entry;
+    use crate::queue::paging_tests::queue;
 
     fn stored(id: MessageId) -> (Entry, u64) {
         let record = MessageRecord {
@@ -89,11 +85,7 @@ mod tests {
 
     #[test]
     fn an_away_queue_holds_and_serves_nothing_and_comes_back_from_storage() {
-        let queue = queue();
-        queue.set_read_limit(ReadLimit {
-            messages: 10,
-            bytes: u64::MAX,
-        });
+        let queue = queue(10);
         queue.enqueue([stored(1), stored(2)], 0);
         let mut deliveries = queue.attach(1, 10, None).expect("attached");
         queue.unload();
@@ -128,11 +120,7 @@ mod tests {
     /// back is dropped, and the queue is read again from the start.
     #[test]
     fn a_count_or_read_from_before_an_unload_is_dropped() {
-        let queue = queue();
-        queue.set_read_limit(ReadLimit {
-            messages: 10,
-            bytes: u64::MAX,
-        });
+        let queue = queue(10);
         queue.unload();
         queue.load();
         let counting = queue.start_count().expect("a range to count");

@@ -195,20 +195,10 @@ impl super::State {
 
 #[cfg(test)]
 mod tests {
-    use rebound_config::RoutingType;
     use rebound_storage::MessageRecord;
 
     use super::*;
-    use crate::queue::ReadLimit;
-
-    fn queue(bound: u64) -> Queue {
-        let q = Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None);
-        q.set_read_limit(ReadLimit {
-            messages: bound,
-            bytes: u64::MAX,
-        });
-        q
-    }
+    use crate::queue::paging_tests::queue;
 
     fn stored(id: MessageId) -> Entry {
         let record = MessageRecord {

@@ -7,7 +7,9 @@ use rebound_storage::{MessageRecord, ScannedMessage};
 
 use super::*;
 
-fn queue(limit: u64) -> Queue {
+/// A durable queue whose head holds `limit` messages (also for `far.rs`'s and
+/// `away.rs`'s tests).
+pub(super) fn queue(limit: u64) -> Queue {
     let q = Queue::new(1, "q".into(), "q".into(), RoutingType::Anycast, true, false, None);
     q.set_read_limit(ReadLimit {
         messages: limit,
