@@ -12,6 +12,14 @@ use crate::error::BrokerError;
 use crate::queue::BrowseState;
 use crate::time::now_ms;
 
+/// A selection of every message of `queue`.
+fn every_message_of(queue: &str) -> Selection {
+    Selection {
+        queue: queue.into(),
+        ..Selection::default()
+    }
+}
+
 /// A durable message to `address` asking for delivery at `at` ms since the epoch.
 fn scheduled(address: &str, body: &str, at: i64) -> MessageRecord {
     let mut m = message(address, body);
@@ -89,11 +97,7 @@ async fn a_scheduled_message_moved_elsewhere_is_due_at_once_there_also_after_a_r
     send(&broker, "other", &["first"]).await;
     let due = (now_ms() + 60_000) as i64;
     broker.send(vec![scheduled("q", "later", due)]).await.unwrap();
-    let selection = crate::engine::Selection {
-        queue: "q".into(),
-        filter: String::new(),
-        message_ids: Default::default(),
-    };
+    let selection = every_message_of("q");
     assert_eq!(broker.move_messages(&selection, "other").await.unwrap(), 1);
     broker.close().await.unwrap();
 
@@ -115,11 +119,7 @@ async fn a_scheduled_message_no_queue_takes_stays_scheduled() {
         .send(vec![scheduled("q", "later", due as i64)])
         .await
         .unwrap();
-    let selection = crate::engine::Selection {
-        queue: "q".into(),
-        filter: String::new(),
-        message_ids: Default::default(),
-    };
+    let selection = every_message_of("q");
     assert_eq!(broker.move_messages(&selection, "picky").await.unwrap(), 0);
     let browsed = broker.browse("q", "", 10).unwrap();
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
@@ -136,11 +136,7 @@ async fn a_scheduled_message_whose_move_fails_stays_scheduled() {
         .unwrap();
     // Every commit fails from here on, the move's too.
     store.close().unwrap();
-    let selection = crate::engine::Selection {
-        queue: "q".into(),
-        filter: String::new(),
-        message_ids: Default::default(),
-    };
+    let selection = every_message_of("q");
     broker.move_messages(&selection, "other").await.unwrap_err();
     let browsed = broker.browse("q", "", 10).unwrap();
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
@@ -228,10 +224,7 @@ async fn scheduled_messages_beyond_the_bound_wait_on_disk_and_come_back_in_time(
     let snap = broker.queue("q").unwrap().snapshot();
     assert_eq!((snap.messages, snap.scheduled), (20, 20));
     assert_eq!(indexed(&store, &broker), snap.paged);
-    let all = Selection {
-        queue: "q".into(),
-        ..Selection::default()
-    };
+    let all = every_message_of("q");
     assert_eq!(broker.count_messages(&all).unwrap(), 20);
     assert_eq!(broker.browse("q", "", 100).unwrap().len(), 20);
     let m19 = broker
