@@ -12,6 +12,8 @@
 //!
 //! Only producers' sends are scheduled: a message the broker moves (a dead letter,
 //! `queue retry`) keeps the property but is due at once on its new queue.
+use rebound_storage::DeliveryState;
+
 use crate::error::{BrokerError, Result};
 
 /// How far ahead a message may be scheduled: 3650 days. Further is almost surely a
@@ -45,6 +47,13 @@ pub fn due_ms(at_ms: i64, now_ms: u64) -> Result<u64> {
     Ok(at)
 }
 
+/// When a stored message is due (0: now), read back with its delivery state:
+/// a state says, once one was written (the message was delivered since);
+/// else its record's `scheduled_at_ms`, as its send asked.
+pub fn stored_due_ms(state: Option<&DeliveryState>, record_at_ms: u64) -> u64 {
+    state.map_or(record_at_ms, |s| s.scheduled_at_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +81,16 @@ mod tests {
         assert!(matches!(err, BrokerError::InvalidArgument(_)), "{err}");
         assert!(err.to_string().contains("3650"), "{err}");
         assert!(due_ms(i64::MAX, NOW).is_err());
+    }
+
+    #[test]
+    fn a_stored_state_says_when_over_the_record() {
+        assert_eq!(stored_due_ms(None, NOW), NOW);
+        let redelivered = DeliveryState {
+            delivery_count: 1,
+            scheduled_at_ms: 0,
+            failures: Vec::new(),
+        };
+        assert_eq!(stored_due_ms(Some(&redelivered), NOW), 0);
     }
 }

@@ -13,6 +13,7 @@ use super::parse_filter;
 use crate::postoffice::{Address, Registry};
 use crate::queue::{Entry, Queue};
 use crate::routing;
+use crate::scheduled;
 use crate::time::now_ms;
 
 /// Messages recovered per queue at start-up: the default `max-read-page-messages`.
@@ -50,7 +51,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
         queue.requeue(
             rq.messages.into_iter().map(|m| {
                 let state_stored = m.state.is_some();
-                let due_ms = m.state.as_ref().map_or(m.scheduled_at_ms, |s| s.scheduled_at_ms);
+                let due_ms = scheduled::stored_due_ms(m.state.as_ref(), m.scheduled_at_ms);
                 let state = m.state.unwrap_or_default();
                 let entry = Entry {
                     id: m.id,

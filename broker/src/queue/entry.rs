@@ -47,9 +47,7 @@ impl Entry {
     /// delivery state, and when it is due (0: now).
     pub fn read_back(record: MessageRecord, state: Option<DeliveryState>) -> (Entry, u64) {
         let state_stored = state.is_some();
-        let due_ms = state
-            .as_ref()
-            .map_or(record.scheduled_at_ms, |s| s.scheduled_at_ms);
+        let due_ms = crate::scheduled::stored_due_ms(state.as_ref(), record.scheduled_at_ms);
         let state = state.unwrap_or_default();
         let entry = Entry {
             id: record.message_id,
