@@ -34,6 +34,10 @@ const COUNT_CHUNK: usize = 200_000;
 /// 20 bytes each, well within the store's 128 KiB).
 const FAR_BATCH: usize = 2048;
 
+/// Batches of an earlier serving's index read and deleted per commit: each
+/// is read whole (up to [`FAR_BATCH`] entries) only for its key.
+const CLEAR_BATCHES: usize = 64;
+
 /// How long to wait before reading again when a read could load nothing (the
 /// next paged message is still being committed).
 const PENDING_BACKOFF: Duration = Duration::from_millis(1);
@@ -125,7 +129,7 @@ async fn clear_index(broker: &Broker, queue: &Queue) -> crate::error::Result<()>
     loop {
         let store = broker.store.clone();
         let id = queue.id;
-        let batches = blocking(move || store.scan_due(id, None, FAR_BATCH)).await?;
+        let batches = blocking(move || store.scan_due(id, None, CLEAR_BATCHES)).await?;
         if batches.is_empty() {
             return Ok(());
         }
