@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::StreamExt;
 use rebound_config::{ClusterConfig, Config, StorageEngine};
 use rebound_protocol::v1::{
     self as pb, admin_server::AdminServer, cluster_server::ClusterServer, messaging_server::MessagingServer,
@@ -40,7 +41,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cluster::{self, Identity};
-use crate::connections;
+use crate::connections::handles::{self, Handles};
+use crate::connections::{self, Acceptor, Guarded, HTTP2_PREFACE, Listener};
 use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{Peers, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
@@ -62,8 +64,6 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How long HTTP requests under way may take to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
-/// TCP keepalive of accepted connections.
-const KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// Arguments of `rebound serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -147,6 +147,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let peers = peers(&config, cluster.as_ref(), secret.clone())?;
+    let handles = open_file_shares(&config);
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
         (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
@@ -253,11 +254,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             };
             let state = HttpState::new(broker.clone(), listening, authenticator.clone(), security.clone());
             let router = http::router(state);
-            Some(tokio::spawn(http::serve(
-                http_listener,
-                router,
-                http_stop.clone(),
-            )))
+            let acceptor = Acceptor::new(broker.clone(), http_listener, Listener::Http, handles.http);
+            Some(tokio::spawn(http::serve(acceptor, router, http_stop.clone())))
         }
         _ => None,
     };
@@ -280,19 +278,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             broker.shutdown().cancel();
         }
     };
+    let acceptor = Acceptor::new(broker.clone(), listener, Listener::Grpc, handles.grpc);
     let router = tonic::transport::Server::builder()
         .max_frame_size(Some(rebound_protocol::MAX_FRAME_BYTES))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .layer(AuthLayer::new(authenticator, secret))
+        .layer(AuthLayer::new(authenticator, secret, acceptor.registry().clone()))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(messaging)
         .add_service(admin)
         .add_service(cluster);
-    let accepted = connections::accept(broker.clone(), listener, KEEPALIVE);
+    let accepted = connections::incoming(acceptor);
     match tls {
-        None => router.serve_with_incoming_shutdown(accepted, stop).await?,
+        None => {
+            let plain =
+                accepted.map(|a| Ok::<_, std::io::Error>(Guarded::new(a.tcp, a.registration, HTTP2_PREFACE)));
+            router.serve_with_incoming_shutdown(plain, stop).await?
+        }
         Some(tls) => {
             let incoming = tls.incoming(accepted, broker.shutdown().clone());
             router.serve_with_incoming_shutdown(incoming, stop).await?;
@@ -310,6 +313,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     broker.close().await?;
     info!("stopped");
     Ok(())
+}
+
+/// Raises the open-file limit as far as it goes, and says how many
+/// connections it leaves each listener; a WARN says when that is fewer than
+/// the config's bounds (they are then lowered to it).
+fn open_file_shares(config: &Config) -> Handles {
+    let nofile = handles::raise_open_file_limit();
+    let shares = Handles::within(nofile);
+    let limits = config.limits;
+    if limits.max_connections > shares.grpc || limits.max_http_connections > shares.http {
+        warn!(
+            nofile,
+            reserve = handles::STORE_RESERVE,
+            "the open-file limit leaves room for {} client and {} HTTP connections beside the store: \
+             max-connections ({}) and max-http-connections ({}) are lowered to that \
+             (raise `ulimit -n`, or LimitNOFILE= under systemd, for more)",
+            shares.grpc,
+            shares.http,
+            limits.max_connections,
+            limits.max_http_connections,
+        );
+    }
+    shares
 }
 
 /// Opens the store `--storage` (or the config's `storage`) names, with the

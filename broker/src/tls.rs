@@ -2,7 +2,7 @@
 //!
 //! tonic's own `ServerTlsConfig` is fixed at start-up; to let a renewed
 //! certificate take effect without a restart, the daemon accepts TCP itself
-//! ([`crate::connections::accept`], which also counts and bounds connections) and
+//! ([`crate::connections`], which also bounds connections and their handshake time) and
 //! wraps each connection with the [`TlsServer`]'s current rustls
 //! `ServerConfig`. A config reload builds a whole new `ServerConfig` from the
 //! files (certificate, key, and client CA for mutual TLS) and swaps it in;
@@ -11,7 +11,6 @@
 //! and the certificate in force stays.
 use std::io;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use rebound_config::TlsConfig;
@@ -27,10 +26,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::connections::Counted;
-
-/// How long a client may take over its TLS handshake before it is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::connections::{Accepted, Guarded, HTTP2_PREFACE};
 
 /// The TLS side of the listener: the rustls configuration in force.
 pub struct TlsServer {
@@ -69,35 +65,42 @@ impl TlsServer {
     /// Takes the connections `accepted` yields until `stop` fires, and hands
     /// each one, once its TLS handshake is done, to the returned stream (for
     /// tonic's `serve_with_incoming_shutdown`). A failed handshake only costs
-    /// its own connection.
+    /// its own connection; one the broker closes meanwhile (past
+    /// `handshake-timeout-ms`, or evicted for a newcomer) is dropped.
     pub fn incoming(
         self: Arc<Self>,
-        accepted: impl Stream<Item = io::Result<Counted<TcpStream>>> + Send + 'static,
+        accepted: impl Stream<Item = Accepted> + Send + 'static,
         stop: CancellationToken,
-    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Counted<TlsStream<TcpStream>>>> {
+    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Guarded<TlsStream<TcpStream>>>> {
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
             let mut accepted = std::pin::pin!(accepted);
             loop {
-                let counted = tokio::select! {
+                let Accepted {
+                    tcp,
+                    peer,
+                    registration,
+                } = tokio::select! {
                     next = accepted.next() => match next {
-                        Some(Ok(counted)) => counted,
-                        Some(Err(_)) | None => return,
+                        Some(accepted) => accepted,
+                        None => return,
                     },
                     _ = stop.cancelled() => return,
                     _ = tx.closed() => return,
                 };
-                let (tcp, open) = counted.into_parts();
-                let peer = tcp.peer_addr().ok();
                 let acceptor = self.acceptor();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send(Ok(Counted::new(tls, open))).await;
-                        }
-                        Ok(Err(err)) => debug!(?peer, %err, "TLS handshake failed"),
-                        Err(_) => debug!(?peer, "TLS handshake timed out"),
+                    let closing = registration.conn().closing().clone();
+                    tokio::select! {
+                        handshake = acceptor.accept(tcp) => match handshake {
+                            Ok(tls) => {
+                                let tls = Guarded::new(tls, registration, HTTP2_PREFACE);
+                                let _ = tx.send(Ok(tls)).await;
+                            }
+                            Err(err) => debug!(%peer, %err, "TLS handshake failed"),
+                        },
+                        _ = closing.cancelled() => debug!(%peer, "TLS handshake cut short"),
                     }
                 });
             }

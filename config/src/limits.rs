@@ -90,7 +90,19 @@ define_limits! {
     /// Bytes of a filter a client sends: a consumer's selector, and the filter
     /// of a browse, count, move, remove or retry.
     max_selector_length = "max-selector-length", check::positive, default = 4096;
-    /// Client connections open at once, plaintext and TLS together; one more is
-    /// closed at accept.
+    /// Client connections open at once, plaintext and TLS together; one more
+    /// takes the place of the oldest that has not logged in, or is closed at
+    /// accept if every one has.
     max_connections = "max-connections", check::positive, default = 1024;
+    /// Client connections open at once from one IP address (loopback too), by
+    /// the same rule.
+    max_connections_per_ip = "max-connections-per-ip", check::positive, default = 256;
+    /// Connections to the HTTP endpoint open at once, by the same rule.
+    max_http_connections = "max-http-connections", check::positive, default = 128;
+    /// Milliseconds a new connection has to open its protocol (TLS handshake,
+    /// HTTP/2 preface, HTTP request line) before it is closed.
+    handshake_timeout_ms = "handshake-timeout-ms", check::positive, default = 10_000;
+    /// Milliseconds a connection may go without a call (gRPC) or a request
+    /// (HTTP) under way before it is closed.
+    idle_connection_timeout_ms = "idle-connection-timeout-ms", check::positive, default = 300_000;
 }

@@ -22,6 +22,7 @@ mod console_security;
 mod crash;
 mod deployment;
 mod duplicates;
+mod flood;
 mod groups;
 mod hostile;
 mod limits;

@@ -95,6 +95,8 @@ pub struct Broker {
     /// Arguments added to `rebound serve` at every (re)start.
     extra: Vec<String>,
     http_addr: HttpAddr,
+    /// The open-file limit (soft and hard) the broker runs under, if not the test's.
+    nofile: Option<u64>,
     /// The broker's schema when it runs on PostgreSQL; dropped after the
     /// process is gone (fields drop after [`Drop::drop`]).
     _schema: Option<pg::TestSchema>,
@@ -118,11 +120,26 @@ impl Broker {
         Broker::launch_on(Some(toml), listen, extra.iter().map(|a| a.to_string()).collect()).await
     }
 
+    /// Starts a broker with `toml` as its config under an open-file limit of
+    /// `nofile` (soft and hard, as `ulimit -n` would set it).
+    pub async fn start_with_nofile(toml: &str, nofile: u64) -> Broker {
+        Broker::launch_limited(Some(toml), ANY_PORT, Vec::new(), Some(nofile)).await
+    }
+
     async fn launch(toml: Option<&str>) -> Broker {
         Broker::launch_on(toml, ANY_PORT, Vec::new()).await
     }
 
-    async fn launch_on(toml: Option<&str>, listen: &str, mut extra: Vec<String>) -> Broker {
+    async fn launch_on(toml: Option<&str>, listen: &str, extra: Vec<String>) -> Broker {
+        Broker::launch_limited(toml, listen, extra, None).await
+    }
+
+    async fn launch_limited(
+        toml: Option<&str>,
+        listen: &str,
+        mut extra: Vec<String>,
+        nofile: Option<u64>,
+    ) -> Broker {
         let schema = ON_POSTGRES
             .try_with(|()| pg::TestSchema::create("black-box broker on PostgreSQL"))
             .ok()
@@ -140,7 +157,7 @@ impl Broker {
             fs::write(&path, toml).expect("write the config file");
             path
         });
-        let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra)
+        let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra, nofile)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -150,6 +167,7 @@ impl Broker {
             addr,
             extra,
             http_addr,
+            nofile,
             _schema: schema,
         }
     }
@@ -305,9 +323,15 @@ impl Broker {
         if self.child.is_some() {
             self.terminate().await;
         }
-        let (child, addr, http_addr) = spawn(self.dir.path(), self.config.as_deref(), ANY_PORT, &self.extra)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (child, addr, http_addr) = spawn(
+            self.dir.path(),
+            self.config.as_deref(),
+            ANY_PORT,
+            &self.extra,
+            self.nofile,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         self.child = Some(child);
         self.addr = addr;
         self.http_addr = http_addr;
@@ -329,6 +353,7 @@ impl Broker {
                 self.config.as_deref(),
                 &self.addr.to_string(),
                 &self.extra,
+                self.nofile,
             )
             .await
             {
@@ -379,6 +404,7 @@ async fn spawn(
     config: Option<&Path>,
     listen: &str,
     extra: &[String],
+    nofile: Option<u64>,
 ) -> Result<(Child, SocketAddr, HttpAddr), String> {
     let log_path = dir.join("broker.log");
     let log = OpenOptions::new()
@@ -386,7 +412,18 @@ async fn spawn(
         .append(true)
         .open(&log_path)
         .expect("open broker.log");
-    let mut command = Command::new(REBOUND);
+    // prlimit(1) sets the limit and execs the broker: the pid stays the broker's.
+    let mut command = match nofile {
+        None => Command::new(REBOUND),
+        Some(nofile) => {
+            let mut prlimit = Command::new("prlimit");
+            prlimit
+                .arg(format!("--nofile={nofile}:{nofile}"))
+                .arg("--")
+                .arg(REBOUND);
+            prlimit
+        }
+    };
     command
         .arg("serve")
         .args(["--listen", listen])

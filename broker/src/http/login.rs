@@ -17,7 +17,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::HttpState;
+use super::{HttpState, Peer};
 use crate::security::Principal;
 use crate::security::access::Caller;
 
@@ -40,8 +40,8 @@ pub async fn login(State(state): State<HttpState>, mut request: Request, next: N
 
 fn peer(extensions: &axum::http::Extensions) -> Option<SocketAddr> {
     extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| *peer)
+        .get::<ConnectInfo<Peer>>()
+        .map(|ConnectInfo(peer)| peer.addr)
 }
 
 impl FromRequestParts<HttpState> for Caller {

@@ -17,6 +17,10 @@
 //! Without users the endpoint obeys the rule of gRPC's listener
 //! (`security::anonymous`): loopback only unless `allow-anonymous = true`.
 //!
+//! Its connections are bounded and timed like gRPC's (`crate::connections`):
+//! `max-http-connections`, the per-address share, the handshake and idle
+//! timeouts; a request under way is a call.
+//!
 //! The server stops when the daemon tells it to, after the gRPC server has
 //! drained (so `/health/ready` answers 503 during the drain).
 pub mod console;
@@ -28,10 +32,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use tokio::net::TcpListener;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::serve::IncomingStream;
+use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use self::console::{Console, Listening};
+use crate::connections::{Acceptor, Conn, Guarded, Listener, Tracked};
 use crate::engine::Broker;
 use crate::security::{Authenticator, Security};
 
@@ -81,14 +92,62 @@ fn operator_routes(state: &HttpState) -> Router<HttpState> {
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::login))
 }
 
-/// Serves `router` on `listener` until `stop` fires, then lets the requests
-/// under way finish. Each request knows its peer (`ConnectInfo`), for the
-/// login's slowdown and the audit log.
-pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToken) -> std::io::Result<()> {
+/// Serves `router` on the connections `acceptor` admits until `stop` fires,
+/// then lets the requests under way finish. Each request knows its peer
+/// ([`Peer`]), for the login's slowdown and the audit log, and counts as a
+/// call of its connection until its response is done.
+pub async fn serve(acceptor: Acceptor, router: Router, stop: CancellationToken) -> std::io::Result<()> {
     axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
+        Connections(acceptor),
+        router
+            .layer(axum::middleware::from_fn(track))
+            .into_make_service_with_connect_info::<Peer>(),
     )
     .with_graceful_shutdown(stop.cancelled_owned())
     .await
+}
+
+/// Who sent a request: the address, and the connection it came on.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    conn: Arc<Conn>,
+}
+
+/// The endpoint's connections, as axum takes them.
+struct Connections(Acceptor);
+
+impl axum::serve::Listener for Connections {
+    type Io = Guarded<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Guarded<TcpStream>, SocketAddr) {
+        let accepted = self.0.next().await;
+        let io = Guarded::new(accepted.tcp, accepted.registration, Listener::Http.greeting());
+        (io, accepted.peer)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+impl Connected<IncomingStream<'_, Connections>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, Connections>) -> Peer {
+        Peer {
+            addr: *stream.remote_addr(),
+            conn: stream.io().registration().conn().clone(),
+        }
+    }
+}
+
+/// Counts the request as a call of its connection until its response is done.
+async fn track(request: Request, next: Next) -> Response {
+    let call = request
+        .extensions()
+        .get::<ConnectInfo<Peer>>()
+        .map(|ConnectInfo(peer)| peer.conn.call(true));
+    next.run(request)
+        .await
+        .map(|body| Body::new(Tracked::new(body, call)))
 }

@@ -9,6 +9,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 /// `result="ok"` or `result="failed"`.
 pub(super) type ResultLabel = [(&'static str, &'static str); 1];
+/// `listener="grpc"|"http"` and `reason="refused"|"evicted"|"handshake"|"idle"`.
+pub(super) type ClosedLabels = [(&'static str, &'static str); 2];
 
 /// The broker-wide instruments updated as things happen. Cheap to update: an
 /// atomic, or a short lock for a histogram.
@@ -18,8 +20,12 @@ pub struct Metrics {
     pub connections: Gauge,
     /// Client connections accepted since start.
     pub connections_accepted: Counter,
-    /// Client connections closed at accept for `max-connections`.
+    /// Client connections closed at accept: every one the bound allows was busy
+    /// or logged in.
     pub connections_refused: Counter,
+    /// Connections to the HTTP endpoint open now.
+    pub http_connections: Gauge,
+    pub(super) connections_closed: Family<ClosedLabels, Counter>,
     /// Seconds from handing a commit to the store to its being durable.
     pub commit_latency: Histogram,
     /// Seconds from a message's send to its first delivery.
@@ -38,6 +44,8 @@ impl Default for Metrics {
             connections: Gauge::default(),
             connections_accepted: Counter::default(),
             connections_refused: Counter::default(),
+            http_connections: Gauge::default(),
+            connections_closed: Family::default(),
             // 50 µs to 3.3 s.
             commit_latency: Histogram::new(exponential_buckets(0.00005, 2.0, 17)),
             // 1 ms to 18 h: a message may wait long in a backlog.
@@ -48,6 +56,16 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts `count` connections of `listener` that the broker closed, and why.
+    pub fn connections_closed(&self, listener: &'static str, reason: &'static str, count: usize) {
+        if count > 0 {
+            let labels = [("listener", listener), ("reason", reason)];
+            self.connections_closed
+                .get_or_create(&labels)
+                .inc_by(count as u64);
+        }
+    }
+
     /// Counts a config reload, applied or rejected.
     pub fn reloaded(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };

@@ -52,8 +52,18 @@ pub fn registry(broker: &Arc<Broker>, shown: Shown) -> Registry {
     );
     rebound.register(
         "connections_refused",
-        "Client connections closed at accept because max-connections were open",
+        "Client connections closed at accept because every one the bounds allow was busy or logged in",
         m.connections_refused.clone(),
+    );
+    rebound.register(
+        "http_connections",
+        "Connections to the HTTP endpoint open",
+        m.http_connections.clone(),
+    );
+    rebound.register(
+        "connections_closed",
+        "Connections the broker closed: refused at accept, evicted for a newcomer, silent past the handshake timeout, or idle",
+        m.connections_closed.clone(),
     );
     rebound.register_with_unit(
         "store_commit_latency",

@@ -10,6 +10,10 @@
 //! service is exempt, so that probes need no password. A call on which another
 //! node of the cluster vouches for its caller is admitted as that caller only
 //! with the cluster's secret (`forwarded.rs`), before and instead of the rest.
+//!
+//! It also tells the connection's registry (`crate::connections`) that a call
+//! is under way until its response ends, and that an admitted one proved the
+//! connection: such a connection never gives way to a newcomer.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
 use super::authenticator::{Authenticator, audit_refusal};
 use super::forwarded::{self, NodeSecret};
+use crate::connections::{Registry, Tracked};
 
 /// A verified client certificate chain, leaf first.
 type Certificates = Arc<Vec<rustls::pki_types::CertificateDer<'static>>>;
@@ -29,20 +34,27 @@ type Certificates = Arc<Vec<rustls::pki_types::CertificateDer<'static>>>;
 /// The path prefix of the gRPC health service, which needs no login.
 const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
-/// The layer; `Server::builder().layer(AuthLayer::new(authenticator, secret))`.
+/// The layer; `Server::builder().layer(AuthLayer::new(authenticator, secret, connections))`.
 #[derive(Clone, Debug)]
 pub struct AuthLayer {
     authenticator: Arc<Authenticator>,
     /// The cluster's shared secret, with which another node may vouch for a
     /// caller it forwards (`forwarded.rs`); `None` = no node may.
     secret: Option<Arc<NodeSecret>>,
+    /// The listener's open connections, told of each call.
+    connections: Arc<Registry>,
 }
 
 impl AuthLayer {
-    pub fn new(authenticator: Arc<Authenticator>, secret: Option<Arc<NodeSecret>>) -> AuthLayer {
+    pub fn new(
+        authenticator: Arc<Authenticator>,
+        secret: Option<Arc<NodeSecret>>,
+        connections: Arc<Registry>,
+    ) -> AuthLayer {
         AuthLayer {
             authenticator,
             secret,
+            connections,
         }
     }
 }
@@ -55,6 +67,7 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
             inner,
             authenticator: self.authenticator.clone(),
             secret: self.secret.clone(),
+            connections: self.connections.clone(),
         }
     }
 }
@@ -65,6 +78,7 @@ pub struct Authenticated<S> {
     inner: S,
     authenticator: Arc<Authenticator>,
     secret: Option<Arc<NodeSecret>>,
+    connections: Arc<Registry>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -87,10 +101,13 @@ where
         // The clone that was not polled ready stays here; the ready one serves the call.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        if request.uri().path().starts_with(HEALTH_PREFIX) {
-            return Box::pin(inner.call(request));
-        }
         let (peer, certificates) = connection(&request);
+        let connections = self.connections.clone();
+        if request.uri().path().starts_with(HEALTH_PREFIX) {
+            // A probe keeps its connection busy, but proves nothing.
+            let call = peer.and_then(|peer| connections.call(peer, false));
+            return Box::pin(tracked(inner.call(request), call));
+        }
         let authenticator = self.authenticator.clone();
         let vouched = forwarded::caller(request.headers(), self.secret.as_deref());
         Box::pin(async move {
@@ -103,11 +120,22 @@ where
                 }
             };
             match admitted {
-                Ok(()) => inner.call(request).await,
+                Ok(()) => {
+                    let call = peer.and_then(|peer| connections.call(peer, true));
+                    tracked(inner.call(request), call).await
+                }
                 Err(refused) => Ok(tonic::Status::unauthenticated(refused.to_string()).into_http()),
             }
         })
     }
+}
+
+/// The response of `response`, its call counted until its body is done.
+async fn tracked<E>(
+    response: impl Future<Output = Result<http::Response<Body>, E>>,
+    call: Option<crate::connections::Call>,
+) -> Result<http::Response<Body>, E> {
+    Ok(response.await?.map(|body| Body::new(Tracked::new(body, call))))
 }
 
 /// The peer of `request`'s connection, and the client certificates its TLS
