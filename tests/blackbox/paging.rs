@@ -2,7 +2,8 @@
 //! `max-read-page-messages` keep their order, priorities within the head,
 //! consumer selectors, redelivery counts and dead-lettering; management
 //! operations and the figures cover the paged messages; a restart with a paged
-//! backlog keeps everything; a deep queue is deleted a chunk at a time.
+//! backlog keeps everything; a deep queue is deleted a chunk at a time; what
+//! `max-size-bytes` paged reaches a consumer with credit before it acks.
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -289,4 +290,40 @@ async fn forcing_the_deletion_of_an_address_deletes_its_deep_queue_a_chunk_at_a_
     );
     assert!(client.queue("orders").await.is_err());
     assert!(client.address("orders").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_with_credit_gets_what_max_size_bytes_paged_before_it_acks() {
+    // The default policy, PAGE: past 5000 bytes the messages go to disk.
+    let broker =
+        Broker::start_with_config("[[address-settings]]\nmatch = \"#\"\nmax-size-bytes = 5000\n").await;
+    let client = broker.client().await;
+    for n in 0..20 {
+        let body = format!("m{n}-{}", "x".repeat(1024));
+        client.send(OutgoingMessage::new("orders", body)).await.unwrap();
+    }
+    let info = client.queue("orders").await.unwrap();
+    assert_eq!(info.messages, 20);
+    assert!(info.paged_messages >= 15, "{info:?}");
+    // A consumer that takes all 20 before it acks (a batch, a transaction).
+    let mut consumer = client.consume_manual_credit("orders", 20).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 20 {
+        let d = consumer
+            .next_timeout(IDLE)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("only {} of 20 arrived without an ack", got.len()));
+        got.push(d);
+    }
+    let bodies: Vec<String> = got
+        .iter()
+        .map(|d| body(d).split('-').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(bodies, numbered(0..20));
+    let ids: Vec<u64> = got.iter().map(|d| d.id).collect();
+    consumer.ack(&ids).await.unwrap();
+    consumer.flush().await.unwrap();
+    let info = client.queue("orders").await.unwrap();
+    assert_eq!((info.messages, info.paged_messages, info.bytes), (0, 0, 0));
 }

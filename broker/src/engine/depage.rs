@@ -1,8 +1,10 @@
 //! A durable queue's depager: the task that reads its paged messages back into
 //! memory (`queue/tail.rs` says what is paged and why).
 //!
-//! It sleeps until the queue's head falls below half its bound, then reads the
-//! next paged messages in id order, enough to fill the head again, in one
+//! It sleeps until the queue's head falls below half its bound, or a consumer
+//! with credit finds nothing ready while the head has room (the dispatcher
+//! wakes it then), then reads the next paged messages in id order, enough to
+//! fill the head again, in one
 //! ordered read of the store (off the queue's lock, on a blocking thread), and
 //! loads them. Reading at half the bound, a whole half-head at a time, keeps
 //! the read ahead of a draining consumer. After a restart it first counts, a

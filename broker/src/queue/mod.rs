@@ -525,6 +525,11 @@ impl Queue {
                 entry: slot.entry.clone(),
             });
         }
+        // A consumer has credit left and nothing is ready for it: read back what is
+        // paged, as far as the head has room.
+        if st.wants_depage() && st.starving() {
+            self.depage.notify_one();
+        }
         if let (Gate::Probe, Some(probe)) = (gate, picks.first()) {
             st.outage.probe_sent(probe.entry.id);
         }

@@ -302,3 +302,33 @@ fn messages_due_later_do_not_hold_back_those_behind_them() {
     assert_eq!(drain(&q), vec![1, 2]);
     assert_eq!(q.bytes(), 0);
 }
+
+#[test]
+fn a_consumer_with_credit_and_nothing_ready_has_paged_messages_read_while_the_head_has_room() {
+    use futures::FutureExt;
+
+    let q = queue(10);
+    q.arriving(1..=20);
+    q.enqueue((1..=6).map(arrival), 0);
+    // Sent past `max-size-bytes`: paged whatever room the head has.
+    q.enqueue_to_disk((7..=20).map(arrival), 0);
+    assert_eq!(q.snapshot().paged, 14);
+    assert_eq!(q.start_read(), None, "above half its bound, and nobody waits");
+    let _rx = q.attach(1, 20, None).unwrap();
+    assert_eq!(q.start_read(), None, "the consumer has messages ready");
+    while q.depage.notified().now_or_never().is_some() {}
+    assert_eq!(q.pick(0, false, &|_, _| true).0.len(), 6);
+    assert!(
+        q.depage.notified().now_or_never().is_some(),
+        "credit left and nothing ready: the depager is woken"
+    );
+    let (after, messages, _) = q.start_read().expect("the head has room");
+    assert_eq!((after, messages), (6, 4), "as much as the head has room for");
+    q.abort_read();
+    // A full head reads nothing, whoever waits.
+    let store: BTreeMap<MessageId, ()> = (1..=20).map(|id| (id, ())).collect();
+    q.start_read().unwrap();
+    assert_eq!(q.finish_read(scanned(&store, 6, 4), 0), 4);
+    assert_eq!(q.pick(0, false, &|_, _| true).0.len(), 4);
+    assert_eq!(q.start_read(), None);
+}

@@ -119,7 +119,12 @@ impl State {
     /// Whether the depager should read more.
     pub(super) fn wants_depage(&self) -> bool {
         let (messages, bytes) = self.head();
-        self.tail.wants_depage(messages, bytes)
+        self.tail.wants_depage(messages, bytes, || self.starving())
+    }
+
+    /// Whether a consumer has credit and nothing ready to take.
+    pub(super) fn starving(&self) -> bool {
+        self.ready.is_empty() && self.consumers.iter().any(|c| c.credit > 0 && c.ready.is_empty())
     }
 
     pub(super) fn insert(&mut self, mut entry: Entry, due_ms: u64, now_ms: u64) {

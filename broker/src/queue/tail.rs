@@ -8,7 +8,10 @@
 //! already paged, is only counted here: its record is in the store already, so
 //! paging writes nothing. The depager (`engine/depage.rs`) reads paged messages
 //! back in id order, in large batches, when the head falls below half its
-//! bound. Messages not in the store (non-durable) and messages that come back
+//! bound, or has room while a consumer with credit has nothing ready (as in
+//! Artemis: reading back is bounded by the head's bound, not by the address's
+//! `max-size-bytes`, so a consumer that takes many messages before it acks
+//! is never starved). Messages not in the store (non-durable) and messages that come back
 //! (nacks, released deliveries) always stay in memory.
 //!
 //! The invariant, with `cursor` the highest id the depager has passed: every
@@ -142,10 +145,14 @@ impl Tail {
         messages >= self.limit.messages || bytes >= self.limit.bytes
     }
 
-    /// Whether the depager should read: there are paged messages and the head
-    /// is below half its bound.
-    pub(super) fn wants_depage(&self, messages: u64, bytes: u64) -> bool {
-        !self.is_empty() && messages < self.limit.messages.div_ceil(2) && bytes < self.limit.bytes.div_ceil(2)
+    /// Whether the depager should read: there are paged messages, and the head
+    /// is below half its bound (reading a half-head at a time keeps ahead of
+    /// the consumers), or has room and a consumer is `starving`: has credit and
+    /// nothing ready (it may be one that takes many messages before it acks).
+    pub(super) fn wants_depage(&self, messages: u64, bytes: u64, starving: impl FnOnce() -> bool) -> bool {
+        !self.is_empty()
+            && ((messages < self.limit.messages.div_ceil(2) && bytes < self.limit.bytes.div_ceil(2))
+                || (!self.full(messages, bytes) && starving()))
     }
 
     /// A depager read starts: after which id, and how much it may read.

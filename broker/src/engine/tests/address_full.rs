@@ -1,7 +1,8 @@
 //! `address-full-policy` and the limits it applies: BLOCK waits and is woken by
 //! what makes room (or a reload), times out with a clear error; FAIL refuses;
-//! DROP discards and counts; PAGE accepts and pages; `global-max-size` spans addresses;
-//! messages the broker moves itself (dead letters) are never refused.
+//! DROP discards and counts; PAGE accepts and pages, and reads back what a
+//! consumer with credit wants; `global-max-size` spans addresses; messages the
+//! broker moves itself (dead letters) are never refused.
 use super::*;
 use crate::error::BrokerError;
 
@@ -156,6 +157,16 @@ async fn page_accepts_past_the_limit_and_pages_what_is_past_it() {
     let snap = broker.queue("q").unwrap().snapshot();
     // The first fits; the two past max-size-bytes went to disk, not to memory.
     assert_eq!((snap.messages, snap.paged), (3, 2));
+}
+
+#[tokio::test]
+async fn what_page_paged_reaches_a_consumer_with_credit_before_it_acks() {
+    let broker = broker_with_empty_q("PAGE").await;
+    send(&broker, "q", &[BODY; 5]).await;
+    assert_eq!(broker.queue("q").unwrap().snapshot().paged, 4);
+    let mut sub = broker.subscribe("q", 5, "").await.unwrap();
+    assert_eq!(receive(&mut sub, 5).await.len(), 5);
+    assert_eq!(broker.queue("q").unwrap().snapshot().paged, 0);
 }
 
 #[tokio::test]
