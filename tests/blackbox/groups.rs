@@ -1,13 +1,14 @@
 //! Message groups (`_AMQ_GROUP_ID`): one consumer at a time, in send order, and —
 //! beyond Artemis — in order across failed deliveries and redelivery delays, while
-//! other groups keep flowing; a dead-lettered message lets its group move on.
+//! other groups keep flowing; a dead-lettered message lets its group move on; a
+//! group with no message left costs no memory.
 use std::time::{Duration, Instant};
 
-use rebound_client::{Consumer, Delivery, OutgoingMessage};
+use rebound_client::{Client, Consumer, Delivery, OutgoingMessage};
 
 use crate::messaging::body;
 use crate::redelivery::{int, next, text};
-use crate::support::{Broker, cli};
+use crate::support::{Broker, cli, sample};
 
 const QUIET: Duration = Duration::from_millis(400);
 
@@ -187,4 +188,60 @@ async fn the_cli_sends_into_a_group() {
     let client = broker.client().await;
     let mut c = client.consume("cli-groups", 1).await.unwrap();
     assert_eq!(text(&next(&mut c).await, "_AMQ_GROUP_ID"), "g7");
+}
+
+/// The broker's resident memory (`VmRSS`), in bytes.
+fn rss(broker: &Broker) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", broker.pid())).unwrap();
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap();
+    let kib: u64 = line.trim().strip_suffix("kB").unwrap().trim().parse().unwrap();
+    kib << 10
+}
+
+/// Sends one message in each of the groups `groups` (1 KB ids), then takes and
+/// acks them all.
+async fn one_per_group(client: &Client, consumer: &mut Consumer, groups: std::ops::Range<usize>) {
+    let batch: Vec<OutgoingMessage> = groups
+        .map(|n| {
+            OutgoingMessage::new("orders", "o")
+                .group(format!("{n:08}-{}", "x".repeat(1015)))
+                .durable(false)
+        })
+        .collect();
+    let count = batch.len();
+    client.send_batch(batch).await.unwrap();
+    let mut ids = Vec::with_capacity(count);
+    while ids.len() < count {
+        ids.push(next(consumer).await.id);
+    }
+    consumer.ack(&ids).await.unwrap();
+    consumer.flush().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_with_no_message_left_costs_no_memory() {
+    const GROUPS: usize = 50_000;
+    const BATCH: usize = 200;
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let mut consumer = client.consume("orders", BATCH as u32).await.unwrap();
+    // A first round, so that the broker's pools are in use before the measure.
+    for start in (0..2 * BATCH).step_by(BATCH) {
+        one_per_group(&client, &mut consumer, start..start + BATCH).await;
+    }
+    let before = rss(&broker);
+    let started = Instant::now();
+    for start in (2 * BATCH..GROUPS).step_by(BATCH) {
+        one_per_group(&client, &mut consumer, start..start + BATCH).await;
+    }
+    let grown = rss(&broker).saturating_sub(before);
+    assert!(
+        grown < 16 << 20,
+        "{GROUPS} groups of 1 KB ids, each with no message left, grew the broker by {} MiB (in {:?})",
+        grown >> 20,
+        started.elapsed()
+    );
+    let metrics = broker.scrape().await;
+    let labels = [("queue", "orders")];
+    assert_eq!(sample(&metrics, "rebound_queue_groups", &labels), Some(0.0));
 }

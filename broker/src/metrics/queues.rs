@@ -43,7 +43,7 @@ type Labels<'a> = [(&'static str, &'a str); 3];
 type Figure = (&'static str, &'static str, fn(&Snapshot) -> u64);
 
 /// The per-queue gauges.
-const GAUGES: [Figure; 8] = [
+const GAUGES: [Figure; 10] = [
     (
         "queue_messages",
         "Messages in the queue (ready, delivering and scheduled).",
@@ -76,6 +76,16 @@ const GAUGES: [Figure; 8] = [
         "queue_paged_bytes",
         "Bytes of the paged messages, included in queue_bytes.",
         |s| s.paged_bytes,
+    ),
+    (
+        "queue_groups",
+        "Message groups the queue keeps: those with a message in memory.",
+        |s| s.groups,
+    ),
+    (
+        "queue_group_bytes",
+        "Memory the kept message groups take beyond their messages (ids, entries, owners).",
+        |s| s.group_bytes,
     ),
     (
         "queue_outage",

@@ -116,6 +116,10 @@ pub struct Snapshot {
     pub scheduled: u64,
     pub consumers: u32,
     pub bytes: u64,
+    /// Message groups kept (those with a message in memory), and what they cost
+    /// in memory beyond their messages (`groups.rs`).
+    pub groups: u64,
+    pub group_bytes: u64,
     pub counters: Counters,
     pub outage: crate::outage::Status,
 }

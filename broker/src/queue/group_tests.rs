@@ -131,10 +131,11 @@ fn a_group_sticks_to_its_consumer_and_moves_when_it_leaves() {
 fn a_bound_groups_front_waits_for_its_consumers_credit_without_blocking_others() {
     let q = queue();
     let _rx1 = q.attach(1, 1, None).unwrap();
+    // Attached before a's bucket is idle: a consumer that attaches frees idle buckets.
+    let _rx2 = q.attach(2, 10, None).unwrap();
     q.enqueue([(entry(1, Some("a")), 0)], 100);
     let p = pick(&q, 100);
     ack(&q, 1, &p);
-    let _rx2 = q.attach(2, 10, None).unwrap();
     q.enqueue([(entry(2, Some("a")), 0), (entry(3, None), 0)], 100);
     let p = pick(&q, 100);
     assert_eq!(ids(&p), vec![3], "a's next waits for consumer 1's credit");
@@ -266,4 +267,36 @@ proptest! {
             prop_assert_eq!(&order[..acked.len()], &acked[..], "group {}", group);
         }
     }
+}
+
+#[test]
+fn a_group_is_forgotten_when_its_last_message_leaves_and_keeps_its_consumer() {
+    let q = queue();
+    let _rx7 = q.attach(7, 10, None).unwrap();
+    let _rx8 = q.attach(8, 10, None).unwrap();
+    q.enqueue([(entry(1, Some("a")), 0)], 100);
+    let first = pick(&q, 100);
+    assert_eq!(first[0].consumer, 7);
+    assert_eq!(q.snapshot().groups, 1);
+    ack(&q, 7, &first);
+    assert_eq!(q.snapshot().groups, 0, "no message left: forgotten");
+    // Its next message finds the consumer its bucket is bound to, on 8's turn.
+    q.enqueue([(entry(2, Some("a")), 0)], 100);
+    let again = pick(&q, 100);
+    assert_eq!((again[0].consumer, again[0].entry.id), (7, 2));
+    ack(&q, 7, &again);
+    // Removed (expired, moved) rather than acked: forgotten too.
+    q.enqueue([(entry(3, Some("b")), 0)], 100);
+    assert_eq!(q.snapshot().groups, 1);
+    assert!(q.take_idle(3).is_some());
+    assert_eq!(q.snapshot().groups, 0);
+    // Its consumer gone, the group goes to any consumer.
+    q.detach(7);
+    q.enqueue([(entry(4, Some("a")), 0)], 100);
+    let moved = pick(&q, 100);
+    assert_eq!(moved[0].consumer, 8);
+    ack(&q, 8, &moved);
+    q.detach(8);
+    let snap = q.snapshot();
+    assert_eq!((snap.groups, snap.group_bytes), (0, 0));
 }

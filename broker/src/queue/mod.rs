@@ -309,6 +309,7 @@ impl Queue {
         if st.closed || st.away {
             return None;
         }
+        st.groups.rebalance();
         st.consumers.push(Consumer {
             id,
             credit,
@@ -699,6 +700,8 @@ impl Queue {
             scheduled: st.scheduled.len() as u64 + st.far.count,
             consumers: st.consumers.len() as u32,
             bytes: st.bytes,
+            groups: st.groups.len() as u64,
+            group_bytes: st.groups.bytes(),
             counters: st.counters.clone(),
             outage: st.outage.status(),
         }
