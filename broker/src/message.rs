@@ -1,5 +1,5 @@
 //! New messages as the engine accepts them: the checks every producer's message
-//! passes (names, property names, priority, the size of its properties), how a
+//! passes (names, property names, priority, its group id, the size of its properties), how a
 //! selector sees a message, and how much of a user's text the broker keeps or
 //! echoes.
 //!
@@ -32,7 +32,8 @@
 //! reaches it as a protocol error instead of the status the broker meant.
 use bytes::Bytes;
 use rebound_config::{Limits, MAX_PROPERTIES_BYTES_LIMIT, clip, excerpt};
-use rebound_protocol::properties::{DUPL_ID, PRODUCER_SET, SCHED_DELIVERY};
+use rebound_protocol::properties::{DUPL_ID, GROUP_ID, JMSX_GROUP_ID, PRODUCER_SET, SCHED_DELIVERY};
+use rebound_storage::records::group_of;
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MAX_INLINE_RECORD_BYTES, MessageRecord, PropertyValue};
 
@@ -52,6 +53,10 @@ pub fn check_name(kind: &str, name: &str) -> Result<()> {
 /// The longest duplicate id (`_AMQ_DUPL_ID`) taken: an address remembers up to
 /// `id-cache-size` of them in memory.
 pub const MAX_DUPLICATE_ID_BYTES: usize = 256;
+
+/// The longest group id (`_AMQ_GROUP_ID`, `JMSXGroupID`) taken: a queue keeps
+/// the id of each group with a message in memory.
+pub const MAX_GROUP_ID_BYTES: usize = 1024;
 
 /// What a producer's message asks of the broker through the reserved properties a
 /// producer may set (`rebound_protocol::properties::PRODUCER_SET`).
@@ -124,6 +129,15 @@ pub fn check_new(record: &MessageRecord, limits: &Limits) -> Result<Requests> {
         return Err(BrokerError::InvalidArgument(format!(
             "priority must be 0..=9, got {}",
             record.priority
+        )));
+    }
+    if let Some(group) = group_of(&record.properties)
+        && group.len() > MAX_GROUP_ID_BYTES
+    {
+        return Err(BrokerError::InvalidArgument(format!(
+            "a group id ({GROUP_ID} or {JMSX_GROUP_ID}) must be at most {MAX_GROUP_ID_BYTES} bytes \
+             long, this one has {}",
+            group.len()
         )));
     }
     let size = properties_bytes(record);
@@ -305,6 +319,8 @@ mod tests {
             (DUPL_ID, int(7)),
             (DUPL_ID, text("")),
             (DUPL_ID, text(&"x".repeat(MAX_DUPLICATE_ID_BYTES + 1))),
+            (GROUP_ID, text(&"x".repeat(MAX_GROUP_ID_BYTES + 1))),
+            (JMSX_GROUP_ID, text(&"x".repeat(MAX_GROUP_ID_BYTES + 1))),
         ] {
             let mut m = record("a");
             m.properties.insert(name.into(), bad);
@@ -315,6 +331,14 @@ mod tests {
             check_new(&record("a"), &Limits::default()).unwrap(),
             Requests::default()
         );
+        let mut m = record("a");
+        m.properties
+            .insert(GROUP_ID.into(), text(&"x".repeat(MAX_GROUP_ID_BYTES)));
+        assert!(check_new(&m, &Limits::default()).is_ok());
+        m.properties
+            .insert(GROUP_ID.into(), text(&"x".repeat(MAX_GROUP_ID_BYTES + 1)));
+        let err = check_new(&m, &Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("at most 1024 bytes"), "{err}");
     }
 
     #[test]

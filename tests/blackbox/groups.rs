@@ -1,10 +1,10 @@
 //! Message groups (`_AMQ_GROUP_ID`): one consumer at a time, in send order, and —
 //! beyond Artemis — in order across failed deliveries and redelivery delays, while
 //! other groups keep flowing; a dead-lettered message lets its group move on; a
-//! group with no message left costs no memory.
+//! group with no message left costs no memory, and group ids are bounded.
 use std::time::{Duration, Instant};
 
-use rebound_client::{Client, Consumer, Delivery, OutgoingMessage};
+use rebound_client::{Client, Code, Consumer, Delivery, OutgoingMessage};
 
 use crate::messaging::body;
 use crate::redelivery::{int, next, text};
@@ -244,4 +244,22 @@ async fn a_group_with_no_message_left_costs_no_memory() {
     let metrics = broker.scrape().await;
     let labels = [("queue", "orders")];
     assert_eq!(sample(&metrics, "rebound_queue_groups", &labels), Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_id_longer_than_1024_bytes_is_refused_naming_the_limit() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    for property in ["_AMQ_GROUP_ID", "JMSXGroupID"] {
+        let err = client
+            .send(OutgoingMessage::new("orders", "o").property(property, "g".repeat(1025)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+        assert!(err.to_string().contains("at most 1024 bytes"), "{err}");
+    }
+    client
+        .send(OutgoingMessage::new("orders", "o").group("g".repeat(1024)))
+        .await
+        .unwrap();
 }
