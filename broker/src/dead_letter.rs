@@ -4,8 +4,10 @@
 //! As in Artemis (`QueueImpl.makeCopy`, `Message.referenceOriginalMessage`) the copy
 //! is a new message with a new id, the original body and properties, no expiration,
 //! and `_AMQ_ORIG_*` properties saying where it came from, so that an operator can
-//! send it back to exactly the queue it failed on. Beyond Artemis it says why it died
-//! and carries the last failures, so nobody has to read logs to find out.
+//! send it back to exactly the queue it failed on. A copy of a copy (a dead letter
+//! that fails again, or is moved to a parking address) keeps the first origin, as in
+//! Artemis. Beyond Artemis it says why it died and carries the last failures, the
+//! earlier copies' included, so nobody has to read logs to find out.
 //!
 //! The move itself — remove from the original queue, route the copy — is one storage
 //! commit (see `engine/forward.rs`), so after a crash the message is in exactly one
@@ -14,7 +16,8 @@ use rebound_config::{EffectiveSettings, RoutingType};
 use rebound_storage::records::property_value::Value;
 use rebound_storage::{MessageRecord, PropertyValue};
 
-use crate::queue::Entry;
+use crate::message::bounded_reason;
+use crate::queue::{Entry, MAX_FAILURES_KEPT};
 
 // The names are the protocol's, shared with the CLI and the client.
 pub use rebound_protocol::properties::{
@@ -104,6 +107,9 @@ impl std::fmt::Display for Reason {
 
 /// Builds the copy of `original` (which failed as `entry` on queue `queue`) bound for
 /// `target_address`. The caller gives it its new id.
+///
+/// If `original` is itself a copy, the copy keeps its origin, which is where a retry
+/// sends it back to, and adds `entry`'s failures to the ones it carries.
 pub fn copy_for(
     original: &MessageRecord,
     entry: &Entry,
@@ -120,28 +126,35 @@ pub fn copy_for(
         copy.properties
             .insert(key.to_owned(), PropertyValue { value: Some(value) });
     };
-    set(ORIG_ADDRESS, Value::String(original.address.clone()));
-    set(ORIG_QUEUE, Value::String(queue.to_owned()));
-    set(ORIG_MESSAGE_ID, Value::Int(original.message_id as i64));
-    set(
-        ORIG_ROUTING_TYPE,
-        Value::String(queue_routing.as_str().to_owned()),
-    );
+    if origin(original).is_none() {
+        set(ORIG_ADDRESS, Value::String(original.address.clone()));
+        set(ORIG_QUEUE, Value::String(queue.to_owned()));
+        set(ORIG_MESSAGE_ID, Value::Int(original.message_id as i64));
+        set(
+            ORIG_ROUTING_TYPE,
+            Value::String(queue_routing.as_str().to_owned()),
+        );
+    }
     set(REASON, Value::String(reason.to_string()));
     set(DELIVERY_COUNT, Value::Int(entry.delivery_count as i64));
     if *reason == Reason::Expired {
         set(ACTUAL_EXPIRY, Value::Int(now_ms as i64));
     }
-    if !entry.failures.is_empty() {
-        let failures: Vec<Failure> = entry
-            .failures
-            .iter()
-            .map(|f| Failure {
-                at_ms: f.at_ms,
-                reason: f.reason.clone(),
-            })
-            .collect();
-        let text = serde_json::to_string(&failures).expect("failures serialize");
+    // Bounded as an entry's are: the carried ones may have been sent by anyone.
+    let mut kept: Vec<Failure> = failures(original)
+        .into_iter()
+        .map(|f| Failure {
+            reason: bounded_reason(&f.reason),
+            ..f
+        })
+        .chain(entry.failures.iter().map(|f| Failure {
+            at_ms: f.at_ms,
+            reason: f.reason.clone(),
+        }))
+        .collect();
+    kept.drain(..kept.len().saturating_sub(MAX_FAILURES_KEPT));
+    if !kept.is_empty() {
+        let text = serde_json::to_string(&kept).expect("failures serialize");
         set(FAILURES, Value::String(text));
     }
     copy
@@ -229,6 +242,8 @@ mod tests {
     use bytes::Bytes;
     use rebound_storage::FailureRecord;
 
+    use crate::message::MAX_REASON_BYTES;
+
     #[test]
     fn copy_keeps_body_and_properties_and_says_where_it_came_from() {
         let mut original = MessageRecord {
@@ -296,6 +311,103 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_of_a_copy_keeps_the_first_origin_and_the_last_failures() {
+        let original = MessageRecord {
+            message_id: 7,
+            address: "orders".into(),
+            ..Default::default()
+        };
+        let failed = |reasons: &[&str]| {
+            let mut entry = Entry {
+                id: 0,
+                priority: 4,
+                expiration_ms: 0,
+                size: 1,
+                delivery_count: reasons.len() as u32,
+                failures: Vec::new(),
+                stored: true,
+                state_stored: true,
+                group: None,
+                record: None,
+            };
+            reasons.iter().for_each(|r| entry.record_failure(1, r));
+            entry
+        };
+        let reasons =
+            |copy: &MessageRecord| -> Vec<String> { failures(copy).into_iter().map(|f| f.reason).collect() };
+        let dead = copy_for(
+            &original,
+            &failed(&["a", "b", "c"]),
+            "orders",
+            RoutingType::Anycast,
+            "DLQ",
+            &Reason::MaxDeliveryAttempts,
+            5,
+        );
+        let dead = MessageRecord {
+            message_id: 8,
+            ..dead
+        };
+        let again = copy_for(
+            &dead,
+            &failed(&["d", "e", "f"]),
+            "DLQ",
+            RoutingType::Multicast,
+            "graveyard",
+            &Reason::Rejected("no".into()),
+            6,
+        );
+        assert_eq!(origin(&again), Some(("orders", "orders")));
+        let get = |k: &str| again.properties.get(k).and_then(|p| p.value.clone());
+        assert_eq!(get(ORIG_MESSAGE_ID), Some(Value::Int(7)));
+        assert_eq!(get(ORIG_ROUTING_TYPE), Some(Value::String("anycast".into())));
+        assert_eq!(reason(&again), Some("rejected: no"));
+        assert_eq!(get(DELIVERY_COUNT), Some(Value::Int(3)));
+        assert_eq!(reasons(&again), ["b", "c", "d", "e", "f"]);
+        // Moved with no failures of its own, it keeps the ones it carries.
+        let parked = copy_for(
+            &again,
+            &failed(&[]),
+            "graveyard",
+            RoutingType::Anycast,
+            "parked",
+            &Reason::Moved,
+            7,
+        );
+        assert_eq!(origin(&parked), Some(("orders", "orders")));
+        assert_eq!(reasons(&parked), ["b", "c", "d", "e", "f"]);
+        // Carried failures are bounded as a consumer's reasons are: anyone may send them.
+        let mut forged = parked.clone();
+        let long = "x".repeat(3 * MAX_REASON_BYTES);
+        let text = serde_json::to_string(&[Failure {
+            at_ms: 0,
+            reason: long,
+        }])
+        .unwrap();
+        forged.properties.insert(
+            FAILURES.into(),
+            PropertyValue {
+                value: Some(Value::String(text)),
+            },
+        );
+        let cut = copy_for(
+            &forged,
+            &failed(&["g"]),
+            "parked",
+            RoutingType::Anycast,
+            "DLQ",
+            &Reason::Moved,
+            8,
+        );
+        let cut = reasons(&cut);
+        assert_eq!(cut[1], "g");
+        assert!(
+            cut[0].len() < 2 * MAX_REASON_BYTES,
+            "a carried failure is bounded too"
+        );
+    }
+
+    #[test]
     fn a_retried_copy_sheds_its_death_and_counts_the_redrive() {
         let original = MessageRecord {
             message_id: 1,
@@ -339,8 +451,7 @@ mod tests {
 
         use rebound_config::MAX_PROPERTIES_BYTES_LIMIT;
 
-        use crate::message::{MAX_REASON_BYTES, bounded_reason, properties_bytes};
-        use crate::queue::MAX_FAILURES_KEPT;
+        use crate::message::properties_bytes;
 
         let name = "n".repeat(255);
         let mut original = MessageRecord {

@@ -20,6 +20,7 @@ mod console;
 mod console_browser;
 mod console_security;
 mod crash;
+mod dead_letters;
 mod deployment;
 mod duplicates;
 mod flood;

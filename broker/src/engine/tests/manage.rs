@@ -1,5 +1,6 @@
 //! Management by selection: a selection of ids takes exactly those messages, and
-//! one message is found by its id whatever its state.
+//! one message is found by its id whatever its state; dead letters moved elsewhere
+//! are retried to where they first failed.
 use super::*;
 use crate::engine::Selection;
 use crate::error::BrokerError;
@@ -76,4 +77,32 @@ async fn one_message_is_found_by_id_in_any_state() {
         broker.message("orders", 999_999),
         Err(BrokerError::MessageNotFound { id: 999_999, .. })
     ));
+}
+
+#[tokio::test]
+async fn dead_letters_moved_to_a_parking_address_retry_to_their_first_queue() {
+    let (broker, _store) = broker(WITH_DLQ).await;
+    send(&broker, "orders", &["a"]).await;
+    let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
+    let got = receive(&mut sub, 1).await;
+    let dead = Settlement::DeadLetter { reason: "bad".into() };
+    settle(&broker, &sub, &ids(&got), dead, None).await;
+    let dlq = Selection {
+        queue: "DLQ".into(),
+        ..Default::default()
+    };
+    assert_eq!(broker.move_messages(&dlq, "parked").await.unwrap(), 1);
+    let parked = Selection {
+        queue: "parked".into(),
+        ..Default::default()
+    };
+    let done = broker
+        .retry_messages(&parked, false, 0, None, |_| Ok(()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (done[0].to_address.as_str(), done[0].to_queue.as_str()),
+        ("orders", "orders")
+    );
+    assert_eq!(body(&receive(&mut sub, 1).await[0]), "a");
 }

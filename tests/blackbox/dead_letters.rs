@@ -1,0 +1,128 @@
+//! Dead letters that fail or move again, on the README's example config (every
+//! address, the DLQ too, dead-letters to `DLQ` after 10 attempts): a dead letter
+//! keeps where it first came from and its failures through every later move and
+//! dead-lettering, so `queue retry` sends it back to the queue it first failed on.
+use rebound_client::{Client, Consumer, Delivery, OutgoingMessage};
+
+use crate::messaging::body;
+use crate::redelivery::{int, next, text};
+use crate::support::{Broker, cli, root};
+
+/// The README's example config, with `extra` appended.
+fn example_with(extra: &str) -> String {
+    let example = std::fs::read_to_string(root().join("config/examples/rebound.toml")).unwrap();
+    format!("{example}\n{extra}")
+}
+
+/// Sends `body` to `jobs` and fails it `attempts` times, the n-th failure's
+/// reason `jobs n`; returns the id it was sent with.
+async fn fail_on_jobs(client: &Client, body: &str, attempts: u32) -> u64 {
+    let sent = client
+        .send(OutgoingMessage::new("jobs", body.to_owned()))
+        .await
+        .unwrap();
+    let mut jobs = client.consume("jobs", 1).await.unwrap();
+    fail(&mut jobs, "jobs", attempts).await;
+    jobs.close().await.unwrap();
+    sent
+}
+
+/// Receives and nacks the next delivery `times` times, with reasons `what n`.
+async fn fail(consumer: &mut Consumer, what: &str, times: u32) -> Delivery {
+    let mut last = None;
+    for n in 1..=times {
+        let d = next(consumer).await;
+        consumer.nack(&[d.id], &format!("{what} {n}")).await.unwrap();
+        last = Some(d);
+    }
+    consumer.flush().await.unwrap();
+    last.expect("at least one failure")
+}
+
+/// The reasons of a dead letter's `_REBOUND_FAILURES`, oldest first.
+fn failure_reasons(d: &Delivery) -> Vec<String> {
+    let failures: serde_json::Value = serde_json::from_str(&text(d, "_REBOUND_FAILURES")).unwrap();
+    failures
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["reason"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn assert_from_jobs(d: &Delivery, sent: u64) {
+    assert_eq!(text(d, "_AMQ_ORIG_ADDRESS"), "jobs");
+    assert_eq!(text(d, "_AMQ_ORIG_QUEUE"), "jobs");
+    assert_eq!(int(d, "_AMQ_ORIG_MESSAGE_ID"), sent as i64);
+    assert_eq!(text(d, "_AMQ_ORIG_ROUTING_TYPE"), "anycast");
+}
+
+async fn retry_to_jobs(broker: &Broker, client: &Client, from: &str, body_was: &str) {
+    let retried = cli(broker, ["queue", "retry", "--queue", from]).await;
+    assert_eq!(
+        retried.success().stdout,
+        format!("moved 1 messages from {from}, skipped 0\n")
+    );
+    let mut jobs = client.consume("jobs", 1).await.unwrap();
+    let d = next(&mut jobs).await;
+    assert_eq!((body(&d).as_str(), d.delivery_count), (body_was, 1));
+    jobs.ack(&[d.id]).await.unwrap();
+    jobs.flush().await.unwrap();
+    assert_eq!(client.queue("DLQ").await.unwrap().messages, 0);
+    assert_eq!(client.queue(from).await.unwrap().messages, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_dead_lettered_again_keeps_its_first_origin_and_failures() {
+    // The DLQ's own failures go on to a second address.
+    let broker = Broker::start_with_config(&example_with(
+        "[[address-settings]]\nmatch = \"DLQ\"\ndead-letter-address = \"graveyard\"\nmax-delivery-attempts = 3\n",
+    ))
+    .await;
+    let client = broker.client().await;
+    let sent = fail_on_jobs(&client, "poison", 10).await;
+    let mut dlq = client.consume("DLQ", 1).await.unwrap();
+    fail(&mut dlq, "dlq", 3).await;
+    dlq.close().await.unwrap();
+
+    let mut graveyard = client.consume("graveyard", 1).await.unwrap();
+    let dead = next(&mut graveyard).await;
+    graveyard.release(&[dead.id]).await.unwrap();
+    graveyard.close().await.unwrap();
+    assert_from_jobs(&dead, sent);
+    assert_eq!(
+        text(&dead, "_REBOUND_DEAD_LETTER_REASON"),
+        "max-delivery-attempts"
+    );
+    assert_eq!(int(&dead, "_REBOUND_DELIVERY_COUNT"), 3);
+    assert_eq!(
+        failure_reasons(&dead),
+        ["jobs 9", "jobs 10", "dlq 1", "dlq 2", "dlq 3"],
+        "the history goes on, the last 5 kept"
+    );
+    retry_to_jobs(&broker, &client, "graveyard", "poison").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_parked_and_retried_later_go_back_to_their_first_queue() {
+    let broker = Broker::start_with_config(&example_with("")).await;
+    let client = broker.client().await;
+    let sent = fail_on_jobs(&client, "park me", 10).await;
+    let moved = cli(
+        &broker,
+        ["queue", "move", "--queue", "DLQ", "--to-address", "parked"],
+    )
+    .await;
+    assert!(moved.success().stdout.contains("moved 1"), "{}", moved.stdout);
+
+    let mut parked = client.consume("parked", 1).await.unwrap();
+    let d = next(&mut parked).await;
+    parked.release(&[d.id]).await.unwrap();
+    parked.close().await.unwrap();
+    assert_from_jobs(&d, sent);
+    assert_eq!(
+        failure_reasons(&d),
+        ["jobs 6", "jobs 7", "jobs 8", "jobs 9", "jobs 10"]
+    );
+    retry_to_jobs(&broker, &client, "parked", "park me").await;
+}
