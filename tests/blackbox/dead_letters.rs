@@ -1,7 +1,11 @@
 //! Dead letters that fail or move again, on the README's example config (every
 //! address, the DLQ too, dead-letters to `DLQ` after 10 attempts): a dead letter
 //! keeps where it first came from and its failures through every later move and
-//! dead-lettering, so `queue retry` sends it back to the queue it first failed on.
+//! dead-lettering, so `queue retry` sends it back to the queue it first failed on;
+//! and the DLQ, whose dead-letter address is its own, keeps a message that fails
+//! there rather than dead-lettering it into itself.
+use std::time::{Duration, Instant};
+
 use rebound_client::{Client, Consumer, Delivery, OutgoingMessage};
 
 use crate::messaging::body;
@@ -125,4 +129,48 @@ async fn dead_letters_parked_and_retried_later_go_back_to_their_first_queue() {
         ["jobs 6", "jobs 7", "jobs 8", "jobs 9", "jobs 10"]
     );
     retry_to_jobs(&broker, &client, "parked", "park me").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dlq_whose_dead_letter_address_is_its_own_keeps_what_fails_there() {
+    // A redelivery delay on the DLQ: a message kept there waits it.
+    let broker = Broker::start_with_config(&example_with(
+        "[[address-settings]]\nmatch = \"DLQ\"\nredelivery-delay = 300\n",
+    ))
+    .await;
+    let client = broker.client().await;
+    let sent = fail_on_jobs(&client, "stuck", 10).await;
+    let mut dlq = client.consume("DLQ", 1).await.unwrap();
+    let tenth = fail(&mut dlq, "dlq", 10).await;
+    assert_eq!(tenth.delivery_count, 10);
+    let failed_at = Instant::now();
+
+    let kept = next(&mut dlq).await;
+    let waited = failed_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "redelivered after {waited:?}"
+    );
+    assert_eq!(
+        (kept.message.message_id, kept.delivery_count),
+        (tenth.message.message_id, 11),
+        "the same message, not a new dead letter"
+    );
+    assert_from_jobs(&kept, sent);
+    // A dead-letter nack there keeps it too.
+    dlq.dead_letter(&[kept.id], "cannot be handled").await.unwrap();
+    let again = next(&mut dlq).await;
+    assert_eq!(again.message.message_id, tenth.message.message_id);
+    dlq.release(&[again.id]).await.unwrap();
+    dlq.close().await.unwrap();
+
+    let info = client.queue("DLQ").await.unwrap();
+    assert_eq!((info.messages, info.dead_lettered, info.dropped), (1, 0, 0));
+    let log = broker.wait_for_log("its dead-letter address is its own").await;
+    assert_eq!(
+        log.matches("its dead-letter address is its own").count(),
+        2,
+        "one WARN per time it would have been dead-lettered: {log}"
+    );
+    retry_to_jobs(&broker, &client, "DLQ", "stuck").await;
 }

@@ -9,6 +9,10 @@
 //! Every move is one commit: the removal from the queue and the new message(s) on
 //! the target together, so after any crash the message is in exactly one of them.
 //! If the commit fails, the message is back in its queue as it was.
+//!
+//! A queue on its own dead-letter address (a DLQ under a `#` setting) keeps its
+//! dead letters, as Artemis does: dead-lettered into itself, a message would only
+//! start its attempts over as a copy that no longer says where it failed.
 use std::sync::Arc;
 
 use rebound_config::{EffectiveSettings, MoveTarget};
@@ -17,12 +21,13 @@ use tracing::{info, warn};
 
 use super::Broker;
 use super::addresses::Create;
-use super::ops::removal_ops;
+use super::ops::{removal_ops, state_op};
 use super::send::{Arrivals, place};
 use crate::dead_letter::{self, Destination, Reason};
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Registry;
 use crate::queue::{Entry, Queue};
+use crate::redelivery;
 use crate::time::now_ms;
 
 /// Where a message that leaves its queue for another address goes.
@@ -71,6 +76,11 @@ impl Broker {
         entry: Entry,
         how: Forward,
     ) -> Result<()> {
+        if let Forward::DeadLetter(reason) = &how
+            && settings.dead_letter_address.as_ref() == Some(&queue.address)
+        {
+            return self.keep_dead_letter(queue, settings, entry, reason).await;
+        }
         let target = match self.forward_target(queue, settings, how).await {
             Ok(target) => target,
             // Storage refused to create the target: the message stays, as for a
@@ -219,6 +229,44 @@ impl Broker {
                 .await?;
         }
         Ok(Some((address, reason)))
+    }
+
+    /// Puts a dead letter of a queue on its own dead-letter address back, with a WARN
+    /// line that names it. It waits its redelivery delay like any failed message,
+    /// so a consumer that keeps failing it does not make it spin.
+    async fn keep_dead_letter(
+        &self,
+        queue: &Queue,
+        settings: &EffectiveSettings,
+        mut entry: Entry,
+        reason: &Reason,
+    ) -> Result<()> {
+        let now = now_ms();
+        // A nack's failure is recorded already; a `dead-letter` nack's is not.
+        if let Reason::Rejected(_) = reason {
+            entry.record_failure(now, &reason.to_string());
+        }
+        warn!(
+            message = entry.id,
+            address = %queue.address,
+            queue = %queue.name,
+            delivery_count = entry.delivery_count,
+            %reason,
+            "not dead-lettering the message: its dead-letter address is its own; it stays in the queue"
+        );
+        let delay_ms = redelivery::delay_after_failure(settings, entry.delivery_count, &mut rand::rng());
+        let due = if delay_ms > 0 {
+            now.saturating_add(delay_ms)
+        } else {
+            0
+        };
+        let ops = match entry.stored {
+            true => vec![state_op(queue, &mut entry, due)],
+            false => Vec::new(),
+        };
+        let result = self.commit(self.submit(ops)).await;
+        queue.requeue([(entry, due)], now);
+        result
     }
 
     /// Drops a message taken from `queue` for good, with a WARN line that names it.

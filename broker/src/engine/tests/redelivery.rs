@@ -53,6 +53,44 @@ async fn a_dead_letter_settle_goes_straight_to_the_dlq_with_its_reason() {
 }
 
 #[tokio::test]
+async fn a_dlq_on_its_own_dead_letter_address_keeps_what_fails_there() {
+    let (broker, _store) = broker(WITH_DLQ).await;
+    send(&broker, "orders", &["poison"]).await;
+    let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
+    let got = receive(&mut sub, 1).await;
+    let dead = Settlement::DeadLetter { reason: "bad".into() };
+    settle(&broker, &sub, &ids(&got), dead, None).await;
+    let mut dlq = broker.subscribe("DLQ", 10, "").await.unwrap();
+    let mut got = receive(&mut dlq, 1).await;
+    let first = got[0].record.message_id;
+    for attempt in 1..=4 {
+        assert_eq!(
+            (got[0].record.message_id, got[0].delivery_count),
+            (first, attempt)
+        );
+        let how = match attempt {
+            4 => Settlement::DeadLetter { reason: "no".into() },
+            _ => nack("boom", None),
+        };
+        settle(&broker, &dlq, &ids(&got), how, None).await;
+        got = receive(&mut dlq, 1).await;
+    }
+    let kept = got;
+    assert_eq!((kept[0].record.message_id, kept[0].delivery_count), (first, 5));
+    let prop = |key: &str| kept[0].record.properties.get(key).cloned();
+    assert_eq!(prop(dead_letter::ORIG_QUEUE), Some(string("orders")));
+    let stored = broker.message("DLQ", first).unwrap().entry.failures;
+    let reasons: Vec<&str> = stored.iter().map(|f| f.reason.as_str()).collect();
+    assert_eq!(reasons, ["boom", "boom", "boom", "rejected: no"]);
+    let snapshot = broker.queue("DLQ").unwrap().snapshot();
+    let counters = snapshot.counters;
+    assert_eq!(
+        (snapshot.messages, counters.dead_lettered, counters.dropped),
+        (1, 0, 0)
+    );
+}
+
+#[tokio::test]
 async fn a_release_is_not_an_attempt() {
     let (broker, _store) = broker(WITH_DLQ).await;
     send(&broker, "orders", &["m"]).await;
