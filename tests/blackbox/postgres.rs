@@ -1,6 +1,7 @@
 //! A broker on PostgreSQL whose database goes away and comes back: sends fail
 //! with UNAVAILABLE (never acknowledged without being stored) and work again
-//! without a restart. (The messaging, redelivery, transaction and operations
+//! without a restart; a dispatcher that cannot store delivery counts backs off
+//! rather than spinning. (The messaging, redelivery, transaction and operations
 //! tests run on PostgreSQL too, through `also_on_postgres!`.)
 use std::time::{Duration, Instant};
 
@@ -57,6 +58,76 @@ async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_i
         consumer.ack(&[d.id]).await.unwrap();
     }
     assert_eq!(bodies, ["before", "after"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dispatcher_that_cannot_store_delivery_counts_backs_off_and_logs_once() {
+    let Some(schema) = TestSchema::create("black-box PostgreSQL outage, persisted counts") else {
+        return;
+    };
+    let mut proxy = DatabaseProxy::start(&schema).await;
+    let broker = Broker::start_custom(
+        "persist-delivery-count-before-delivery = true\n",
+        "127.0.0.1:0",
+        &["--storage", "postgres", "--postgres-url", proxy.url()],
+    )
+    .await;
+    let client = broker.client().await;
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "waits"))
+        .await
+        .unwrap();
+    let mut consumer = client.consume_manual_credit("orders", 0).await.unwrap();
+
+    proxy.cut().await;
+    let log_lines = broker.log().lines().count();
+    let cpu = cpu_seconds(broker.pid());
+    // The message is due and has a consumer, but its count cannot be stored.
+    consumer.grant(1).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let used = cpu_seconds(broker.pid()) - cpu;
+    let log = broker.log();
+    let logged: Vec<&str> = log.lines().skip(log_lines).collect();
+    eprintln!("{used:.2} CPU-s and {} log lines in 10 s", logged.len());
+    assert!(used < 2.0, "{used:.2} CPU-s in 10 s while the database was away");
+    assert!(logged.len() < 50, "{} lines logged: {logged:#?}", logged.len());
+    assert!(
+        consumer.next_timeout(Duration::ZERO).await.unwrap().is_none(),
+        "delivered without its count stored"
+    );
+
+    proxy.resume().await;
+    let d = consumer
+        .next_timeout(Duration::from_secs(15))
+        .await
+        .unwrap()
+        .expect("delivered once the database is back");
+    assert_eq!((&d.message.body[..], d.delivery_count), (&b"waits"[..], 1));
+    consumer.ack(&[d.id]).await.unwrap();
+    consumer.flush().await.unwrap();
+    let log = broker.wait_for_log("storage works again").await;
+    assert_eq!(log.matches("storing delivery counts failed").count(), 1, "{log}");
+    assert_eq!(log.matches("storage works again").count(), 1, "{log}");
+}
+
+/// CPU time a process has used, user and system, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses: utime and stime
+    // are the 14th and 15th of the line, in clock ticks.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let getconf = std::process::Command::new("getconf").arg("CLK_TCK").output();
+    let per_second: f64 = String::from_utf8(getconf.unwrap().stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    ticks / per_second
 }
 
 #[tokio::test]

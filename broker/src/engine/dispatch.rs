@@ -9,15 +9,30 @@
 //! With `persist-delivery-count-before-delivery` the incremented delivery counts are
 //! committed before the deliveries leave, so a crash mid-delivery cannot make a
 //! redelivery look like a first delivery.
+//!
+//! When storage fails a round (storing those counts, or moving expired messages
+//! on), the messages stay where they were and the dispatcher waits before the next
+//! round, longer after each failure up to [`MAX_BACKOFF`]: retrying at once would
+//! spin on a database that is away. One WARN says when such an episode starts, one
+//! INFO when it ends.
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use super::Broker;
+use crate::error::{BrokerError, Result};
 use crate::message::Selectable;
 use crate::queue::{Dispatched, Pick, Queue};
+use crate::redelivery::geometric;
 use crate::time::now_ms;
+
+/// The wait after the first failed round; it doubles with each failure in a row.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The longest wait between rounds that storage fails: what delivery may lag
+/// behind the storage's return.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 impl Broker {
     /// Starts a queue's dispatcher as one of the engine's tasks.
@@ -27,6 +42,7 @@ impl Broker {
 }
 
 async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
+    let mut failing = Failing::default();
     loop {
         if queue.is_closed() || broker.is_shutting_down() {
             return;
@@ -41,13 +57,28 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
         // Read once: a picked entry that will get its count stored must know it has a state.
         let persist = broker.persists_counts_before_delivery();
         let (picks, expired, next_due) = queue.pick(now, persist, &matches);
+        let tried = !picks.is_empty() || !expired.is_empty();
+        let mut failed = None;
         if !expired.is_empty()
             && let Err(err) = broker.expire(&queue, expired).await
         {
-            error!(queue = %queue.name, %err, "expiring messages failed");
+            failed = Some(("moving expired messages on", err));
         }
-        if !picks.is_empty() {
-            hand_over(&broker, &queue, picks, persist).await;
+        if !picks.is_empty()
+            && let Err(err) = hand_over(&broker, &queue, picks, persist).await
+        {
+            failed = Some(("storing delivery counts", err));
+        }
+        match failed {
+            Some((what, err)) => {
+                let wait = failing.failed(&queue, what, &err);
+                if !back_off(&broker, &queue, wait).await {
+                    return;
+                }
+                continue;
+            }
+            None if tried => failing.ended(&queue),
+            None => {}
         }
         let sleep = next_due.map(|due| Duration::from_millis(due.saturating_sub(now)));
         tokio::select! {
@@ -65,16 +96,64 @@ async fn sleep_for(duration: Option<Duration>) {
     }
 }
 
-/// Sends picked messages to their consumers, one batch per consumer.
-async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist: bool) {
+/// Rounds of a dispatcher that storage failed, in a row.
+#[derive(Default)]
+struct Failing {
+    rounds: u32,
+}
+
+impl Failing {
+    /// Counts a failed round, logging the first of an episode; returns how long to
+    /// wait before the next.
+    fn failed(&mut self, queue: &Queue, what: &str, err: &BrokerError) -> Duration {
+        if self.rounds == 0 {
+            warn!(
+                queue = %queue.name,
+                %err,
+                "{what} failed: delivery waits, and is retried after a growing pause"
+            );
+        }
+        self.rounds = self.rounds.saturating_add(1);
+        let ms = geometric(FIRST_BACKOFF.as_millis() as u64, 2.0, self.rounds);
+        Duration::from_millis(ms).min(MAX_BACKOFF)
+    }
+
+    /// A round that storage did not fail: the end of an episode, if one was on.
+    fn ended(&mut self, queue: &Queue) {
+        if self.rounds > 0 {
+            info!(queue = %queue.name, failed_attempts = self.rounds, "storage works again: delivery resumed");
+            self.rounds = 0;
+        }
+    }
+}
+
+/// Waits `wait` whatever wakes the queue (the failed round's messages coming back
+/// do); false if the dispatcher is to stop instead.
+async fn back_off(broker: &Broker, queue: &Queue, wait: Duration) -> bool {
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => return true,
+            _ = queue.wake.notified() => {
+                if queue.is_closed() {
+                    return false;
+                }
+            }
+            _ = broker.shutdown().cancelled() => return false,
+        }
+    }
+}
+
+/// Sends picked messages to their consumers, one batch per consumer. If their
+/// delivery counts cannot be stored, none goes and they are back in the queue.
+async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist: bool) -> Result<()> {
     if persist
         && let Err(err) = broker
             .persist_counts(queue, picks.iter_mut().map(|p| &mut p.entry))
             .await
     {
-        error!(queue = %queue.name, %err, "could not persist delivery counts; not delivering");
         picks.iter().for_each(|p| queue.unpick(p));
-        return;
+        return Err(err);
     }
     let mut batches: Vec<(Vec<Dispatched>, Vec<Pick>)> = Vec::new();
     let now = now_ms();
@@ -118,4 +197,5 @@ async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist
             members.iter().for_each(|p| queue.unpick(p));
         }
     }
+    Ok(())
 }

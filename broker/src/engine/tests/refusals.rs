@@ -1,7 +1,8 @@
 //! A store that refuses a commit: whatever the operation (ack, nack, dead
 //! letter, move, retry, remove, purge), the message stays in its queue as it was,
-//! visible and deliverable, and the caller gets the storage error.
-use std::sync::atomic::{AtomicBool, Ordering};
+//! visible and deliverable, and the caller gets the storage error; a dispatcher
+//! refused its delivery counts backs off.
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rebound_storage::{Commit, Op, StorageError};
 
@@ -10,15 +11,17 @@ use super::*;
 use crate::engine::Selection;
 use crate::error::BrokerError;
 
-/// Refuses every commit while `refuse` is set.
+/// Refuses every commit while `refuse` is set, counting them.
 #[derive(Default)]
 struct Refuse {
     refuse: AtomicBool,
+    refused: AtomicUsize,
 }
 
 impl Hook for Refuse {
     fn commit(&self, inner: &Arc<MemoryStore>, ops: Vec<Op>) -> Commit {
         if self.refuse.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
             return Commit::ready(Err(StorageError::Closed));
         }
         inner.commit(ops)
@@ -49,11 +52,15 @@ name = "parked"
 "##;
 
 async fn refusing() -> (Arc<Broker>, Arc<Refusing>) {
+    refusing_with(CONFIG).await
+}
+
+async fn refusing_with(config: &str) -> (Arc<Broker>, Arc<Refusing>) {
     let store = Arc::new(Intercepted {
         inner: Arc::default(),
         hook: Refuse::default(),
     });
-    (open(CONFIG, store.clone()).await, store)
+    (open(config, store.clone()).await, store)
 }
 
 /// Settles and returns the engine's answer.
@@ -171,4 +178,22 @@ async fn a_refused_commit_marks_the_store_failing_until_one_succeeds() {
     store.hook.refuse.store(false, Ordering::SeqCst);
     send(&broker, "orders", &["b"]).await;
     assert!(!broker.store_failing());
+}
+
+/// Retrying at once would spin while the store is away: the dispatcher waits
+/// 100 ms, then 200, 400, ... between rounds, and delivers once it can store
+/// the count, which the failed rounds did not raise.
+#[tokio::test]
+async fn a_dispatcher_refused_its_delivery_counts_backs_off() {
+    let persisting = CONFIG.replace("before-delivery = false", "before-delivery = true");
+    let (broker, store) = refusing_with(&persisting).await;
+    send(&broker, "orders", &["m"]).await;
+    store.hook.refuse.store(true, Ordering::SeqCst);
+    let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
+    assert!(nothing_within(&mut sub, Duration::from_millis(1000)).await);
+    let refused = store.hook.refused.load(Ordering::SeqCst);
+    assert!((2..=5).contains(&refused), "{refused} refused rounds in 1 s");
+    store.hook.refuse.store(false, Ordering::SeqCst);
+    let got = receive(&mut sub, 1).await;
+    assert_eq!((body(&got[0]), got[0].delivery_count), ("m", 1));
 }
