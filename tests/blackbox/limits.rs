@@ -172,6 +172,39 @@ async fn auto_creation_stops_at_its_quota() {
     assert_eq!(client.queue("a").await.unwrap().messages, 2);
 }
 
+/// A consumer of a name nothing has yet creates it as a send to that name does:
+/// the same auto-create settings, the same flag, counted against the same quota.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_auto_creates_as_a_send_does() {
+    let config = "[limits]\nmax-auto-created = 3\n\
+                  [[address-settings]]\nmatch = \"fixed.#\"\nauto-create-addresses = false\n";
+    let broker = Broker::start_with_config(config).await;
+    let client = broker.client().await;
+    let _consumer = client.consume("c", 1).await.unwrap();
+    assert!(client.address("c").await.unwrap().auto_created);
+    assert!(client.queue("c").await.unwrap().auto_created);
+    // Address and queue of `c` count: neither a send nor a consumer makes two more.
+    let sent = client.send(OutgoingMessage::new("d", "x")).await.unwrap_err();
+    let consumed = client.consume("e", 1).await.unwrap_err();
+    for err in [&sent, &consumed] {
+        assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+        assert!(
+            err.to_string()
+                .contains("auto-creating would make 4 auto-created addresses and queues"),
+            "{err}"
+        );
+    }
+    // Where a send may not create the address, a consumer may not either.
+    let sent = client
+        .send(OutgoingMessage::new("fixed.a", "x"))
+        .await
+        .unwrap_err();
+    let consumed = client.consume("fixed.a", 1).await.unwrap_err();
+    assert_eq!(sent.code(), Some(Code::NotFound), "{sent}");
+    assert_eq!(consumed.code(), Some(Code::NotFound), "{consumed}");
+    assert_eq!(client.list_addresses().await.unwrap().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connection_opens_at_most_its_consume_streams() {
     let broker = Broker::start_with_config("[limits]\nmax-consume-streams-per-connection = 2\n").await;

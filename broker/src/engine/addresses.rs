@@ -28,8 +28,8 @@ use crate::routing;
 pub(super) enum Create {
     /// Asked for by an operator or the config: exactly what was asked.
     Explicit,
-    /// A send (or a dead letter routed like one): subject to auto-create-addresses and
-    /// auto-create-queues.
+    /// A send (or a dead letter routed like one, or a consumer of a new name): subject
+    /// to auto-create-addresses and auto-create-queues.
     OnSend,
     /// A redelivery schedule's `move(queue:...)`: the target is created as named.
     ForMove,
@@ -147,16 +147,18 @@ impl Broker {
 
     /// The address a consumer of `queue` would attach to (the queue's; for a queue
     /// that does not exist, the one of its name that auto-creating it uses) and what
-    /// subscribing would create now.
+    /// subscribing would create now ([`Broker::queue_for_consumer`]).
     pub fn consumer_plan(&self, queue: &str) -> (String, Creation) {
         let reg = self.read();
         if let Some(existing) = reg.queues.get(queue) {
             return (existing.address.clone(), Creation::default());
         }
-        let auto = message::check_name("queue", queue).is_ok() && self.settings_for(queue).auto_create_queues;
-        let creation = Creation {
-            address: auto && !reg.addresses.contains_key(queue),
-            queue: auto,
+        let creation = match self.address_plan(&reg, queue, Some(RoutingType::Anycast), Create::OnSend) {
+            Ok(plan) if self.settings_for(queue).auto_create_queues => Creation {
+                address: plan.is_some(),
+                queue: true,
+            },
+            _ => Creation::default(),
         };
         (queue.to_owned(), creation)
     }
@@ -391,6 +393,11 @@ impl Broker {
         if !self.settings_for(name).auto_create_queues {
             return Err(BrokerError::QueueNotFound(name.to_owned()));
         }
+        // A missing address is made as a send to it makes it, with its queue: the
+        // same settings, flag and `max-auto-created`.
+        self.ensure_address(name, Some(RoutingType::Anycast), Create::OnSend)
+            .await?;
+        // On an address that existed, the queue alone.
         self.queue_or_create(name, name, Some(RoutingType::Anycast), None)
             .await
     }

@@ -41,7 +41,11 @@ async fn a_send_to_a_new_address_creates_it_and_its_queue() {
 
 #[tokio::test]
 async fn a_consumer_of_a_new_queue_creates_it_on_the_address_of_its_name() {
-    let (broker, _) = broker("[[address-settings]]\nmatch = \"fixed\"\nauto-create-queues = false\n").await;
+    let (broker, _) = broker(
+        "[[address-settings]]\nmatch = \"fixed\"\nauto-create-queues = false\n\
+         [[address-settings]]\nmatch = \"closed\"\nauto-create-addresses = false\n",
+    )
+    .await;
     broker
         .create_queue(
             "orders",
@@ -65,8 +69,13 @@ async fn a_consumer_of_a_new_queue_creates_it_on_the_address_of_its_name() {
     };
     assert_eq!(broker.consumer_plan("lonely"), ("lonely".to_owned(), queue_only));
     assert_eq!(broker.consumer_plan("fixed"), ("fixed".to_owned(), NOTHING));
+    // As a send: no address where a send may not make one.
+    assert_eq!(broker.consumer_plan("closed"), ("closed".to_owned(), NOTHING));
+    assert!(broker.subscribe("closed", 1, "").await.is_err());
+    assert!(broker.address("closed").is_err());
     let sub = broker.subscribe("fresh", 1, "").await.unwrap();
     assert_eq!(sub.queue.address, "fresh");
+    assert!(sub.queue.auto_created && broker.address("fresh").unwrap().auto_created);
     assert_eq!(broker.consumer_plan("fresh"), ("fresh".to_owned(), NOTHING));
 }
 

@@ -14,28 +14,29 @@ fn assert_limit(result: Result<impl std::fmt::Debug, BrokerError>, limit: &str) 
 
 #[tokio::test]
 async fn auto_created_addresses_and_queues_have_a_quota() {
-    let (broker, _) = broker("[limits]\nmax-auto-created = 3\n").await;
-    // A send auto-creates an address and its queue: 2 of 3.
+    let (broker, _) = broker("[limits]\nmax-auto-created = 4\n").await;
+    // A send auto-creates an address and its queue: 2 of 4.
     send(&broker, "a", &["1"]).await;
-    // Another would make 4: refused, and nothing of it was made.
+    // A consumer of a new name, as a send does: 4 of 4.
+    broker.subscribe("c", 1, "").await.unwrap();
+    // Another of either would make 6: refused, and nothing of it was made.
     assert_limit(broker.send(vec![message("b", "1")]).await, "max-auto-created");
     assert!(broker.queue("b").is_err());
-    // A consumer's queue is one more (its address is not counted); then none.
-    broker.subscribe("c", 1, "").await.unwrap();
     assert_limit(broker.subscribe("d", 1, "").await.map(|_| ()), "max-auto-created");
-    assert!(broker.queue("d").is_err());
+    assert!(broker.queue("d").is_err() && broker.address("d").is_err());
     // What exists is used as before, and explicit creation does not count.
     send(&broker, "a", &["2"]).await;
     broker
         .create_queue("e", "e", None, true, None, false)
         .await
         .unwrap();
-    // Deleting makes room; a reload can raise the quota.
+    // Deleting makes room: on the address that stays, a consumer's queue alone
+    // counts. A reload can raise the quota.
     broker.delete_queue("c").await.unwrap();
-    broker.subscribe("d", 1, "").await.unwrap();
+    broker.subscribe("c", 1, "").await.unwrap();
     assert_limit(broker.subscribe("f", 1, "").await.map(|_| ()), "max-auto-created");
     broker
-        .reload(&config("[limits]\nmax-auto-created = 4\n"))
+        .reload(&config("[limits]\nmax-auto-created = 6\n"))
         .await
         .unwrap();
     broker.subscribe("f", 1, "").await.unwrap();
