@@ -66,7 +66,7 @@ const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 
 /// Arguments of `rebound serve`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServeArgs {
     /// TOML config file; without it the embedded default config is used.
     #[arg(long, short = 'c')]
@@ -107,24 +107,32 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
     rebound_config::cluster::lease(text.to_owned())
 }
 
-/// Runs the broker until SIGTERM or SIGINT.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::embedded_default(),
-    };
+/// What `serve` makes of the config and its flags before it opens anything.
+struct Plan {
+    listen: String,
+    /// "" = no HTTP endpoint.
+    http_listen: String,
+    access: Access,
+    cluster: Option<ClusterConfig>,
+}
+
+/// The checks `serve` makes of `config` with the flags of `args` before it opens
+/// anything: a wide-open broker must not start at all, nor a cluster without its
+/// shared database. `rebound config check` runs them too ([`check`]).
+async fn plan(config: &Config, args: &ServeArgs) -> anyhow::Result<Plan> {
     let listen = args
         .listen
+        .clone()
         .or_else(|| config.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-    // Before anything is opened: a wide-open broker must not start at all.
     let addresses: Vec<_> = tokio::net::lookup_host(listen.as_str())
         .await
         .with_context(|| format!("cannot listen on {listen}"))?
         .collect();
-    let access = anonymous::access(&config, "listen", &listen, &addresses)?;
+    let access = anonymous::access(config, "listen", &listen, &addresses)?;
     let http_listen = args
         .http_listen
+        .clone()
         .or_else(|| config.http_listen.clone())
         .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
     if !http_listen.is_empty() {
@@ -132,14 +140,45 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen for HTTP on {http_listen}"))?
             .collect();
-        anonymous::access(&config, "http-listen", &http_listen, &addresses)?;
+        anonymous::access(config, "http-listen", &http_listen, &addresses)?;
     }
-    let cluster = cluster_identity(&config, args.node_id, args.advertise, args.cluster_lease)?;
+    let cluster = cluster_identity(
+        config,
+        args.node_id.clone(),
+        args.advertise.clone(),
+        args.cluster_lease,
+    )?;
     if cluster.is_some() && args.storage.unwrap_or(config.storage) != StorageEngine::Postgres {
         anyhow::bail!(
             "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
         );
     }
+    Ok(Plan {
+        listen,
+        http_listen,
+        access,
+        cluster,
+    })
+}
+
+/// What `serve --config` with no other flags would refuse of a `config` that
+/// loaded: `rebound config check` passes no file that `serve` refuses.
+pub async fn check(config: &Config) -> anyhow::Result<()> {
+    plan(config, &ServeArgs::default()).await.map(drop)
+}
+
+/// Runs the broker until SIGTERM or SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    };
+    let Plan {
+        listen,
+        http_listen,
+        access,
+        cluster,
+    } = plan(&config, &args).await?;
     let secret = match cluster.as_ref().and_then(|c| c.secret_file.as_ref()) {
         Some(path) => Some(Arc::new(
             NodeSecret::read(path).map_err(|e| anyhow::anyhow!("cluster.secret-file: {e}"))?,

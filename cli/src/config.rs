@@ -1,7 +1,10 @@
 //! `rebound config`: work with a configuration file without a broker.
 //!
 //! Errors are `rebound_config::ConfigError`s, which name file:line:column and
-//! the key; `main.rs` exits with 2 for them.
+//! the key; `main.rs` exits with 2 for them. `check` also refuses what `serve`
+//! would refuse of the file before opening anything (`daemon::check`: a listen
+//! address without users, a cluster without PostgreSQL), with `serve`'s message
+//! and exit code.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -22,7 +25,7 @@ pub enum ConfigCommand {
         #[arg(long)]
         address: String,
     },
-    /// Validate a config file.
+    /// Validate a config file: exit 0 only if `rebound serve --config` would start with it.
     Check {
         /// The TOML config file.
         #[arg(long, short = 'c')]
@@ -33,7 +36,7 @@ pub enum ConfigCommand {
 }
 
 /// Runs a `rebound config` subcommand.
-pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
+pub async fn run(command: ConfigCommand) -> anyhow::Result<()> {
     match command {
         ConfigCommand::Resolve { config, address } => {
             let config = Config::load(&config)?;
@@ -42,7 +45,7 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
             write!(out, "\n{}", config.security_settings.resolve(&address))?;
         }
         ConfigCommand::Check { config } => {
-            Config::load(&config)?;
+            rebound_broker::daemon::check(&Config::load(&config)?).await?;
             outln!("ok")?;
         }
         ConfigCommand::PrintDefault => write!(std::io::stdout(), "{}", rebound_config::DEFAULT_TOML)?,

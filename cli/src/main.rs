@@ -170,7 +170,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Receive(args) => receive::run(args).await,
         Command::Queue(command) => queue::run(command).await,
         Command::Address(command) => address::run(command).await,
-        Command::Config(command) => config::run(command),
+        Command::Config(command) => config::run(command).await,
         Command::Health(args) => health::run(args).await,
         Command::User(command) => user::run(command),
         Command::Settings(args) => settings::run(args).await,

@@ -102,6 +102,46 @@ async fn config_check_and_serve_refuse_the_same_files_naming_the_spot() {
     .await;
 }
 
+/// What `serve` refuses of a file before it opens anything, `config check`
+/// refuses too, with the same message and exit code: a listen address others can
+/// reach without users (2, a config error), a cluster without PostgreSQL (1).
+#[tokio::test]
+async fn config_check_refuses_what_serve_refuses_before_opening_anything() {
+    let cases = [
+        ("listen = \"0.0.0.0:0\"\n", 2, "(`listen`) without [[users]]"),
+        (
+            "listen = \"127.0.0.1:0\"\nhttp-listen = \"\"\n[cluster]\nnode-id = \"n1\"\n",
+            1,
+            "needs storage = \"postgres\"",
+        ),
+    ];
+    for (toml, code, says) in cases {
+        let (dir, path) = temp_file("rebound.toml", toml);
+        let data = dir.path().join("data");
+        let serve = rebound([
+            "serve".as_ref(),
+            "--config".as_ref(),
+            path.as_os_str(),
+            "--data-dir".as_ref(),
+            data.as_os_str(),
+        ])
+        .await;
+        serve.failure(code);
+        assert!(!data.exists(), "serve opened nothing");
+        let error = serve.stderr.lines().find(|l| l.starts_with("error: ")).unwrap();
+        assert!(error.contains(says), "{error}");
+        let check = rebound([
+            "config".as_ref(),
+            "check".as_ref(),
+            "--config".as_ref(),
+            path.as_os_str(),
+        ])
+        .await;
+        check.failure(code);
+        assert_eq!(check.stderr.trim_end(), error, "config check of {toml:?}");
+    }
+}
+
 /// A selector nested 10,000 deep is an error at load, not a stack overflow.
 #[tokio::test]
 async fn a_10000_deep_filter_is_refused_by_check_and_serve_alike() {

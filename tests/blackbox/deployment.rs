@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rebound_client::OutgoingMessage;
 
-use crate::support::{Broker, cli, rebound, root};
+use crate::support::{Broker, cli, rebound, root, temp_file};
 
 /// Every directory and file under `dir` (itself included) with its permission bits.
 fn modes(dir: &Path) -> Vec<(String, bool, u32)> {
@@ -86,10 +86,19 @@ async fn health_says_whether_the_broker_serves() {
 async fn the_docker_image_runs_unprivileged_on_a_checked_config() {
     let root = root();
     let config = root.join("docker/rebound.toml");
-    let out = rebound(["config", "check", "--config", config.to_str().unwrap()]).await;
-    assert_eq!(out.success().stdout, "ok\n");
     let text = fs::read_to_string(&config).unwrap();
     assert!(text.contains("listen = \"0.0.0.0:61616\"") && text.contains("data-dir = \"/data\""));
+    // As shipped it asks for the [[users]] its comments say to add, as `serve`
+    // would; with one it is ready.
+    let out = rebound(["config", "check", "--config", config.to_str().unwrap()]).await;
+    assert!(
+        out.failure(2).stderr.contains("without [[users]]"),
+        "{}",
+        out.stderr
+    );
+    let (_dir, with_user) = temp_file("rebound.toml", &format!("{text}\n[[users]]\nname = \"app\"\n"));
+    let out = rebound(["config", "check", "--config", with_user.to_str().unwrap()]).await;
+    assert_eq!(out.success().stdout, "ok\n");
 
     let dockerfile = fs::read_to_string(root.join("docker/Dockerfile")).unwrap();
     let last_stage = &dockerfile[dockerfile.rfind("\nFROM ").unwrap()..];
