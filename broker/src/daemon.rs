@@ -10,7 +10,8 @@
 //! tests wait for (logs go to stderr) — followed, when the HTTP endpoint is on, by
 //! `rebound http listening on HOST:PORT`. Every call passes the authentication
 //! layer (`security::layer`) before it reaches a service, and every HTTP request
-//! but the health probes the endpoint's (`http::login`), against the same users.
+//! but the health probes the endpoint's (`http::login`), against the same users,
+//! after the check that it names this endpoint (`http::host`).
 //!
 //! Shutdown on SIGTERM or SIGINT, in order (as tokio's mini-redis does it):
 //! 1. health turns NOT_SERVING, so balancers drain;
@@ -47,6 +48,7 @@ use crate::engine::Broker;
 use crate::error::BrokerError;
 use crate::grpc::{Peers, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
 use crate::http::console::Listening;
+use crate::http::host::Hosts;
 use crate::http::{self, HttpState};
 use crate::security::anonymous::{self, Access};
 use crate::security::forwarded::NodeSecret;
@@ -222,10 +224,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let http_local = http_listener.as_ref().map(TcpListener::local_addr).transpose()?;
-    if let (Some(cluster), Some(store)) = (cluster, postgres) {
-        let advertise = cluster.advertise.unwrap_or_else(|| local.to_string());
+    // Where the other nodes of a cluster reach this one's gRPC and HTTP endpoint.
+    let advertise = cluster
+        .as_ref()
+        .map(|c| c.advertise.clone().unwrap_or_else(|| local.to_string()));
+    let http_advertised = advertise
+        .as_deref()
+        .zip(http_local)
+        .and_then(|(advertise, http)| http_advertise(http, advertise));
+    if let (Some(cluster), Some(store), Some(advertise)) = (cluster, postgres, advertise) {
         let identity = Identity {
-            http_advertise: http_local.and_then(|http| http_advertise(http, &advertise)),
+            http_advertise: http_advertised.clone(),
             advertise,
             id: cluster.node_id,
             lease: cluster.lease,
@@ -292,7 +301,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 http: http_local,
             };
             let state = HttpState::new(broker.clone(), listening, authenticator.clone(), security.clone());
-            let router = http::router(state);
+            let hosts = Hosts::new(
+                http_local.ip(),
+                http_advertised.as_deref(),
+                &config.http_allowed_hosts,
+            );
+            let router = http::router(state, hosts);
             let acceptor = Acceptor::new(broker.clone(), http_listener, Listener::Http, handles.http);
             Some(tokio::spawn(http::serve(acceptor, router, http_stop.clone())))
         }

@@ -236,3 +236,53 @@ pub(crate) fn host_port(value: String) -> Result<String, String> {
         Err(format!("expected \"host:port\" (got {value:?})"))
     }
 }
+
+/// A host name (dot-separated labels of letters, digits, '-' and '_') or an IP
+/// address, as `Host` headers carry them, without scheme or port: an entry of
+/// `http-allowed-hosts`. Lowercased (names compare without case), an IPv6
+/// address without its brackets.
+pub(crate) fn host_name(value: String) -> Result<String, String> {
+    let name = value.to_ascii_lowercase();
+    let unbracketed = name.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = unbracketed.parse::<std::net::IpAddr>() {
+        return Ok(ip.to_string());
+    }
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if name.len() <= 253 && name.split('.').all(label) {
+        Ok(name)
+    } else {
+        Err(format!(
+            "expected a host name such as \"console.example.com\" or an IP address, without scheme or port (got {value:?})"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_name;
+
+    #[test]
+    fn allowed_hosts_are_names_or_addresses_without_port() {
+        let ok = |v: &str| host_name(v.to_owned());
+        assert_eq!(ok("Console.Example.com").as_deref(), Ok("console.example.com"));
+        assert_eq!(ok("rebound_1").as_deref(), Ok("rebound_1"));
+        assert_eq!(ok("[FD00::1]").as_deref(), Ok("fd00::1"));
+        assert_eq!(ok("10.0.0.5").as_deref(), Ok("10.0.0.5"));
+        for bad in [
+            "",
+            "http://console/",
+            "console:8161",
+            "a..b",
+            "-a",
+            "a b",
+            "*.example.com",
+        ] {
+            assert!(ok(bad).is_err(), "{bad:?}");
+        }
+    }
+}

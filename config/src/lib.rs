@@ -24,6 +24,7 @@
 //! ```toml
 //! listen = "127.0.0.1:61616"      # "host:port"
 //! http-listen = "127.0.0.1:8161"  # health and metrics over HTTP; "" = off
+//! http-allowed-hosts = ["console.example.com"]  # Host names it answers to besides its own
 //! data-dir = "./data"
 //! persist-delivery-count-before-delivery = false
 //! config-reload-period = 5000     # ms between checks of the file (default 5000)

@@ -39,6 +39,9 @@ pub struct Config {
     /// `host:port` of the HTTP endpoint (health, metrics); `Some("")` turns it
     /// off; `None` leaves it to the broker.
     pub http_listen: Option<String>,
+    /// Host names and addresses the HTTP endpoint answers to besides its own
+    /// (`http-allowed-hosts`; see `rebound_broker::http::host`), lowercase. Read at start-up.
+    pub http_allowed_hosts: Vec<String>,
     /// Directory of the message store; `None` leaves it to the broker.
     pub data_dir: Option<PathBuf>,
     /// Persist the delivery count before each delivery, so that a crash
@@ -120,6 +123,8 @@ impl Config {
 struct RawConfig {
     listen: Option<Spanned<String>>,
     http_listen: Option<Spanned<String>>,
+    #[serde(default)]
+    http_allowed_hosts: Vec<Spanned<String>>,
     data_dir: Option<PathBuf>,
     #[serde(default)]
     persist_delivery_count_before_delivery: bool,
@@ -199,6 +204,14 @@ impl RawConfig {
             http_listen: checked(doc, self.http_listen, check::host_port_or_off, || {
                 "http-listen".into()
             })?,
+            http_allowed_hosts: self
+                .http_allowed_hosts
+                .into_iter()
+                .enumerate()
+                .map(|(i, host)| {
+                    check::check_one(doc, host, check::host_name, || format!("http-allowed-hosts[{i}]"))
+                })
+                .collect::<Result<_, _>>()?,
             data_dir: self.data_dir,
             persist_delivery_count_before_delivery: self.persist_delivery_count_before_delivery,
             config_reload_period_ms: checked(doc, self.config_reload_period, check::positive, || {
@@ -653,7 +666,7 @@ mod tests {
         let cases = [
             (
                 "bogus = 1",
-                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `postgres-client-cert-file`, `postgres-client-key-file`, `cluster`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
+                "test.toml:1:1: bogus: unknown field `bogus`, expected one of `listen`, `http-listen`, `http-allowed-hosts`, `data-dir`, `persist-delivery-count-before-delivery`, `config-reload-period`, `journal-file-size`, `global-max-size`, `storage`, `postgres-url`, `postgres-pool-size`, `postgres-ca-file`, `postgres-client-cert-file`, `postgres-client-key-file`, `cluster`, `limits`, `address-settings`, `addresses`, `tls`, `users`, `allow-anonymous`, `security-settings`",
             ),
             (
                 "listen = 61616",

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::console::{POISON_CONFIG, poison};
 use crate::permissions::{PASSWORD, login, users};
-use crate::support::{Broker, HttpAnswer, http_exchange, rebound, sample};
+use crate::support::{Broker, HttpAnswer, http_exchange, http_exchange_as, rebound, sample, temp_file};
 
 /// `admin` may do everything; `viewer` may only browse `orders` and the DLA;
 /// `ops` may browse and send to `orders` and manage the DLA, but nothing on
@@ -302,4 +302,63 @@ async fn without_users_http_listens_on_loopback_unless_allow_anonymous() {
     broker.hup();
     let log = broker.wait_for_log("config reload rejected").await;
     assert!(log.contains("(`http-listen`) without [[users]]"), "{log}");
+}
+
+/// DNS rebinding: a page of another site whose name was pointed at 127.0.0.1
+/// reaches the loopback endpoint with its own name in `Host`. Only the endpoint's
+/// own names and `http-allowed-hosts` are answered; the probes answer any.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_endpoint_answers_only_its_own_host_names() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    client
+        .send(rebound_client::OutgoingMessage::new("q", "kept"))
+        .await
+        .unwrap();
+    let url = broker.http_url().await;
+    let port = url.rsplit(':').next().unwrap().to_owned();
+    let as_host = |method, path: &str, host: &str| {
+        let url = format!("{url}{path}");
+        let body = (method == "POST").then_some(r#"{"all": true}"#);
+        let host = host.to_owned();
+        async move { http_exchange_as(method, &url, body, None, Some(&host)).await }
+    };
+    for host in ["attacker.example", &format!("attacker.example:{port}")] {
+        let answer = as_host("POST", "/api/queues/q/remove", host).await;
+        assert_eq!(answer.status, 421, "{host}: {}", answer.body);
+        assert!(
+            answer.body.contains("attacker.example") && answer.body.contains("http-allowed-hosts"),
+            "{}",
+            answer.body
+        );
+        assert_eq!(as_host("GET", "/metrics", host).await.status, 421);
+    }
+    assert_eq!(messages(&client, "q").await, 1, "nothing was removed");
+    assert_eq!(as_host("GET", "/health/ready", "10.1.2.3:8161").await.status, 200);
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "LOCALHOST".to_owned(),
+    ] {
+        let answer = as_host("GET", "/api/queues", &host).await;
+        assert_eq!(answer.status, 200, "{host}: {}", answer.body);
+    }
+
+    // Names of the operator's own, checked as the config loads.
+    let (_dir, bad) = temp_file("rebound.toml", "http-allowed-hosts = [\"http://console/\"]\n");
+    let check = rebound([
+        "config".as_ref(),
+        "check".as_ref(),
+        "--config".as_ref(),
+        bad.as_os_str(),
+    ])
+    .await;
+    check.failure(2);
+    assert!(check.stderr.contains("http-allowed-hosts[0]"), "{}", check.stderr);
+    let named = Broker::start_with_config("http-allowed-hosts = [\"Console.Example.com\"]\n").await;
+    let url = format!("{}/api/queues", named.http_url().await);
+    for (host, status) in [("console.example.com:443", 200), ("attacker.example", 421)] {
+        let answer = http_exchange_as("GET", &url, None, None, Some(host)).await;
+        assert_eq!(answer.status, status, "{host}: {}", answer.body);
+    }
 }

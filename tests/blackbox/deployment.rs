@@ -174,6 +174,8 @@ async fn the_compose_stack_scrapes_what_its_dashboard_draws() {
     assert!(compose.contains("./compose-rebound.toml:/etc/rebound/rebound.toml:ro"));
     let prometheus = fs::read_to_string(root.join("docker/prometheus.yml")).unwrap();
     assert!(prometheus.contains("username: monitor") && prometheus.contains("password_file:"));
+    // The host Prometheus names is the container's own name, which the endpoint answers to.
+    assert!(prometheus.contains("targets: [\"rebound:8161\"]") && compose.contains("hostname: rebound"));
     let base = fs::read_to_string(root.join("docker/rebound.toml")).unwrap();
     let config = format!(
         "http-listen = \"0.0.0.0:0\"\n{base}\n{}{}",

@@ -733,13 +733,26 @@ pub async fn http_exchange(
     json: Option<&str>,
     login: Option<(&str, &str)>,
 ) -> HttpAnswer {
+    http_exchange_as(method, url, json, login, None).await
+}
+
+/// [`http_exchange`] with `Host: host` (default: the URL's), as a browser sends
+/// it for a page of another name.
+pub async fn http_exchange_as(
+    method: &str,
+    url: &str,
+    json: Option<&str>,
+    login: Option<(&str, &str)>,
+    host: Option<&str>,
+) -> HttpAnswer {
     use base64::Engine as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let path = if path.is_empty() { "/" } else { path };
+    let host = host.unwrap_or(authority);
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(host).await?;
+        let mut stream = tokio::net::TcpStream::connect(authority).await?;
         let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
         if let Some((user, password)) = login {
             let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));

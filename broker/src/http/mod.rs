@@ -14,6 +14,9 @@
 //!   checked by `security::access`, as on gRPC;
 //! - `/health/*` stays outside it: probes carry no credentials.
 //!
+//! In front of the login, the operator routes answer only requests whose `Host`
+//! names this endpoint ([`host`]), against DNS rebinding; the probes answer any.
+//!
 //! Without users the endpoint obeys the rule of gRPC's listener
 //! (`security::anonymous`): loopback only unless `allow-anonymous = true`.
 //!
@@ -25,6 +28,7 @@
 //! drained (so `/health/ready` answers 503 during the drain).
 pub mod console;
 pub mod health;
+pub mod host;
 pub mod login;
 pub mod metrics;
 
@@ -42,6 +46,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use self::console::{Console, Listening};
+use self::host::Hosts;
 use crate::connections::{Acceptor, Conn, Guarded, Listener, Tracked};
 use crate::engine::Broker;
 use crate::security::{Authenticator, Security};
@@ -76,20 +81,23 @@ impl HttpState {
     }
 }
 
-/// Every route of the endpoint, over `state`.
-pub fn router(state: HttpState) -> Router {
+/// Every route of the endpoint, over `state`, answering on the operator routes
+/// only requests for `hosts`.
+pub fn router(state: HttpState, hosts: Hosts) -> Router {
     Router::new()
-        .merge(operator_routes(&state))
+        .merge(operator_routes(&state, hosts))
         .merge(health::routes())
         .with_state(state)
 }
 
-/// The routes that show or change the broker, behind the login.
-fn operator_routes(state: &HttpState) -> Router<HttpState> {
+/// The routes that show or change the broker, behind the login, and before it
+/// the check of `Host`.
+fn operator_routes(state: &HttpState, hosts: Hosts) -> Router<HttpState> {
     Router::new()
         .merge(metrics::routes())
         .merge(console::routes(state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::login))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), host::check))
 }
 
 /// Serves `router` on the connections `acceptor` admits until `stop` fires,
