@@ -269,7 +269,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // kills, and a change right after it is noticed.
         let watcher = crate::reload::Watcher::arm(
             path,
-            config.config_reload_period_ms,
+            &config,
             tls.clone(),
             authenticator.clone(),
             security.clone(),

@@ -19,14 +19,15 @@
 //! Users, roles and `[[security-settings]]` are swapped in with the rest, after the
 //! broker accepted the config (a rejected reload leaves them as they were), and
 //! apply from the next call; open consume streams of users who lost `consume` end.
-//! A file that removes every user while the broker listens (gRPC or HTTP) on a
-//! non-loopback address without `allow-anonymous = true` is rejected (see
-//! `security::anonymous`).
+//! A file that removes every user is rejected unless it says `allow-anonymous = true`,
+//! and so is one without users while the broker listens (gRPC or HTTP) on a
+//! non-loopback address without it (see `security::anonymous`).
 //!
-//! `listen`, `http-listen`, `data-dir`, `journal-file-size`, `storage`, the `postgres-*` keys
-//! (their files too), `[cluster]` (the files that `grpc/peers.rs` reads again for every
-//! connection to another node aside) and whether `[tls]` is there at all are read only at
-//! start-up.
+//! `listen`, `http-listen`, `http-allowed-hosts`, `data-dir`, `journal-file-size`, `storage`,
+//! the `postgres-*` keys (their files too), `[cluster]` (the files that `grpc/peers.rs` reads
+//! again for every connection to another node aside) and whether `[tls]` is there at all are
+//! read only at start-up ([`needs_restart`]): a reload that changes them from what the broker
+//! started with applies the rest and says in a WARN which of them wait for a restart.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub struct Watcher {
     period: Duration,
     seen: Option<SystemTime>,
     hangup: Signal,
+    /// The config the broker started with, for the keys read only at start-up.
+    started: Config,
     tls: Option<Arc<TlsServer>>,
     authenticator: Arc<Authenticator>,
     security: Arc<Security>,
@@ -59,10 +62,11 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Installs the SIGHUP handler and notes the file's modification time.
+    /// Installs the SIGHUP handler and notes the file's modification time; `config`
+    /// is the one loaded from it at start-up.
     pub fn arm(
         path: PathBuf,
-        period_ms: Option<u64>,
+        config: &Config,
         tls: Option<Arc<TlsServer>>,
         authenticator: Arc<Authenticator>,
         security: Arc<Security>,
@@ -76,7 +80,8 @@ impl Watcher {
             local,
             http,
             seen: modified(&path),
-            period: Duration::from_millis(period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
+            period: Duration::from_millis(config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS)),
+            started: config.clone(),
             hangup: signal(SignalKind::hangup())?,
             path,
         })
@@ -98,7 +103,8 @@ impl Watcher {
             self.seen = modified(&path);
             match Config::load(&path) {
                 Ok(config) => {
-                    if let Err(err) = self.exposure(&config) {
+                    let login = !self.authenticator.is_open();
+                    if let Err(err) = anonymous::reload(&config, login, &self.listeners()) {
                         error!(
                             "config reload rejected, the settings in force stay: {}: {err}",
                             path.display()
@@ -118,19 +124,8 @@ impl Watcher {
                                 continue;
                             }
                         },
-                        (None, Some(_)) => {
-                            warn!(
-                                "[tls] was added: it takes effect at the next start; the listener stays plaintext"
-                            );
-                            None
-                        }
-                        (Some(_), None) => {
-                            warn!(
-                                "[tls] was removed: it takes effect at the next start; the listener stays TLS"
-                            );
-                            None
-                        }
-                        (None, None) => None,
+                        // Added or removed, [tls] waits for a restart (`needs_restart`).
+                        _ => None,
                     };
                     let result = broker.reload(&config).await;
                     broker.metrics().reloaded(result.is_ok());
@@ -145,7 +140,15 @@ impl Watcher {
                             self.period = Duration::from_millis(
                                 config.config_reload_period_ms.unwrap_or(DEFAULT_RELOAD_PERIOD_MS),
                             );
-                            info!(path = %path.display(), "config reloaded");
+                            match needs_restart(&self.started, &config).as_slice() {
+                                [] => info!(path = %path.display(), "config reloaded"),
+                                keys => warn!(
+                                    path = %path.display(),
+                                    "config reloaded, but not its change of {}: read only at start-up, \
+                                     it takes effect at the next start",
+                                    keys.join(", ")
+                                ),
+                            }
                         }
                         // Only the store can fail once the reload was checked and begun.
                         Err(err @ BrokerError::Storage(_)) => {
@@ -167,18 +170,69 @@ impl Watcher {
 }
 
 impl Watcher {
-    /// Whether `config` may serve the listeners the broker has (see `security::anonymous`).
-    fn exposure(&self, config: &Config) -> Result<(), anonymous::AnonymousRefused> {
-        let listeners = [("listen", Some(self.local)), ("http-listen", self.http)];
-        for (key, address) in listeners {
-            if let Some(address) = address {
-                anonymous::access(config, key, &address.to_string(), &[address])?;
-            }
-        }
-        Ok(())
+    /// The listeners the broker has, by config key, for `security::anonymous`.
+    fn listeners(&self) -> Vec<(&'static str, SocketAddr)> {
+        let http = self.http.map(|http| ("http-listen", http));
+        [("listen", self.local)].into_iter().chain(http).collect()
     }
+}
+
+/// The keys read only at start-up whose value `new` changes from the one the
+/// broker `started` with (for `[tls]`: whether it is there).
+fn needs_restart(started: &Config, new: &Config) -> Vec<&'static str> {
+    let changed = [
+        ("listen", started.listen != new.listen),
+        ("http-listen", started.http_listen != new.http_listen),
+        (
+            "http-allowed-hosts",
+            started.http_allowed_hosts != new.http_allowed_hosts,
+        ),
+        ("data-dir", started.data_dir != new.data_dir),
+        (
+            "journal-file-size",
+            started.journal_file_size != new.journal_file_size,
+        ),
+        ("storage", started.storage != new.storage),
+        ("postgres-url", started.postgres_url != new.postgres_url),
+        (
+            "postgres-pool-size",
+            started.postgres_pool_size != new.postgres_pool_size,
+        ),
+        (
+            "postgres-ca-file",
+            started.postgres_ca_file != new.postgres_ca_file,
+        ),
+        (
+            "postgres-client-cert-file",
+            started.postgres_client_cert != new.postgres_client_cert,
+        ),
+        ("[cluster]", started.cluster != new.cluster),
+        ("[tls]", started.tls.is_some() != new.tls.is_some()),
+    ];
+    changed
+        .into_iter()
+        .filter_map(|(key, differs)| differs.then_some(key))
+        .collect()
 }
 
 fn modified(path: &std::path::Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn a_reload_names_the_keys_that_wait_for_a_restart() {
+        let started = config("listen = \"127.0.0.1:1\"\ndata-dir = \"a\"\n");
+        let reloadable = config("listen = \"127.0.0.1:1\"\ndata-dir = \"a\"\nconfig-reload-period = 10\n");
+        assert!(needs_restart(&started, &reloadable).is_empty());
+        let moved = config("listen = \"127.0.0.1:2\"\ndata-dir = \"b\"\n");
+        assert_eq!(needs_restart(&started, &moved), ["listen", "data-dir"]);
+    }
 }

@@ -10,7 +10,7 @@ use rebound_client::{
 
 use rebound_config::Permission;
 
-use crate::support::{Broker, rebound, rebound_with, root};
+use crate::support::{Broker, cli, rebound, rebound_with, root};
 use crate::tls::{Ca, Pki, https, trusting};
 
 const INVALID: &str = "invalid user name or password (UNAUTHENTICATED)";
@@ -272,6 +272,40 @@ async fn a_reload_that_removes_a_user_refuses_its_next_call() {
         .await
         .unwrap();
     bob.list_queues().await.unwrap();
+}
+
+/// A reload never turns the login off by accident, on loopback either: one that
+/// removes every user is rejected, saying why, unless it says `allow-anonymous =
+/// true`. One that changes a key read only at start-up names it in a WARN line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_turns_the_login_off_only_when_it_says_so() {
+    let broker = Broker::start_with_config(&users(&[("alice", Some(&hash("a-pw").await))])).await;
+    broker.rewrite_config("");
+    broker.hup();
+    let log = broker.wait_for_log("config reload rejected").await;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("removes every [[users]] entry")),
+        "{log}"
+    );
+    unauthenticated(broker.client().await.list_queues().await);
+    cli(&broker, ["queue", "list"]).await.failure(1);
+
+    broker.rewrite_config("allow-anonymous = true\n");
+    broker.hup();
+    broker.wait_for_log("config reloaded").await;
+    broker.client().await.list_queues().await.unwrap();
+
+    broker.rewrite_config("allow-anonymous = true\ndata-dir = \"elsewhere\"\njournal-file-size = 65536\n");
+    broker.hup();
+    let log = broker
+        .wait_for_log("config reloaded, but not its change of data-dir, journal-file-size")
+        .await;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("data-dir, journal-file-size")),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

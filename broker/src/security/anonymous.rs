@@ -6,6 +6,10 @@
 //! unless the config says `allow-anonymous = true`. The rule holds for each
 //! listener: gRPC's `listen` and the HTTP endpoint's `http-listen` (whose console
 //! can retry, move and remove messages).
+//!
+//! A reload never turns the login off by accident: one that removes every user
+//! from a broker whose calls log in is refused, on loopback too, unless it says
+//! `allow-anonymous = true` ([`reload`]).
 
 use std::net::SocketAddr;
 
@@ -34,6 +38,34 @@ pub struct AnonymousRefused {
     pub key: &'static str,
     /// The listen address.
     pub listen: String,
+}
+
+/// Why a reload may not put a config in force.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadRefused {
+    #[error(transparent)]
+    Exposed(#[from] AnonymousRefused),
+    #[error(
+        "it removes every [[users]] entry, which would let every client do everything without \
+         logging in: keep at least one user, or set `allow-anonymous = true` to turn the login off"
+    )]
+    LoginRemoved,
+}
+
+/// Whether a reload may put `config` in force on a broker serving `listeners`
+/// (each listener's config key and bound address) whose calls log in now if `login`.
+pub fn reload(
+    config: &Config,
+    login: bool,
+    listeners: &[(&'static str, SocketAddr)],
+) -> Result<(), ReloadRefused> {
+    for &(key, address) in listeners {
+        access(config, key, &address.to_string(), &[address])?;
+    }
+    if login && config.users.is_empty() && !config.allow_anonymous {
+        return Err(ReloadRefused::LoginRemoved);
+    }
+    Ok(())
 }
 
 /// Whether `config` may serve the listener `key` on `addresses` (what `listen`
@@ -90,5 +122,24 @@ mod tests {
         );
         let users = config("[[users]]\nname = \"a\"\n");
         assert_eq!(access(&users, "listen", "w", &wide), Ok(Access::Login));
+    }
+
+    #[test]
+    fn a_reload_turns_the_login_off_only_when_it_says_so() {
+        let loopback = [("listen", "127.0.0.1:1".parse().unwrap())];
+        let none = config("");
+        assert_eq!(reload(&none, true, &loopback), Err(ReloadRefused::LoginRemoved));
+        assert_eq!(reload(&none, false, &loopback), Ok(()), "anonymous already");
+        assert_eq!(reload(&config("allow-anonymous = true"), true, &loopback), Ok(()));
+        let users = config("[[users]]\nname = \"a\"\n");
+        assert_eq!(reload(&users, true, &loopback), Ok(()));
+        let wide = [("http-listen", "0.0.0.0:1".parse().unwrap())];
+        assert!(matches!(
+            reload(&none, false, &wide),
+            Err(ReloadRefused::Exposed(AnonymousRefused {
+                key: "http-listen",
+                ..
+            }))
+        ));
     }
 }
