@@ -246,6 +246,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<MessagingServer<MessagingService>>().await;
     health.set_serving::<AdminServer<AdminService>>().await;
+    broker.spawn(report_store_health(broker.clone(), health.clone()));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -366,6 +367,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     broker.close().await?;
     info!("stopped");
     Ok(())
+}
+
+/// How often gRPC health looks at the store.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
+
+/// Keeps gRPC health NOT_SERVING while the store fails its commits (what
+/// `/health/ready` says on HTTP), SERVING otherwise, until shutdown, which
+/// sets it for good.
+async fn report_store_health(broker: Arc<Broker>, health: tonic_health::server::HealthReporter) {
+    let mut was_failing = false;
+    loop {
+        tokio::select! {
+            _ = broker.shutdown().cancelled() => return,
+            _ = tokio::time::sleep(HEALTH_EVERY) => {}
+        }
+        let failing = broker.store_failing();
+        if failing == was_failing {
+            continue;
+        }
+        was_failing = failing;
+        let status = match failing {
+            true => tonic_health::ServingStatus::NotServing,
+            false => tonic_health::ServingStatus::Serving,
+        };
+        let messaging = <MessagingServer<MessagingService> as tonic::server::NamedService>::NAME;
+        let admin = <AdminServer<AdminService> as tonic::server::NamedService>::NAME;
+        for service in ["", messaging, admin] {
+            health.set_service_status(service, status).await;
+        }
+    }
 }
 
 /// Raises the open-file limit as far as it goes, and says how many

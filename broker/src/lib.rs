@@ -29,8 +29,9 @@
 //! - [`metrics`]: the Prometheus metrics: instruments and scrape-time collectors.
 //! - [`cluster`]: several brokers on one PostgreSQL database: membership, queue
 //!   leases and their balance, stepping down when a lease cannot be renewed.
-//! - [`connections`]: accepting client connections, counted and bounded
-//!   (`max-connections`).
+//! - [`connections`]: accepting connections, gRPC and HTTP: bounded per
+//!   listener and per address, timed out, kept below the open-file limit.
+//! - [`commit_health`]: whether the store takes commits (readiness, liveness).
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload; [`data_dir`]: the data
 //!   dir, private to the broker's user.
@@ -40,6 +41,7 @@
 pub mod address_full;
 pub mod address_size;
 pub mod cluster;
+pub mod commit_health;
 pub mod connections;
 pub mod daemon;
 pub mod data_dir;

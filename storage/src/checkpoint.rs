@@ -29,9 +29,16 @@
 //! from the journal. The price is one more table in memory.
 //!
 //! This runs beside the committer, so a checkpoint never stalls a commit. A
-//! failed checkpoint is fatal to the store, like a failed journal sync: the
-//! committer refuses every later commit, since the journal could no longer be
-//! reused safely.
+//! step of a checkpoint that fails on an error that clears by itself (out of
+//! file handles, or of disk space for a write: [`StorageError::is_transient`])
+//! is tried again, with a growing pause, until it goes through: each step can
+//! be repeated (a table's writes are applied again whole; a page run that
+//! could not be written is deleted and written anew), and the tables stay
+//! in the journal and the memtable meanwhile. Commits go on until
+//! [`MAX_QUEUED_JOBS`] tables wait, then wait too; [`Health`] tells the store's
+//! owner (the broker reports itself not ready). Any other failed checkpoint is
+//! fatal to the store, like a failed journal sync: the committer refuses
+//! every later commit, since the journal could no longer be reused safely.
 //!
 //! # Deletes the engine never needs
 //!
@@ -47,8 +54,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -97,13 +105,107 @@ const MAX_QUEUED_JOBS: usize = 4;
 /// How long commits wait for the checkpointer before the log says so.
 const STALL_WARNING: Duration = Duration::from_secs(10);
 
-/// The first fatal error of the store, shared by committer and checkpointer.
-pub(crate) type Failure = Arc<OnceLock<StorageError>>;
+/// The first pause before a checkpoint step that failed on a transient error
+/// is tried again; each later pause doubles, up to [`RETRY_AT_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_AT_MOST: Duration = Duration::from_secs(5);
+/// Tries a step gets once the store is closing: a disk that stays full must
+/// not hold up the shutdown for ever (the journal keeps what was committed).
+const CLOSING_TRIES: u32 = 10;
+/// At most one WARN line about a checkpoint being retried per this long.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// How the store's writing stands, shared by the committer, the
+/// checkpointer and the store's owner.
+#[derive(Default)]
+pub(crate) struct Health {
+    /// The first fatal error: every later commit is refused.
+    failure: OnceLock<StorageError>,
+    /// The transient error a checkpoint step is being tried again after.
+    retrying: Mutex<Option<StorageError>>,
+    /// The store is closing: a step failing on a transient error gives up
+    /// after [`CLOSING_TRIES`].
+    closing: AtomicBool,
+}
+
+impl Health {
+    /// The fatal error, if there was one.
+    pub(crate) fn failure(&self) -> Option<&StorageError> {
+        self.failure.get()
+    }
+
+    /// Records a fatal error (the first one stays).
+    pub(crate) fn fail(&self, error: StorageError) {
+        let _ = self.failure.set(error);
+    }
+
+    /// What the store's owner sees.
+    pub(crate) fn state(&self) -> crate::StoreHealth {
+        if let Some(failure) = self.failure.get() {
+            return crate::StoreHealth::Failed(failure.clone());
+        }
+        match &*self.retrying.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(error) => crate::StoreHealth::Retrying(error.clone()),
+            None => crate::StoreHealth::Healthy,
+        }
+    }
+
+    fn set_retrying(&self, error: Option<StorageError>) {
+        *self.retrying.lock().unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// Runs `step` until it succeeds, trying it again after a transient
+    /// error (see the module docs); returns the error it gives up on.
+    fn retry(&self, what: &str, step: impl FnMut() -> Result<(), StorageError>) -> Result<(), StorageError> {
+        self.retry_pausing(what, RETRY_FIRST, step)
+    }
+
+    /// [`Health::retry`], pausing `first` after the first failure.
+    fn retry_pausing(
+        &self,
+        what: &str,
+        first: Duration,
+        mut step: impl FnMut() -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut pause = first;
+        let mut failed = 0u32;
+        let mut warned: Option<Instant> = None;
+        loop {
+            let error = match step() {
+                Ok(()) => {
+                    if failed > 0 {
+                        self.set_retrying(None);
+                        tracing::warn!(
+                            failed,
+                            "{what} went through after {failed} failed tries; the store writes again"
+                        );
+                    }
+                    return Ok(());
+                }
+                Err(error) => error,
+            };
+            let closing = self.closing.load(Ordering::Relaxed);
+            if !error.is_transient() || (closing && failed >= CLOSING_TRIES) {
+                self.set_retrying(None);
+                return Err(error);
+            }
+            failed += 1;
+            if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                tracing::error!(%error, failed, "{what} failed; trying again until it goes through (commits wait once 4 tables do)");
+                warned = Some(Instant::now());
+            }
+            self.set_retrying(Some(error));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(RETRY_AT_MOST);
+        }
+    }
+}
 
 /// Handle to the checkpointer thread.
 pub(crate) struct Checkpointer<V> {
     jobs: SyncSender<Job<V>>,
     thread: JoinHandle<()>,
+    health: Arc<Health>,
 }
 
 impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
@@ -114,8 +216,9 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
         memtable: Arc<Memtable<V>>,
         store: PathBuf,
         segment_bytes: u64,
-        failure: Failure,
+        health: Arc<Health>,
     ) -> Result<Checkpointer<V>, StorageError> {
+        let thread_health = Arc::clone(&health);
         let (jobs, queued) = mpsc::sync_channel::<Job<V>>(MAX_QUEUED_JOBS);
         let thread = std::thread::Builder::new()
             .name("rebound-checkpoint".into())
@@ -136,7 +239,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                     }
                     let next = held.as_ref().map(|job| &*job.table);
                     let started = Instant::now();
-                    let result = checkpoint(&engine, &memtable, &mut highs, &jobs, next);
+                    let result = checkpoint(&engine, &memtable, &mut highs, &jobs, next, &thread_health);
                     tracing::debug!(
                         tables = jobs.len(),
                         writes = jobs.iter().map(|j| j.table.len()).sum::<usize>(),
@@ -148,7 +251,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                     }
                     if let Err(e) = result {
                         tracing::error!(error = %e, "checkpoint failed; the store refuses all further commits");
-                        let _ = failure.set(e);
+                        thread_health.fail(e);
                         return;
                     }
                     for segment in jobs.into_iter().filter_map(|j| j.segment) {
@@ -160,7 +263,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                 }
             })
             .map_err(|e| StorageError::io("spawning the checkpointer thread", e))?;
-        Ok(Checkpointer { jobs, thread })
+        Ok(Checkpointer { jobs, thread, health })
     }
 
     /// Queues a frozen table (the committer froze tables in this order);
@@ -195,6 +298,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
 
     /// Lets the thread finish the checkpoints queued and waits for it.
     pub(crate) fn finish(self) {
+        self.health.closing.store(true, Ordering::Relaxed);
         drop(self.jobs);
         if self.thread.join().is_err() {
             tracing::error!("the checkpointer thread panicked");
@@ -204,21 +308,28 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
 
 /// Applies the tables in order, each leaving the read path once applied,
 /// then checkpoints at the last one's seq if a job needs it. `next` is the
-/// table that follows the last one, if it is already frozen.
+/// table that follows the last one, if it is already frozen. Each step is
+/// tried again while it fails on a transient error (see the module docs):
+/// a table leaves the read path only once it is applied whole.
 fn checkpoint<E: Engine>(
     engine: &E,
     memtable: &Memtable<E::Value>,
     highs: &mut Highs,
     jobs: &[Job<E::Value>],
     next: Option<&Table<E::Value>>,
+    health: &Health,
 ) -> Result<(), StorageError> {
     for (i, job) in jobs.iter().enumerate() {
         let next = jobs.get(i + 1).map(|j| &*j.table).or(next);
-        apply(engine, highs, &job.table, next)?;
+        health.retry("applying a table to the store", || {
+            apply(engine, highs, &job.table, next)
+        })?;
         memtable.release();
     }
     match jobs.last() {
-        Some(last) if jobs.iter().any(Job::needs_checkpoint) => engine.checkpoint(last.seq),
+        Some(last) if jobs.iter().any(Job::needs_checkpoint) => {
+            health.retry("a checkpoint", || engine.checkpoint(last.seq))
+        }
         _ => Ok(()),
     }
 }
@@ -452,6 +563,52 @@ mod tests {
     /// the engine in order and leave the memtable, but only a job that frees
     /// a segment, is waited for or is the last makes the engine durable.
     #[test]
+    fn a_step_failing_on_a_transient_error_is_tried_again_until_it_goes_through() {
+        let health = Health::default();
+        let out_of_handles = || {
+            StorageError::io(
+                "writing a page run",
+                std::io::Error::from_raw_os_error(libc::EMFILE),
+            )
+        };
+        let mut tries = 0;
+        let result = health.retry_pausing("a test step", Duration::from_millis(1), || {
+            tries += 1;
+            if tries < 3 {
+                // While it is tried again, the store's owner hears so.
+                assert!(tries == 1 || matches!(health.state(), crate::StoreHealth::Retrying(_)));
+                return Err(out_of_handles());
+            }
+            Ok(())
+        });
+        assert!(result.is_ok());
+        assert_eq!(tries, 3);
+        assert!(matches!(health.state(), crate::StoreHealth::Healthy));
+
+        // Any other error ends it at once; the caller makes it fatal.
+        let mut tries = 0;
+        let result = health.retry_pausing("a test step", Duration::from_millis(1), || {
+            tries += 1;
+            Err(StorageError::io(
+                "syncing a page run",
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ))
+        });
+        assert!(result.is_err());
+        assert_eq!(tries, 1);
+
+        // A closing store gives up after a few tries.
+        health.closing.store(true, Ordering::Relaxed);
+        let mut tries = 0;
+        let result = health.retry_pausing("a test step", Duration::from_millis(1), || {
+            tries += 1;
+            Err(out_of_handles())
+        });
+        assert!(result.is_err());
+        assert_eq!(tries, CLOSING_TRIES + 1);
+    }
+
+    #[test]
     fn tables_frozen_at_their_bound_are_applied_in_order_and_checkpointed_only_when_needed() {
         let store = tempfile::tempdir().unwrap();
         let segment = journal::dir(store.path()).join("00000000000000000001.wal");
@@ -464,7 +621,7 @@ mod tests {
             Arc::clone(&memtable),
             store.path().to_path_buf(),
             4096,
-            Failure::default(),
+            Arc::default(),
         )
         .unwrap();
         let (k1, k2) = (keys::message(1, 1).to_vec(), keys::message(1, 2).to_vec());

@@ -14,7 +14,9 @@ pub enum StorageError {
     /// is not also a `source`: an error chain would print it twice.)
     #[error("storage engine error: {0}")]
     Engine(Arc<dyn std::error::Error + Send + Sync>),
-    /// A file operation of our own (the fdatasync of the journal) failed.
+    /// A file operation of our own (the fdatasync of the journal) failed. The
+    /// context of an fsync or fdatasync says `sync`, and no other does
+    /// (see [`StorageError::is_transient`]).
     #[error("{context}: {source}")]
     Io {
         /// What we were doing.
@@ -135,6 +137,22 @@ impl StorageError {
         }
     }
 
+    /// Whether the operation can be tried again once the cause clears,
+    /// losing nothing: the process or system was out of file handles (which
+    /// only opening a file can meet), or the disk out of space for a write. A
+    /// failed sync never is: the kernel may have dropped the data it could
+    /// not write, and a sync tried again can succeed without it.
+    pub fn is_transient(&self) -> bool {
+        let StorageError::Io { context, source } = self else {
+            return false;
+        };
+        match source.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE) => true,
+            Some(libc::ENOSPC | libc::EDQUOT) => !context.contains("sync"),
+            _ => false,
+        }
+    }
+
     /// An engine error that is only its message: options the engine cannot
     /// work with.
     pub(crate) fn refused(message: impl Into<String>) -> StorageError {
@@ -148,4 +166,25 @@ fn describe_ids(ids: &[(String, bytes::Bytes)]) -> String {
         .map(|(address, id)| format!("{} on {address}", String::from_utf8_lossy(id)))
         .collect();
     ids.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(context: &'static str, errno: i32) -> StorageError {
+        StorageError::io(context, std::io::Error::from_raw_os_error(errno))
+    }
+
+    #[test]
+    fn out_of_handles_or_space_clears_but_a_failed_sync_does_not() {
+        assert!(io("writing a page run", libc::EMFILE).is_transient());
+        assert!(io("syncing the pages directory", libc::ENFILE).is_transient());
+        assert!(io("writing a page run", libc::ENOSPC).is_transient());
+        assert!(io("writing the pages manifest", libc::EDQUOT).is_transient());
+        assert!(!io("syncing a page run", libc::ENOSPC).is_transient());
+        assert!(!io("fdatasync of the journal", libc::EIO).is_transient());
+        assert!(!io("writing a page run", libc::EIO).is_transient());
+        assert!(!StorageError::Closed.is_transient());
+    }
 }

@@ -54,7 +54,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use crate::checkpoint::{Checkpointer, Failure, Job};
+use crate::checkpoint::{Checkpointer, Health, Job};
 use crate::engine::Engine;
 use crate::error::StorageError;
 use crate::journal::Journal;
@@ -113,6 +113,7 @@ pub(crate) struct Committer {
     requests: Mutex<Option<Sender<Request>>>,
     thread: Mutex<Option<JoinHandle<Result<(), StorageError>>>>,
     counters: Arc<Counters>,
+    health: Arc<Health>,
 }
 
 impl Committer {
@@ -129,14 +130,15 @@ impl Committer {
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let thread_counters = Arc::clone(&counters);
-        let failure = Failure::default();
+        let health = Arc::new(Health::default());
         let checkpointer = Checkpointer::start(
             engine.clone(),
             Arc::clone(&memtable),
             store,
             journal.segment_bytes(),
-            Arc::clone(&failure),
+            Arc::clone(&health),
         )?;
+        let thread_health = Arc::clone(&health);
         let thread = std::thread::Builder::new()
             .name("rebound-commit".into())
             .spawn(move || {
@@ -146,7 +148,7 @@ impl Committer {
                     memtable,
                     large,
                     checkpointer,
-                    failure,
+                    health: thread_health,
                     counters: thread_counters,
                 };
                 committer.run(rx)
@@ -156,6 +158,7 @@ impl Committer {
             requests: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             counters,
+            health,
         })
     }
 
@@ -215,6 +218,11 @@ impl Committer {
         }
     }
 
+    /// Whether the store writes: see [`crate::Store::health`].
+    pub(crate) fn health(&self) -> crate::StoreHealth {
+        self.health.state()
+    }
+
     /// The counters so far.
     pub(crate) fn counters(&self) -> CommitCounters {
         CommitCounters {
@@ -240,7 +248,7 @@ struct Thread<E: Engine> {
     memtable: Arc<Memtable<E::Value>>,
     large: Arc<LargeDir>,
     checkpointer: Checkpointer<E::Value>,
-    failure: Failure,
+    health: Arc<Health>,
     counters: Arc<Counters>,
 }
 
@@ -253,7 +261,7 @@ impl<E: Engine> Thread<E> {
             let group = gather(first, &requests, PATIENCE);
             let ops: usize = group.iter().map(|r| r.staged.ops).sum();
             let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|r| (r.staged, r.reply)).unzip();
-            let result = match self.failure.get() {
+            let result = match self.health.failure() {
                 Some(e) => Err(e.clone()),
                 None if ops == 0 => Ok(()),
                 None => self.write_group(writes),
@@ -282,12 +290,12 @@ impl<E: Engine> Thread<E> {
         let Thread {
             journal,
             checkpointer,
-            failure,
+            health,
             ..
         } = self;
         checkpointer.submit(last);
         checkpointer.finish();
-        if let Some(e) = failure.get() {
+        if let Some(e) = health.failure() {
             return Err(e.clone());
         }
         journal.remove()
@@ -307,7 +315,7 @@ impl<E: Engine> Thread<E> {
 
     /// Makes one group durable in the journal and readable from the
     /// memtable, large bodies first, obsolete body files last (see the module
-    /// docs for the order). A fatal error is recorded in `failure`.
+    /// docs for the order). A fatal error is recorded in `health`.
     fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
         let mut existing = |prefix: &[u8]| {
             self.memtable
@@ -326,7 +334,7 @@ impl<E: Engine> Thread<E> {
             } = e
             {
                 tracing::error!(error = %e, "fsync of the large-message directory failed; the store refuses all further commits");
-                let _ = self.failure.set(e.clone());
+                self.health.fail(e.clone());
             }
             return Err(e);
         }
@@ -351,7 +359,7 @@ impl<E: Engine> Thread<E> {
             .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
         self.journal.sync().inspect_err(|e| {
             tracing::error!(error = %e, "journal sync failed; the store refuses all further commits");
-            let _ = self.failure.set(e.clone());
+            self.health.fail(e.clone());
         })?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         // A full table goes to the checkpointer only once durable.

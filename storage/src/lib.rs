@@ -428,6 +428,13 @@ pub trait Store: Send + Sync + 'static {
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
+    /// Whether the store writes, for the broker's health: an engine whose
+    /// background writes can fail says so here (commits alone cannot show a
+    /// failure nobody waits on).
+    fn health(&self) -> StoreHealth {
+        StoreHealth::Healthy
+    }
+
     /// The most messages an [`Op::DeleteQueue`] should take with it, if the
     /// engine writes one delete per key it removes: a caller deleting a
     /// larger queue removes its messages first, that many per commit, so
@@ -689,6 +696,19 @@ pub struct IndexEntry {
     pub scheduled_at_ms: u64,
     /// Its message group ([`records::group_of`]): a queue delivers a group in order.
     pub group: Option<String>,
+}
+
+/// Whether a store writes ([`Store::health`]).
+#[derive(Clone, Debug)]
+pub enum StoreHealth {
+    /// It writes.
+    Healthy,
+    /// Its background writes fail on an error that may clear (out of file
+    /// handles, or of disk space: [`StorageError::is_transient`]) and are
+    /// tried again; commits wait once a few such writes are behind.
+    Retrying(StorageError),
+    /// It refuses every commit until it is opened again (a restart).
+    Failed(StorageError),
 }
 
 /// Counters of a [`Store`].

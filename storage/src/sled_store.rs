@@ -74,7 +74,8 @@ use crate::records::{
 };
 use crate::{
     Commit, Due, DueBatch, IndexEntry, JOURNAL_SEGMENT_BYTES, MAX_INLINE_RECORD_BYTES, MessageId, Op,
-    QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreStats,
+    QueueCount, QueueId, Recovered, RecoveredDuplicateId, RecoveredQueue, ScannedMessage, Store, StoreHealth,
+    StoreStats,
 };
 
 /// sled segment size: the largest sled 0.34.7 accepts. Stored in sled's
@@ -687,6 +688,10 @@ impl Store for SledStore {
     /// journal record held in memory whole.
     fn queue_delete_chunk(&self) -> Option<usize> {
         Some(QUEUE_DELETE_CHUNK)
+    }
+
+    fn health(&self) -> StoreHealth {
+        self.committer.health()
     }
 
     fn stats(&self) -> StoreStats {

@@ -22,6 +22,7 @@ mod console_security;
 mod crash;
 mod dead_letters;
 mod deployment;
+mod disk_full;
 mod duplicates;
 mod flood;
 mod groups;

@@ -57,6 +57,15 @@ tokio::task_local! {
     static ON_POSTGRES: ();
 }
 
+/// Says a test cannot run here and why: a failure under CI (`CI=true`), where
+/// every test must run; elsewhere `SKIPPED` and the reason, and the test returns.
+pub fn skipped(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("this test cannot run under CI: {reason}");
+    }
+    println!("SKIPPED: {reason}");
+}
+
 /// Runs `test` with every broker it starts on PostgreSQL; skips it (or fails
 /// it under CI) when no test database is configured.
 pub async fn on_postgres(test: &str, body: impl Future<Output = ()>) {
@@ -97,6 +106,8 @@ pub struct Broker {
     http_addr: HttpAddr,
     /// The open-file limit (soft and hard) the broker runs under, if not the test's.
     nofile: Option<u64>,
+    /// The data dir is a tmpfs of its own, unmounted when the broker is dropped.
+    tmpfs: bool,
     /// The broker's schema when it runs on PostgreSQL; dropped after the
     /// process is gone (fields drop after [`Drop::drop`]).
     _schema: Option<pg::TestSchema>,
@@ -123,7 +134,32 @@ impl Broker {
     /// Starts a broker with `toml` as its config under an open-file limit of
     /// `nofile` (soft and hard, as `ulimit -n` would set it).
     pub async fn start_with_nofile(toml: &str, nofile: u64) -> Broker {
-        Broker::launch_limited(Some(toml), ANY_PORT, Vec::new(), Some(nofile)).await
+        let limits = Limits {
+            nofile: Some(nofile),
+            ..Limits::default()
+        };
+        Broker::launch_limited(Some(toml), ANY_PORT, Vec::new(), limits).await
+    }
+
+    /// Starts a broker with `toml` as its config and a data dir on a tmpfs of
+    /// `bytes`; the error says why the tmpfs could not be mounted.
+    pub async fn start_on_tmpfs(toml: &str, bytes: u64) -> Result<Broker, String> {
+        let limits = Limits {
+            tmpfs_bytes: Some(bytes),
+            ..Limits::default()
+        };
+        // Mounting needs root (or CAP_SYS_ADMIN): try once on a scratch dir.
+        let probe = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(probe.path())
+            .stderr(Stdio::null())
+            .status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            return Err("cannot mount a tmpfs here (mount -t tmpfs needs root)".into());
+        }
+        let _ = Command::new("umount").arg(probe.path()).status();
+        Ok(Broker::launch_limited(Some(toml), ANY_PORT, Vec::new(), limits).await)
     }
 
     async fn launch(toml: Option<&str>) -> Broker {
@@ -131,14 +167,14 @@ impl Broker {
     }
 
     async fn launch_on(toml: Option<&str>, listen: &str, extra: Vec<String>) -> Broker {
-        Broker::launch_limited(toml, listen, extra, None).await
+        Broker::launch_limited(toml, listen, extra, Limits::default()).await
     }
 
     async fn launch_limited(
         toml: Option<&str>,
         listen: &str,
         mut extra: Vec<String>,
-        nofile: Option<u64>,
+        limits: Limits,
     ) -> Broker {
         let schema = ON_POSTGRES
             .try_with(|()| pg::TestSchema::create("black-box broker on PostgreSQL"))
@@ -157,6 +193,17 @@ impl Broker {
             fs::write(&path, toml).expect("write the config file");
             path
         });
+        if let Some(bytes) = limits.tmpfs_bytes {
+            let data = dir.path().join("data");
+            fs::create_dir(&data).expect("create the data dir");
+            let mounted = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0700"), "tmpfs"])
+                .arg(&data)
+                .status()
+                .expect("run mount");
+            assert!(mounted.success(), "mount a tmpfs on {}", data.display());
+        }
+        let nofile = limits.nofile;
         let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra, nofile)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -168,6 +215,7 @@ impl Broker {
             extra,
             http_addr,
             nofile,
+            tmpfs: limits.tmpfs_bytes.is_some(),
             _schema: schema,
         }
     }
@@ -375,6 +423,9 @@ impl Drop for Broker {
             let _ = child.kill();
             let _ = child.wait();
         }
+        if self.tmpfs {
+            let _ = Command::new("umount").arg(self.data_dir()).status();
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- broker log ({}) ---\n{}--- end of broker log ---",
@@ -392,6 +443,15 @@ fn signal(child: &Child, name: &str) {
         .status()
         .unwrap_or_else(|e| panic!("run kill -{name}: {e}"));
     assert!(status.success(), "kill -{name} failed");
+}
+
+/// What a broker process is given beyond its config.
+#[derive(Default)]
+struct Limits {
+    /// The open-file limit, soft and hard.
+    nofile: Option<u64>,
+    /// The size of a tmpfs mounted as its data dir.
+    tmpfs_bytes: Option<u64>,
 }
 
 /// `--listen` for a free port.

@@ -63,7 +63,7 @@ mod transact;
 mod wipe;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -75,6 +75,7 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::address_size::BrokerSize;
+use crate::commit_health::CommitHealth;
 use crate::duplicates::DuplicateIds;
 use crate::error::{BrokerError, Result};
 use crate::metrics::instruments::Metrics;
@@ -110,8 +111,8 @@ pub struct Broker {
     /// The duplicate-id caches of the addresses.
     duplicates: DuplicateIds,
     started: Instant,
-    /// Whether the last store commit failed (readiness).
-    store_failing: AtomicBool,
+    /// Whether commits go through (readiness, liveness).
+    commits: CommitHealth,
     metrics: Metrics,
     /// The bytes every address holds (the registry's running total).
     sizes: Arc<BrokerSize>,
@@ -163,7 +164,7 @@ impl Broker {
             holds: Default::default(),
             duplicates: DuplicateIds::default(),
             started,
-            store_failing: AtomicBool::new(false),
+            commits: CommitHealth::default(),
             metrics: Metrics::default(),
             sizes,
             leased: std::sync::OnceLock::new(),
@@ -274,9 +275,20 @@ impl Broker {
         self.transactions.open()
     }
 
-    /// Whether the last store commit failed: the broker is not ready for work.
+    /// Whether the last store commit failed, or the store's writes are being
+    /// retried or have stopped: the broker is not ready for work.
     pub fn store_failing(&self) -> bool {
-        self.store_failing.load(Ordering::Relaxed)
+        self.commits.failing(&*self.store)
+    }
+
+    /// The error the store stopped on, if it did: the broker is not live.
+    pub fn store_failed(&self) -> Option<rebound_storage::StorageError> {
+        crate::commit_health::store_failed(&*self.store)
+    }
+
+    /// Commits that failed since start.
+    pub fn commit_failures(&self) -> &prometheus_client::metrics::counter::Counter {
+        &self.commits.failures
     }
 
     /// Waits until a commit (if any) is durable.
@@ -287,7 +299,7 @@ impl Broker {
         self.metrics
             .commit_latency
             .observe(started.elapsed().as_secs_f64());
-        self.store_failing.store(result.is_err(), Ordering::Relaxed);
+        self.commits.record(&result);
         Ok(result?)
     }
 

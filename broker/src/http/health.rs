@@ -1,11 +1,14 @@
 //! `GET /health/live` and `GET /health/ready`, for Kubernetes probes and load
 //! balancers.
 //!
-//! - live: 200 `live` as long as the process answers at all;
+//! - live: 200 `live` as long as the process answers and its store writes;
+//!   503 `store failed` once the store refuses every commit until a restart
+//!   (a supervisor then restarts it);
 //! - ready: 200 `ready` when the broker takes work — recovery is done (the
 //!   endpoint starts only after it) and the last store commit succeeded; 503
 //!   `shutting down` once shutdown began, 503 `store failing` while the last
-//!   commit failed (the next one that succeeds makes it ready again).
+//!   commit failed or the store retries its writes (it is ready again once
+//!   they go through and a commit succeeds).
 //!
 //! Bodies are one line of plain text, so a probe or a person needs no parser.
 use axum::Router;
@@ -21,8 +24,11 @@ pub(super) fn routes() -> Router<HttpState> {
         .route("/health/ready", get(ready))
 }
 
-async fn live() -> &'static str {
-    "live\n"
+async fn live(State(state): State<HttpState>) -> (StatusCode, &'static str) {
+    match state.broker.store_failed() {
+        Some(_) => (StatusCode::SERVICE_UNAVAILABLE, "store failed\n"),
+        None => (StatusCode::OK, "live\n"),
+    }
 }
 
 async fn ready(State(state): State<HttpState>) -> (StatusCode, &'static str) {
@@ -60,13 +66,13 @@ mod tests {
             Arc::new(crate::security::Authenticator::new(&config.users)),
             Arc::new(crate::security::Security::new(&config)),
         );
-        assert_eq!(live().await, "live\n");
+        assert_eq!(live(State(state.clone())).await, (StatusCode::OK, "live\n"));
         assert_eq!(ready(State(state.clone())).await, (StatusCode::OK, "ready\n"));
         broker.shutdown().cancel();
         assert_eq!(
-            ready(State(state)).await,
+            ready(State(state.clone())).await,
             (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
         );
-        assert_eq!(live().await, "live\n");
+        assert_eq!(live(State(state)).await, (StatusCode::OK, "live\n"));
     }
 }

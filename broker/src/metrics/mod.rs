@@ -65,6 +65,11 @@ pub fn registry(broker: &Arc<Broker>, shown: Shown) -> Registry {
         "Connections the broker closed: refused at accept, evicted for a newcomer, silent past the handshake timeout, or idle",
         m.connections_closed.clone(),
     );
+    rebound.register(
+        "store_commit_failures",
+        "Store commits that failed (the broker is not ready while the last one did)",
+        broker.commit_failures().clone(),
+    );
     rebound.register_with_unit(
         "store_commit_latency",
         "Time from handing a commit to the store until it is durable",

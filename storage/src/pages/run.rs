@@ -138,8 +138,21 @@ impl Run {
     ) -> Result<Run, StorageError> {
         let io = |e| StorageError::io("writing a page run", e);
         let file = File::create_new(path).map_err(io)?;
+        // A run that cannot be written whole is no run: its file goes (a
+        // full disk gets its space back), and the checkpoint writes another.
+        Run::fill(path, &file, entries).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })
+    }
+
+    fn fill<'a>(
+        path: &Path,
+        file: &File,
+        entries: impl Iterator<Item = (RunKey, &'a [u8])>,
+    ) -> Result<Run, StorageError> {
+        let io = |e| StorageError::io("writing a page run", e);
         let mut writer = Writer {
-            out: BufWriter::with_capacity(256 << 10, &file),
+            out: BufWriter::with_capacity(256 << 10, file),
             offset: MAGIC.len() as u64,
             blocks: Vec::new(),
             block: Vec::with_capacity(2 * BLOCK_BYTES),
@@ -200,7 +213,8 @@ impl Run {
     /// file's data).
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
         File::open(&self.path)
-            .and_then(|file| file.sync_data())
+            .map_err(|e| StorageError::io("opening a page run to make it durable", e))?
+            .sync_data()
             .map_err(|e| StorageError::io("syncing a page run", e))
     }
 

@@ -1,0 +1,77 @@
+//! Whether the broker's store takes its commits, for readiness, liveness and
+//! the log: the last commit's outcome beside what the store says of its
+//! background writes ([`Store::health`]).
+//!
+//! A failed commit makes the broker not ready for [`NOT_READY_FOR`], or until
+//! a commit succeeds: a broker that no longer gets work (a balancer took it
+//! out) would otherwise never find out that its store works again.
+//!
+//! Every failed commit is counted (`rebound_store_commit_failures_total`);
+//! the log says so at most once per [`WARN_EVERY`], with the count since the
+//! last line, so that a store refusing thousands of commits a second cannot
+//! flood the log.
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use rebound_storage::{StorageError, Store, StoreHealth};
+use tracing::warn;
+
+/// At most one WARN line about failed commits per this long.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How long a failed commit keeps the broker not ready, unless one succeeds.
+pub const NOT_READY_FOR: Duration = Duration::from_secs(5);
+
+/// The outcome of the broker's commits.
+#[derive(Debug)]
+pub struct CommitHealth {
+    /// When the last commit failed, if none succeeded since.
+    failed_at: Mutex<Option<Instant>>,
+    /// When the last WARN was logged, and the failures since.
+    warned: Mutex<(Option<Instant>, u64)>,
+    /// Every commit that failed.
+    pub failures: Counter,
+}
+
+impl Default for CommitHealth {
+    fn default() -> CommitHealth {
+        CommitHealth {
+            failed_at: Mutex::new(None),
+            warned: Mutex::new((None, 0)),
+            failures: Counter::default(),
+        }
+    }
+}
+
+impl CommitHealth {
+    /// Records a commit's outcome.
+    pub fn record(&self, result: &Result<(), StorageError>) {
+        let failed = result.as_ref().err();
+        *self.failed_at.lock().unwrap_or_else(PoisonError::into_inner) = failed.map(|_| Instant::now());
+        let Some(error) = failed else { return };
+        self.failures.inc();
+        let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
+        warned.1 += 1;
+        if warned.0.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            warn!(%error, failed = warned.1, "store commits fail; the broker reports itself not ready");
+            *warned = (Some(Instant::now()), 0);
+        }
+    }
+
+    /// Whether the broker should take no work now: a commit failed lately
+    /// and none succeeded since, or the store retries or gave up its writes.
+    pub fn failing(&self, store: &dyn Store) -> bool {
+        let failed_at = *self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        failed_at.is_some_and(|at| at.elapsed() < NOT_READY_FOR)
+            || !matches!(store.health(), StoreHealth::Healthy)
+    }
+}
+
+/// The error the store gave up on, if it did: it refuses every commit until
+/// a restart, so the process is no longer live.
+pub fn store_failed(store: &dyn Store) -> Option<StorageError> {
+    match store.health() {
+        StoreHealth::Failed(error) => Some(error),
+        StoreHealth::Healthy | StoreHealth::Retrying(_) => None,
+    }
+}
