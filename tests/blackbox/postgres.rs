@@ -5,32 +5,17 @@
 //! tests run on PostgreSQL too, through `also_on_postgres!`.)
 use std::time::{Duration, Instant};
 
-use rebound_client::{Code, OutgoingMessage, RoutingType};
+use rebound_client::{Client, Code, OutgoingMessage, RoutingType};
 
 use crate::support::pg::{DatabaseProxy, TestSchema};
 use crate::support::{Broker, rebound};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_it_is_back() {
-    let Some(schema) = TestSchema::create("black-box PostgreSQL outage") else {
+    let Some(setup) = behind_a_proxy("black-box PostgreSQL outage", "", "before").await else {
         return;
     };
-    let mut proxy = DatabaseProxy::start(&schema).await;
-    let broker = Broker::start_custom(
-        "",
-        "127.0.0.1:0",
-        &["--storage", "postgres", "--postgres-url", proxy.url()],
-    )
-    .await;
-    let client = broker.client().await;
-    client
-        .create_queue("orders", "orders", RoutingType::Anycast, true)
-        .await
-        .unwrap();
-    client
-        .send(OutgoingMessage::new("orders", "before"))
-        .await
-        .unwrap();
+    let (_schema, mut proxy, _broker, client) = setup;
 
     proxy.cut().await;
     let err = client
@@ -62,25 +47,12 @@ async fn sends_fail_unavailable_while_the_database_is_away_and_work_again_once_i
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dispatcher_that_cannot_store_delivery_counts_backs_off_and_logs_once() {
-    let Some(schema) = TestSchema::create("black-box PostgreSQL outage, persisted counts") else {
+    let toml = "persist-delivery-count-before-delivery = true\n";
+    let Some(setup) = behind_a_proxy("black-box PostgreSQL outage, persisted counts", toml, "waits").await
+    else {
         return;
     };
-    let mut proxy = DatabaseProxy::start(&schema).await;
-    let broker = Broker::start_custom(
-        "persist-delivery-count-before-delivery = true\n",
-        "127.0.0.1:0",
-        &["--storage", "postgres", "--postgres-url", proxy.url()],
-    )
-    .await;
-    let client = broker.client().await;
-    client
-        .create_queue("orders", "orders", RoutingType::Anycast, true)
-        .await
-        .unwrap();
-    client
-        .send(OutgoingMessage::new("orders", "waits"))
-        .await
-        .unwrap();
+    let (_schema, mut proxy, broker, client) = setup;
     let mut consumer = client.consume_manual_credit("orders", 0).await.unwrap();
 
     proxy.cut().await;
@@ -112,6 +84,31 @@ async fn a_dispatcher_that_cannot_store_delivery_counts_backs_off_and_logs_once(
     let log = broker.wait_for_log("storage works again").await;
     assert_eq!(log.matches("storing delivery counts failed").count(), 1, "{log}");
     assert_eq!(log.matches("storage works again").count(), 1, "{log}");
+}
+
+/// A broker with `toml` as its config on a test schema it reaches through a
+/// proxy the test can cut, and a client that made a durable queue `orders`
+/// and sent it `first`; `None` (skipped) without a test database.
+async fn behind_a_proxy(
+    test: &str,
+    toml: &str,
+    first: &'static str,
+) -> Option<(TestSchema, DatabaseProxy, Broker, Client)> {
+    let schema = TestSchema::create(test)?;
+    let proxy = DatabaseProxy::start(&schema).await;
+    let broker = Broker::start_custom(
+        toml,
+        "127.0.0.1:0",
+        &["--storage", "postgres", "--postgres-url", proxy.url()],
+    )
+    .await;
+    let client = broker.client().await;
+    client
+        .create_queue("orders", "orders", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    client.send(OutgoingMessage::new("orders", first)).await.unwrap();
+    Some((schema, proxy, broker, client))
 }
 
 /// CPU time a process has used, user and system, in seconds.
