@@ -66,6 +66,20 @@ pub const DEFAULT_DATA_DIR: &str = "./data";
 const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How long HTTP requests under way may take to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
+/// HTTP/2 receive windows: how much a client may send on one stream, and on one
+/// connection, that the broker has not read yet. hyper's default stream window
+/// (1 MiB) lets a stream the broker stops reading (at `max-publish-in-flight` or
+/// `max-unread-responses`) fill h2 with tiny frames, and h2 closes the whole
+/// connection (`GOAWAY ENHANCE_YOUR_CALM`) when the frames of < 256 bytes it
+/// holds unread cost more than half the connection window, each 256 less its
+/// size. With gRPC's usual 64 KiB, a paused stream of 10 to 20-byte frames (a
+/// Publish of one tiny message, a Settle of one id) costs 0.8 to 1.6 MB of the
+/// 8 MiB a 16 MiB connection window allows: five to ten such streams may be
+/// paused on one connection at once (and any number sending frames of 171 bytes
+/// or more). 64 KiB a round trip per stream is ample on a LAN; the connection
+/// window is the most one connection can make the broker buffer.
+const STREAM_WINDOW: u32 = 64 << 10;
+const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// Arguments of `rebound serve`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -335,6 +349,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let acceptor = Acceptor::new(broker.clone(), listener, Listener::Grpc, handles.grpc);
     let router = tonic::transport::Server::builder()
         .max_frame_size(Some(rebound_protocol::MAX_FRAME_BYTES))
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(AuthLayer::new(authenticator, secret, acceptor.registry().clone()))

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
 use rebound_client::{Client, Code, OutgoingMessage, Selection};
 
-use crate::support::{Broker, cli};
+use crate::support::{Broker, cli, frame_counting_proxy, one_per_frame};
 
 /// Far above anything the broker hands out, so every id is unknown.
 const UNKNOWN_ID: u64 = 1 << 50;
@@ -94,6 +94,67 @@ async fn a_client_that_never_reads_its_answers_is_pushed_back_on() {
     assert!(grown < 48 << 20, "the broker grew by {grown} bytes");
 
     served_promptly(&client, "other").await;
+    drop(unread);
+}
+
+/// The same with settles of one id each, one per HTTP/2 DATA frame: h2 closes a
+/// connection on which the server holds more small frames unread than half its
+/// connection window allows, so the paused stream must not kill its connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn tiny_settles_never_read_are_pushed_back_on_and_the_connection_lives() {
+    const SETTLES: usize = 30_000;
+    let broker = Broker::start().await;
+    let (proxy, data) = frame_counting_proxy(broker.addr()).await;
+    // A small receive window of the client's own, so that the answers it leaves
+    // unread do not trip its own h2's small-frame limit.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{proxy}"))
+        .unwrap()
+        .initial_stream_window_size(64 << 10)
+        .connect()
+        .await
+        .unwrap();
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let settles = futures::stream::iter(0..SETTLES).map(move |i| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        settle([UNKNOWN_ID + i as u64])
+    });
+    let requests = one_per_frame(futures::stream::iter([subscribe("hostile")]).chain(settles));
+    let unread = MessagingClient::new(channel.clone())
+        .consume(requests)
+        .await
+        .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = pulled.load(Ordering::Relaxed);
+        if now == last || now == SETTLES || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    // Another call on the same connection is served.
+    let mut other = MessagingClient::new(channel);
+    let other = other.send(proto::SendRequest {
+        messages: vec![OutgoingMessage::new("other", "on the same connection").into()],
+    });
+    let other = tokio::time::timeout(Duration::from_secs(10), other)
+        .await
+        .expect("the other call is answered");
+    if let Err(e) = other {
+        let consumer = unread.into_inner().message().await;
+        panic!("the other call failed: {e}; the consumer's stream: {consumer:?}");
+    }
+    let sent = pulled.load(Ordering::Relaxed);
+    assert!(sent < SETTLES / 2, "the broker read {sent} of {SETTLES} settles");
+    let (frames, bytes) = (
+        data.frames.load(Ordering::Relaxed),
+        data.bytes.load(Ordering::Relaxed),
+    );
+    assert!(frames > 3_000, "{frames} DATA frames");
+    assert!(bytes / frames < 32, "{bytes} bytes in {frames} DATA frames");
     drop(unread);
 }
 

@@ -12,7 +12,7 @@ use rebound_client::{Client, Code, Error, OutgoingMessage, PublisherOptions, Rou
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::support::Broker;
+use crate::support::{Broker, frame_counting_proxy, one_per_frame};
 
 fn request(sequence: u64, queue: &str, bodies: &[&str]) -> proto::PublishRequest {
     proto::PublishRequest {
@@ -234,6 +234,102 @@ async fn a_producer_that_never_reads_its_acknowledgements_is_stopped_at_the_boun
         assert!(matches!(answer.result, Some(Answer::Sent(_))), "{answer:?}");
     }
     assert!(stored(&client, "flood").await >= 1000);
+}
+
+/// Tiny requests, one per HTTP/2 DATA frame, whose acknowledgements are not read:
+/// flow control pauses the producer as it does for large ones. (h2 closes a
+/// connection on which the server holds more small frames unread than half its
+/// connection window allows, so the broker's stream window must be small enough.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_producer_of_tiny_requests_that_never_reads_is_paused_and_its_connection_lives() {
+    const REQUESTS: u64 = 30_000;
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    client
+        .create_queue("tiny", "tiny", RoutingType::Anycast, true)
+        .await
+        .unwrap();
+    let (proxy, data) = frame_counting_proxy(broker.addr()).await;
+    // The client's own receive window is small, so that the answers it leaves
+    // unread do not trip its own h2's small-frame limit: this test is about the
+    // broker's.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{proxy}"))
+        .unwrap()
+        .initial_stream_window_size(64 << 10)
+        .connect()
+        .await
+        .unwrap();
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let requests = one_per_frame(futures::stream::iter(1..=REQUESTS).map(move |seq| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        request(seq, "tiny", &["x"])
+    }));
+    let mut answers = MessagingClient::new(channel.clone())
+        .publish(requests)
+        .await
+        .unwrap()
+        .into_inner();
+
+    // Wait until the producer is stuck: nothing pulled for 2 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = pulled.load(Ordering::Relaxed);
+        if now == last || now == REQUESTS as usize || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    // Another call on the same connection is served.
+    let mut other = MessagingClient::new(channel);
+    let other = other.send(proto::SendRequest {
+        messages: vec![OutgoingMessage::new("other", "on the same connection").into()],
+    });
+    let other = tokio::time::timeout(Duration::from_secs(10), other)
+        .await
+        .expect("the other call is answered");
+    if let Err(e) = other {
+        let producer = answers.message().await;
+        panic!("the other call failed: {e}; the producer's stream: {producer:?}");
+    }
+    let sent = pulled.load(Ordering::Relaxed);
+    assert!(
+        sent < REQUESTS as usize / 2,
+        "the producer was not paused: {sent} requests taken"
+    );
+    // They went out as many small frames, more than h2's default allowance
+    // (about 2,200 of this size) for small frames held unread.
+    let (frames, bytes) = (
+        data.frames.load(Ordering::Relaxed),
+        data.bytes.load(Ordering::Relaxed),
+    );
+    assert!(frames > 3_000, "{frames} DATA frames");
+    assert!(bytes / frames < 32, "{bytes} bytes in {frames} DATA frames");
+
+    // Reading the answers lets it carry on: every request stored, once.
+    let mut ids = HashSet::new();
+    let read_all = async {
+        for seq in 1..=REQUESTS {
+            let answer = answers.message().await.unwrap().expect("an answer");
+            assert_eq!(answer.sequence, seq);
+            let Some(Answer::Sent(ok)) = answer.result else {
+                panic!("request {seq} refused: {answer:?}")
+            };
+            assert_eq!(ok.message_ids.len(), 1);
+            assert!(
+                ids.insert(ok.message_ids[0]),
+                "id {} given twice",
+                ok.message_ids[0]
+            );
+        }
+        assert!(answers.message().await.unwrap().is_none());
+    };
+    tokio::time::timeout(Duration::from_secs(120), read_all)
+        .await
+        .expect("every request answered");
+    assert_eq!(stored(&client, "tiny").await, REQUESTS);
 }
 
 #[tokio::test(flavor = "multi_thread")]

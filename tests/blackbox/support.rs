@@ -1,5 +1,6 @@
 //! The harness: start, stop, kill and restart a `rebound serve` process, and
-//! run the CLI against it.
+//! run the CLI against it (and, for flow-control tests, see a client's HTTP/2
+//! DATA frames through a proxy).
 //!
 //! Each [`Broker`] owns a temporary directory holding its data dir, its config
 //! file and its log, and listens on a free port of 127.0.0.1. The process is
@@ -880,5 +881,77 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         };
         let has = |(k, v): &(&str, &str)| series_labels.split(',').any(|kv| kv == format!("{k}=\"{v}\""));
         (series_name == name && labels.iter().all(has)).then(|| value.parse().expect("a number"))
+    })
+}
+
+/// The DATA frames a client sent through a [`frame_counting_proxy`].
+#[derive(Default)]
+pub struct DataFrames {
+    pub frames: std::sync::atomic::AtomicUsize,
+    pub bytes: std::sync::atomic::AtomicUsize,
+}
+
+/// A loopback proxy to `target` for one HTTP/2 connection, which counts the DATA
+/// frames the client sends and their payload bytes: a test that needs small
+/// frames can check it got them.
+pub async fn frame_counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<DataFrames>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new(DataFrames::default());
+    let counted = counts.clone();
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(target).await.unwrap();
+        let (mut from_client, mut to_server) = (client.into_split(), server.into_split());
+        let (mut client_read, mut server_write) = (from_client.0, to_server.1);
+        tokio::spawn(async move { tokio::io::copy(&mut to_server.0, &mut from_client.1).await });
+        // The connection preface (24 bytes), then frames: a 9-byte header (length
+        // u24, type, flags, stream id) and the payload. Type 0 is DATA.
+        let (mut skip, mut header) = (24usize, Vec::with_capacity(9));
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            let mut rest = &buf[..n];
+            while !rest.is_empty() {
+                if skip > 0 {
+                    let k = skip.min(rest.len());
+                    (skip, rest) = (skip - k, &rest[k..]);
+                    continue;
+                }
+                let k = (9 - header.len()).min(rest.len());
+                header.extend_from_slice(&rest[..k]);
+                rest = &rest[k..];
+                if header.len() == 9 {
+                    skip =
+                        usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+                    if header[3] == 0 {
+                        counted.frames.fetch_add(1, Relaxed);
+                        counted.bytes.fetch_add(skip, Relaxed);
+                    }
+                    header.clear();
+                }
+            }
+        }
+    });
+    (addr, counts)
+}
+
+/// `requests`, each yielded after a pause that lets the gRPC encoder see nothing
+/// more ready, so that each one goes out in a DATA frame of its own (tonic sends
+/// what it has encoded whenever the request stream is not ready).
+pub fn one_per_frame<S: futures::Stream>(requests: S) -> impl futures::Stream<Item = S::Item> {
+    use futures::StreamExt;
+    requests.then(|request| async move {
+        tokio::task::yield_now().await;
+        request
     })
 }
