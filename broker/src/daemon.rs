@@ -544,7 +544,20 @@ fn http_advertise(http: std::net::SocketAddr, advertise: &str) -> Option<String>
 /// plaintext otherwise, and for a single broker (which forwards nothing).
 /// With the cluster's `secret`, it vouches for callers who logged in with a
 /// certificate (`security/forwarded.rs`; the config allows one only with TLS).
+/// A node gives up on another that stops answering within about its lease.
 fn peers(
+    config: &Config,
+    cluster: Option<&ClusterConfig>,
+    secret: Option<Arc<NodeSecret>>,
+) -> anyhow::Result<Peers> {
+    let peers = tls_peers(config, cluster, secret)?;
+    Ok(match cluster {
+        Some(cluster) => peers.within_lease(cluster.lease),
+        None => peers,
+    })
+}
+
+fn tls_peers(
     config: &Config,
     cluster: Option<&ClusterConfig>,
     secret: Option<Arc<NodeSecret>>,

@@ -373,6 +373,58 @@ async fn a_stalled_owner_s_acks_are_refused_once_another_node_serves_its_queue()
     }
 }
 
+/// A consumer forwarded to a node that stalls is not left on it: the
+/// forwarding node finds the stalled node gone within about a lease (its
+/// channel's keepalive) and ends the stream, so the consumer can follow the
+/// queue to its new owner long before the stalled node wakes up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_forwarded_to_a_stalled_node_is_let_go_within_about_a_lease() {
+    let Some(schema) = TestSchema::create("cluster stall, forwarded consumer") else {
+        return;
+    };
+    let mut nodes = Nodes::start(schema).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let via = (owner + 1) % 3;
+    let mut forwarded = nodes.consume(via, Duration::from_secs(5)).await;
+    let producer = nodes.node(via).client().await;
+    send(&producer, "before", 1).await;
+    forwarded
+        .next_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered through the forwarding node");
+
+    const STALL: Duration = Duration::from_secs(10);
+    nodes.node(owner).stop();
+    let stalled_at = Instant::now();
+    let let_go = loop {
+        match forwarded.next_timeout(STALL).await {
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => break stalled_at.elapsed(),
+        }
+    };
+    assert!(
+        let_go < LEASE * 3,
+        "the forwarded consumer was held {let_go:?} by a stalled node (lease {LEASE:?})"
+    );
+    // Attached again through the same node, it follows the queue to its new
+    // owner while the old one still sleeps.
+    let mut followed = nodes.consume(via, STALL).await;
+    served(|| producer.send(OutgoingMessage::new("orders", "after"))).await;
+    let mut bodies = Vec::new();
+    while let Ok(Some(d)) = followed.next_timeout(Duration::from_secs(3)).await {
+        bodies.push(body(&d));
+        followed.ack(&[d.id]).await.unwrap();
+    }
+    let moved = stalled_at.elapsed();
+    nodes.node(owner).cont();
+    assert!(bodies.contains(&"after".to_owned()), "{bodies:?}");
+    assert!(
+        moved < STALL,
+        "the queue's consumer came back only after {moved:?}"
+    );
+}
+
 /// The answer to `call`, made again while it is UNAVAILABLE (its queue
 /// between nodes, or the node forwarding it not yet told where it went).
 async fn served<T, F, Fut>(mut call: F) -> T

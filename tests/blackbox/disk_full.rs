@@ -106,7 +106,10 @@ async fn a_store_on_a_full_disk_writes_again_once_space_is_freed() {
     .await
     .expect("a send once space was freed answers in time");
     after.unwrap_or_else(|e| panic!("a send once space was freed: {e}; log:\n{}", broker.log()));
-    assert!(wait_grpc_health(&broker, "SERVING").await, "gRPC health stayed NOT_SERVING");
+    assert!(
+        wait_grpc_health(&broker, "SERVING").await,
+        "gRPC health stayed NOT_SERVING"
+    );
 
     // Every acknowledged message is there, none twice.
     let mut seen: HashMap<String, usize> = HashMap::new();

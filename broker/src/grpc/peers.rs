@@ -12,6 +12,12 @@
 //! that certificate must then allow client authentication too (extended key
 //! usage `clientAuth`, or none) and chain to the other node's client CA.
 //!
+//! A node that stops answering (stalled, or cut off without a reset) is
+//! given up within about a lease: each connection pings it every half lease
+//! and closes when a ping is not answered within another half, which ends
+//! the calls forwarded over it, so that their callers can follow the queue to
+//! its next owner rather than wait for the stalled one to wake.
+//!
 //! The files are read again for every connection, so a certificate renewed
 //! in place serves the next forwarded call without a restart, as the
 //! listener's does after a reload (`tls.rs`). Their paths are read at
@@ -35,6 +41,9 @@ pub struct Peers {
     /// The cluster's shared secret, to vouch for callers who logged in with
     /// a certificate (`security/forwarded.rs`); only over TLS.
     secret: Option<Arc<NodeSecret>>,
+    /// How often a connection pings the other node, and how long it waits
+    /// for the answer; `None` for a single broker, which forwards nothing.
+    keepalive: Option<Duration>,
 }
 
 /// The files of a TLS connection to another node, each with the config key
@@ -78,7 +87,7 @@ impl Peers {
             })?;
         Ok(Peers {
             tls: Some(tls),
-            secret: None,
+            ..Peers::default()
         })
     }
 
@@ -87,6 +96,15 @@ impl Peers {
     pub fn with_secret(self, secret: Arc<NodeSecret>) -> Peers {
         Peers {
             secret: Some(secret),
+            ..self
+        }
+    }
+
+    /// Gives up on a node that does not answer a ping within about `lease`
+    /// (see the module docs).
+    pub fn within_lease(self, lease: Duration) -> Peers {
+        Peers {
+            keepalive: Some(lease / 2),
             ..self
         }
     }
@@ -121,12 +139,16 @@ impl Peers {
                 Endpoint::from_shared(format!("https://{owner}")).and_then(|e| e.tls_config(config))
             }
         };
-        endpoint
+        let mut endpoint = endpoint
             .map_err(|e| unreachable(&causes(&e)))?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .connect()
-            .await
-            .map_err(|e| unreachable(&causes(&e)))
+            .connect_timeout(CONNECT_TIMEOUT);
+        if let Some(keepalive) = self.keepalive {
+            endpoint = endpoint
+                .http2_keep_alive_interval(keepalive)
+                .keep_alive_timeout(keepalive)
+                .keep_alive_while_idle(true);
+        }
+        endpoint.connect().await.map_err(|e| unreachable(&causes(&e)))
     }
 }
 
