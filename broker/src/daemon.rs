@@ -63,7 +63,8 @@ pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8161";
 pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
 /// broker's own check (which names the limit and the address) is what users see.
-const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Also what a node's calls to another node take and send (`grpc/peers.rs`).
+pub(crate) const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How long HTTP requests under way may take to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// HTTP/2 receive windows: how much a client may send on one stream, and on one

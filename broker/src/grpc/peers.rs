@@ -26,9 +26,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound_protocol::v1::{
+    admin_client::AdminClient, cluster_client::ClusterClient, messaging_client::MessagingClient,
+};
 use tonic::Status;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+use crate::daemon::MAX_GRPC_MESSAGE_BYTES;
 use crate::security::forwarded::NodeSecret;
 
 /// How long connecting to the serving node may take.
@@ -150,6 +154,32 @@ impl Peers {
         }
         endpoint.connect().await.map_err(|e| unreachable(&causes(&e)))
     }
+}
+
+// The clients of another node take and send messages as large as this node's
+// own server does (tonic's default decoding limit is 4 MiB): a message that
+// `max-message-size` allows passes through a forwarding node as through the
+// node serving its queue.
+
+/// A Messaging client of the node at the other end of `channel`.
+pub(super) fn messaging(channel: Channel) -> MessagingClient<Channel> {
+    MessagingClient::new(channel)
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+}
+
+/// An Admin client of the node at the other end of `channel`.
+pub(super) fn admin(channel: Channel) -> AdminClient<Channel> {
+    AdminClient::new(channel)
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+}
+
+/// A Cluster client of the node at the other end of `channel`.
+pub(super) fn cluster(channel: Channel) -> ClusterClient<Channel> {
+    ClusterClient::new(channel)
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
 }
 
 impl PeerTls {

@@ -33,10 +33,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
-use rebound_protocol::v1::{
-    self as pb, admin_client::AdminClient, cluster_client::ClusterClient, consume_request, consume_response,
-    messaging_client::MessagingClient,
-};
+use rebound_protocol::v1::{self as pb, admin_client::AdminClient, consume_request, consume_response};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -45,7 +42,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::warn;
 
 use super::convert::held_from_wire;
-use super::peers::Peers;
+use super::peers::{self, Peers};
 use super::status::code_and_message;
 use crate::engine::Broker;
 use crate::error::BrokerError;
@@ -77,7 +74,7 @@ pub(super) async fn consume<C: Send + 'static>(
     }
     let channel = peers.connect(&owner).await?;
     let _ = upstream.try_send(subscribe);
-    let mut responses = MessagingClient::new(channel).consume(request).await?.into_inner();
+    let mut responses = peers::messaging(channel).consume(request).await?.into_inner();
     let (tx, rx) = mpsc::channel(16);
     let shutdown = broker.shutdown().clone();
     let mut upstream = Some(upstream);
@@ -214,7 +211,7 @@ async fn resolve(
 ) -> Result<(), Status> {
     let request = forwarded(request, credentials, peers, owner)?;
     let channel = peers.connect(owner).await?;
-    ClusterClient::new(channel).resolve(request).await.map(drop)
+    peers::cluster(channel).resolve(request).await.map(drop)
 }
 
 /// Forwards a unary Admin call about a queue another node serves, at
@@ -232,7 +229,7 @@ where
     let credentials = Credentials::of(&request);
     let request = forwarded(request.into_inner(), credentials, peers, &owner)?;
     let channel = peers.connect(&owner).await?;
-    call(AdminClient::new(channel), request).await.map_err(moved)
+    call(peers::admin(channel), request).await.map_err(moved)
 }
 
 /// The figures of queues `names` from the node at `owner` that serves
@@ -249,7 +246,7 @@ pub(super) async fn queue_infos(
         return Vec::new();
     };
     let calls = names.into_iter().filter_map(|queue| {
-        let mut client = AdminClient::new(channel.clone());
+        let mut client = peers::admin(channel.clone());
         let request = forwarded(pb::GetQueueRequest { queue }, credentials.clone(), peers, &owner).ok()?;
         Some(async move { client.get_queue(request).await.ok()?.into_inner().queue })
     });
