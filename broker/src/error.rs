@@ -75,6 +75,12 @@ pub enum BrokerError {
     /// Several brokers on one database: another node serves the queue now.
     #[error("queue '{}' is served by another node now (its lease moved): connect again", excerpt(.0))]
     QueueMoved(String),
+    /// Several brokers on one database: a non-durable message for a durable
+    /// queue this node does not serve, which it would lose (it keeps such a
+    /// message in memory only). `owner`: where the node serving the queue is
+    /// reached, if one is known to.
+    #[error("{}", not_kept(.queue, .owner.as_deref()))]
+    NotKeptHere { queue: String, owner: Option<String> },
     #[error("storage failure: {0}")]
     Storage(#[from] StorageError),
 }
@@ -88,6 +94,23 @@ impl fmt::Display for Waited {
             Some(ms) => write!(f, "; the send waited {ms} ms (max-block-time) for room"),
             None => Ok(()),
         }
+    }
+}
+
+/// Why a non-durable message was refused ([`BrokerError::NotKeptHere`]), and
+/// what the sender can do.
+fn not_kept(queue: &str, owner: Option<&str>) -> String {
+    let queue = excerpt(queue);
+    match owner {
+        Some(owner) => format!(
+            "queue '{queue}' is served by the node at {owner}, and this node does not keep \
+             non-durable messages for a queue it does not serve: send it through {owner}, or \
+             send it durable"
+        ),
+        None => format!(
+            "no node serves queue '{queue}' yet; non-durable messages are not kept for it: retry, \
+             or send it durable"
+        ),
     }
 }
 

@@ -10,8 +10,9 @@
 //! retry reaches; an address deleted through one node is gone from the
 //! others without a restart; every node lists every queue with the figures
 //! of the node serving it, which alone exports its metrics; an address's
-//! size limit holds sends through every node; an 8 MiB message passes a
-//! forwarding node. Skipped (failed under CI) without a test
+//! size limit holds sends through every node; a non-durable message sent
+//! through a node that does not serve its queue is forwarded to the one that
+//! does, and an 8 MiB message passes a forwarding node. Skipped (failed under CI) without a test
 //! database.
 //!
 //! A consumer may connect to any node: one that does not serve the queue
@@ -1102,6 +1103,47 @@ async fn any_node_s_console_shows_and_handles_a_queue_another_node_serves() {
     assert_eq!((status, removed["removed"].as_u64()), (200, Some(1)), "{removed}");
     let stat = node(owner).client().await.queue("orders").await.unwrap();
     assert_eq!(stat.messages, 4);
+}
+
+/// A non-durable message sent through a node that does not serve its queue
+/// (which keeps such a message in memory only) is forwarded to the node
+/// that does, by a `Send` and by a Publish stream, and delivered; in a
+/// transaction, which cannot be forwarded, it is refused with UNAVAILABLE
+/// saying what to do, never acknowledged and lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_durable_message_sent_through_another_node_is_delivered() {
+    let Some(schema) = TestSchema::create("cluster non-durable sends") else {
+        return;
+    };
+    let url = schema.url();
+    let nodes = Nodes::start_n(Some(schema), CONFIG, &url, 2).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let other = nodes.nodes[1 - owner]
+        .as_ref()
+        .expect("a running node")
+        .client()
+        .await;
+    let fleeting = |body: &str| OutgoingMessage::new("orders", body.to_owned()).durable(false);
+    other.send(fleeting("sent")).await.unwrap();
+    other.publisher().send(fleeting("published")).await.unwrap();
+    let mut consumer = nodes.consume(owner, Duration::from_secs(5)).await;
+    let mut bodies = Vec::new();
+    while let Ok(Some(d)) = consumer.next_timeout(Duration::from_secs(3)).await {
+        bodies.push(body(&d));
+        consumer.ack(&[d.id]).await.unwrap();
+    }
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        ["published", "sent"],
+        "each acknowledged message came once"
+    );
+
+    let transaction = other.session().await.unwrap().begin().await.unwrap();
+    transaction.send(fleeting("in a transaction")).await.unwrap();
+    let refused = transaction.commit().await.expect_err("refused");
+    assert_eq!(refused.code(), Some(Code::Unavailable), "{refused}");
+    assert!(refused.to_string().contains("or send it durable"), "{refused}");
 }
 
 /// A message as large as `max-message-size` allows (8 MiB) is consumed and

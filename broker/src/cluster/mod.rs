@@ -24,7 +24,10 @@
 //!
 //! A message sent through a node that does not serve its queue is stored in
 //! the same commit as for any queue, with an inbox row for the queue's owner,
-//! which takes it into memory within a second (at once when notified).
+//! which takes it into memory within a second (at once when notified). A
+//! non-durable message is not stored: a send with one for a queue another
+//! node serves is forwarded to that node (`grpc/proxy.rs`), or refused with
+//! UNAVAILABLE when no node serves the queue yet or in a transaction.
 //!
 //! Addresses and queues created on one node reach the others at once (a
 //! NOTIFY) or within five seconds; a queue has one id per name across the

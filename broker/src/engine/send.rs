@@ -192,6 +192,18 @@ impl Broker {
                     unrouted += 1;
                     continue;
                 }
+                // A non-durable message lives in memory only, and a queue
+                // another node serves keeps nothing in memory here: it would
+                // be acknowledged and lost. The whole send is refused instead
+                // (the gRPC edge forwards it to that node, `grpc/proxy.rs`).
+                if !record.durable
+                    && let Some(away) = targets.iter().find(|q| !q.is_served())
+                {
+                    let queue = away.name.clone();
+                    drop(reg);
+                    let owner = self.owner_of(&queue);
+                    return Err(BrokerError::NotKeptHere { queue, owner });
+                }
                 place(record, due_ms, to_disk, targets, &mut ops, &mut arrivals);
             }
             self.submit(ops)

@@ -144,14 +144,11 @@ async fn tell<T>(broker: &Broker, tx: &mpsc::Sender<T>, response: T) -> bool {
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
         let gate = Gate::of(&self.security, &request);
+        let forward = proxy::Forward::of(&self.peers, &request);
         let messages = request.into_inner().messages;
         gate.authorize_sends(&self.broker, &messages)?;
-        let sent = self.broker.send(messages_from_wire(messages)).await?;
-        Ok(Response::new(pb::SendResponse {
-            message_ids: sent.ids,
-            unrouted: sent.unrouted,
-            duplicates: sent.duplicates,
-        }))
+        let sent = proxy::send(&self.broker, forward.as_ref(), messages).await?;
+        Ok(Response::new(sent))
     }
 
     type PublishStream = Pin<Box<dyn Stream<Item = Result<pb::PublishResponse, Status>> + Send>>;
@@ -162,8 +159,14 @@ impl pb::messaging_server::Messaging for MessagingService {
     ) -> Result<Response<Self::PublishStream>, Status> {
         let (tx, rx) = responses(&self.broker);
         let gate = Gate::of(&self.security, &request);
-        self.broker
-            .spawn(publish(self.broker.clone(), gate, request.into_inner(), tx));
+        let forward = proxy::Forward::of(&self.peers, &request);
+        self.broker.spawn(publish(
+            self.broker.clone(),
+            gate,
+            forward,
+            request.into_inner(),
+            tx,
+        ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

@@ -3,6 +3,13 @@
 //! the queue, when several brokers share one database (`crate::cluster`);
 //! a listing of queues asks each serving node for its queues' figures.
 //!
+//! A send (a `Send`, or a request of a Publish stream) with a non-durable
+//! message for a queue another node serves is forwarded too, whole: this
+//! node would not keep that message (it keeps non-durable messages in memory
+//! only), and refuses the send before storing any of it (`engine/send.rs`).
+//! A transaction's send is not forwarded (it commits here with the
+//! transaction's acks), and is refused with UNAVAILABLE.
+//!
 //! Why a proxy and not a redirect: a client connects to any node (one
 //! address behind a load balancer, say) and its stream works as on a single
 //! broker; no SDK needs to learn where queues live. The cost is one more hop
@@ -41,7 +48,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::warn;
 
-use super::convert::held_from_wire;
+use super::convert::{held_from_wire, messages_from_wire};
 use super::peers::{self, Peers};
 use super::status::code_and_message;
 use crate::engine::Broker;
@@ -230,6 +237,69 @@ where
     let request = forwarded(request.into_inner(), credentials, peers, &owner)?;
     let channel = peers.connect(&owner).await?;
     call(peers::admin(channel), request).await.map_err(moved)
+}
+
+/// What a send refused here for a queue another node serves needs to be
+/// made through that node: the caller's credentials.
+#[derive(Clone)]
+pub(super) struct Forward {
+    peers: Arc<Peers>,
+    credentials: Credentials,
+}
+
+impl Forward {
+    /// How `request`'s sends are forwarded; `None` when it was forwarded
+    /// here already (see [`was_forwarded`]).
+    pub(super) fn of<T>(peers: &Arc<Peers>, request: &Request<T>) -> Option<Forward> {
+        (!was_forwarded(request)).then(|| Forward {
+            peers: peers.clone(),
+            credentials: Credentials::of(request),
+        })
+    }
+}
+
+/// Sends `messages` through this node, or, when it refuses them for a
+/// non-durable message to a queue another node serves (which it would not
+/// keep: [`BrokerError::NotKeptHere`]), all of them through that node with
+/// `forward`, as if the producer had connected there: nothing was stored
+/// here, so each is stored or kept once.
+pub(super) async fn send(
+    broker: &Arc<Broker>,
+    forward: Option<&Forward>,
+    messages: Vec<pb::OutgoingMessage>,
+) -> Result<pb::SendResponse, Status> {
+    // A copy to forward, of a send with a non-durable message only.
+    let again = forward
+        .filter(|_| messages.iter().any(|m| m.durable == Some(false)))
+        .map(|forward| (forward, messages.clone()));
+    match (broker.send(messages_from_wire(messages)).await, again) {
+        (Ok(sent), _) => Ok(pb::SendResponse {
+            message_ids: sent.ids,
+            unrouted: sent.unrouted,
+            duplicates: sent.duplicates,
+        }),
+        (Err(BrokerError::NotKeptHere { queue, owner }), Some((forward, messages))) => {
+            // A queue created a moment ago, or whose node just went, may have
+            // a node in a moment.
+            let owner = match owner {
+                Some(owner) => owner,
+                None => broker
+                    .owner_of_soon(&queue)
+                    .await
+                    .ok_or(BrokerError::NotKeptHere { queue, owner: None })?,
+            };
+            let request = forwarded(
+                pb::SendRequest { messages },
+                forward.credentials.clone(),
+                &forward.peers,
+                &owner,
+            )?;
+            let channel = forward.peers.connect(&owner).await?;
+            let sent = peers::messaging(channel).send(request).await.map_err(moved)?;
+            Ok(sent.into_inner())
+        }
+        (Err(err), _) => Err(err.into()),
+    }
 }
 
 /// The figures of queues `names` from the node at `owner` that serves

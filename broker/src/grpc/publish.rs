@@ -13,7 +13,8 @@
 //! that many requests per stream.
 //!
 //! Each request passes the same permission check as a `Send` (the caller may
-//! `send` to each of its addresses), then the same engine path.
+//! `send` to each of its addresses), then the same engine path, and is
+//! forwarded as a `Send` is (`proxy::send`).
 //!
 //! A refused request is answered with its error (through the one mapping in
 //! `status.rs`) and the stream carries on. When the broker stops, the session
@@ -28,10 +29,9 @@ use rebound_protocol::v1::{self as pb, publish_response};
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use super::convert::messages_from_wire;
 use super::gate::Gate;
-use super::status::code_and_message;
-use crate::engine::{Broker, Sent};
+use super::proxy::{self, Forward};
+use crate::engine::Broker;
 use crate::error::BrokerError;
 
 type ResponseTx = mpsc::Sender<Result<pb::PublishResponse, Status>>;
@@ -40,6 +40,7 @@ type ResponseTx = mpsc::Sender<Result<pb::PublishResponse, Status>>;
 pub(super) async fn publish(
     broker: Arc<Broker>,
     gate: Gate,
+    forward: Option<Forward>,
     mut inbound: Streaming<pb::PublishRequest>,
     tx: ResponseTx,
 ) {
@@ -63,7 +64,7 @@ pub(super) async fn publish(
                 Err(_) => break None,
             },
             request = inbound.message(), if reading && room => match request {
-                Ok(Some(request)) => working.push_back(publish_one(broker.clone(), &gate, request)),
+                Ok(Some(request)) => working.push_back(publish_one(broker.clone(), &gate, forward.clone(), request)),
                 // The client closed its side: answer what it sent, then end.
                 Ok(None) => reading = false,
                 // A request that does not decode, or the connection is gone.
@@ -87,35 +88,33 @@ pub(super) async fn publish(
     }
 }
 
-/// One request, checked and handled as a `Send`. The permission check is made
-/// when the request is read, so it applies the security in force then.
+/// One request, checked and handled as a `Send` (forwarded as one with
+/// `forward`, see `proxy::send`). The permission check is made when the
+/// request is read, so it applies the security in force then.
 fn publish_one(
     broker: Arc<Broker>,
     gate: &Gate,
+    forward: Option<Forward>,
     request: pb::PublishRequest,
 ) -> impl Future<Output = pb::PublishResponse> + use<> {
     let allowed = gate.authorize_sends(&broker, &request.messages);
     async move {
         let sent = match allowed {
-            Ok(()) => broker.send(messages_from_wire(request.messages)).await,
-            Err(err) => Err(err),
+            Ok(()) => proxy::send(&broker, forward.as_ref(), request.messages).await,
+            Err(err) => Err(err.into()),
         };
         answer(request.sequence, sent)
     }
 }
 
 /// The answer to request `sequence`.
-fn answer(sequence: u64, sent: Result<Sent, BrokerError>) -> pb::PublishResponse {
+fn answer(sequence: u64, sent: Result<pb::SendResponse, Status>) -> pb::PublishResponse {
     let result = match sent {
-        Ok(sent) => publish_response::Result::Sent(pb::SendResponse {
-            message_ids: sent.ids,
-            unrouted: sent.unrouted,
-            duplicates: sent.duplicates,
+        Ok(sent) => publish_response::Result::Sent(sent),
+        Err(status) => publish_response::Result::Error(pb::PublishError {
+            code: status.code() as i32,
+            message: status.message().to_owned(),
         }),
-        Err(err) => {
-            let (code, message) = code_and_message(err);
-            publish_response::Result::Error(pb::PublishError { code, message })
-        }
     };
     pb::PublishResponse {
         sequence,

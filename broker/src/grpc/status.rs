@@ -23,6 +23,7 @@ impl From<BrokerError> for Status {
             // The database of the PostgreSQL engine is away: retry later.
             BrokerError::ShuttingDown
             | BrokerError::QueueMoved(_)
+            | BrokerError::NotKeptHere { .. }
             | BrokerError::Storage(StorageError::Unavailable(_) | StorageError::Fenced { .. }) => {
                 Code::Unavailable
             }

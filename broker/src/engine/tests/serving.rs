@@ -24,6 +24,23 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
     assert!(matches!(refused, BrokerError::QueueMoved(_)), "{refused}");
     send(&broker, "orders", &["c"]).await;
     assert_eq!(sub.queue.snapshot().messages, 0, "stored, not held");
+    // A non-durable message would be neither: the send is refused, whole.
+    let fleeting = MessageRecord {
+        durable: false,
+        ..message("orders", "fleeting")
+    };
+    let refused = broker.send(vec![message("orders", "d"), fleeting]).await;
+    let refused = refused.expect_err("refused");
+    assert!(
+        matches!(&refused, BrokerError::NotKeptHere { queue, owner: None } if queue == "orders"),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .starts_with("no node serves queue 'orders' yet"),
+        "{refused}"
+    );
 
     assert!(broker.load_queue(id, 1));
     let mut sub = broker

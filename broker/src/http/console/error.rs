@@ -62,6 +62,7 @@ impl ApiError {
             BrokerError::PermissionDenied { .. } => StatusCode::FORBIDDEN,
             BrokerError::ShuttingDown
             | BrokerError::QueueMoved(_)
+            | BrokerError::NotKeptHere { .. }
             | BrokerError::Storage(StorageError::Unavailable(_) | StorageError::Fenced { .. }) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
