@@ -8,7 +8,7 @@ use futures::StreamExt;
 use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
 use rebound_client::{Client, Code, OutgoingMessage, Selection};
 
-use crate::support::{Broker, cli, frame_counting_proxy, one_per_frame};
+use crate::support::{Broker, cli, frame_counting_proxy, one_per_frame, other_call, until_stuck};
 
 /// Far above anything the broker hands out, so every id is unknown.
 const UNKNOWN_ID: u64 = 1 << 50;
@@ -75,16 +75,7 @@ async fn a_client_that_never_reads_its_answers_is_pushed_back_on() {
     let unread = messaging.consume(requests).await.unwrap();
 
     // Wait until the client is stuck (nothing pulled for 2 s) or has sent everything.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut last = usize::MAX;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = pulled.load(Ordering::Relaxed);
-        if now == last || now == SETTLES || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
+    until_stuck(&pulled, SETTLES, Duration::from_secs(120)).await;
     let sent = pulled.load(Ordering::Relaxed);
     assert!(
         sent < SETTLES / 2,
@@ -125,25 +116,8 @@ async fn tiny_settles_never_read_are_pushed_back_on_and_the_connection_lives() {
         .await
         .unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = usize::MAX;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = pulled.load(Ordering::Relaxed);
-        if now == last || now == SETTLES || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
-    // Another call on the same connection is served.
-    let mut other = MessagingClient::new(channel);
-    let other = other.send(proto::SendRequest {
-        messages: vec![OutgoingMessage::new("other", "on the same connection").into()],
-    });
-    let other = tokio::time::timeout(Duration::from_secs(10), other)
-        .await
-        .expect("the other call is answered");
-    if let Err(e) = other {
+    until_stuck(&pulled, SETTLES, Duration::from_secs(60)).await;
+    if let Err(e) = other_call(channel).await {
         let consumer = unread.into_inner().message().await;
         panic!("the other call failed: {e}; the consumer's stream: {consumer:?}");
     }

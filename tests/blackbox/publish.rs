@@ -12,7 +12,7 @@ use rebound_client::{Client, Code, Error, OutgoingMessage, PublisherOptions, Rou
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::support::{Broker, frame_counting_proxy, one_per_frame};
+use crate::support::{Broker, frame_counting_proxy, one_per_frame, other_call, until_stuck};
 
 fn request(sequence: u64, queue: &str, bodies: &[&str]) -> proto::PublishRequest {
     proto::PublishRequest {
@@ -202,16 +202,7 @@ async fn a_producer_that_never_reads_its_acknowledgements_is_stopped_at_the_boun
     let mut answers = messaging.publish(requests).await.unwrap().into_inner();
 
     // Wait until the producer is stuck: nothing pulled for 2 s.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut last = usize::MAX;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = pulled.load(Ordering::Relaxed);
-        if now == last || now == REQUESTS || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
+    until_stuck(&pulled, REQUESTS, Duration::from_secs(120)).await;
     // The broker read only what the bounds allow: 8 in flight, 8 answers in its
     // buffer, and the answers the client's HTTP/2 receive window took unread;
     // then it stopped reading, and the producer stopped with the transport's
@@ -272,25 +263,8 @@ async fn a_producer_of_tiny_requests_that_never_reads_is_paused_and_its_connecti
         .into_inner();
 
     // Wait until the producer is stuck: nothing pulled for 2 s.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = usize::MAX;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = pulled.load(Ordering::Relaxed);
-        if now == last || now == REQUESTS as usize || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
-    // Another call on the same connection is served.
-    let mut other = MessagingClient::new(channel);
-    let other = other.send(proto::SendRequest {
-        messages: vec![OutgoingMessage::new("other", "on the same connection").into()],
-    });
-    let other = tokio::time::timeout(Duration::from_secs(10), other)
-        .await
-        .expect("the other call is answered");
-    if let Err(e) = other {
+    until_stuck(&pulled, REQUESTS as usize, Duration::from_secs(60)).await;
+    if let Err(e) = other_call(channel).await {
         let producer = answers.message().await;
         panic!("the other call failed: {e}; the producer's stream: {producer:?}");
     }

@@ -29,10 +29,11 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rebound_client::Client;
+use rebound_client::{Client, OutgoingMessage};
 use tempfile::TempDir;
 
 /// The `rebound` binary under test.
@@ -943,6 +944,32 @@ pub async fn frame_counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<DataFr
         }
     });
     (addr, counts)
+}
+
+/// Waits until a client stream is stuck: `pulled` (the requests it took)
+/// did not grow for 2 s, reached `all`, or `within` passed.
+pub async fn until_stuck(pulled: &AtomicUsize, all: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = pulled.load(Ordering::Relaxed);
+        if now == last || now == all || Instant::now() > deadline {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Another call on `channel` (a Send), which must be answered within 10 s
+/// whatever another stream of the connection does: its error, if any.
+pub async fn other_call(channel: tonic::transport::Channel) -> Result<(), tonic::Status> {
+    let mut other = rebound_client::proto::messaging_client::MessagingClient::new(channel);
+    let sent = other.send(rebound_client::proto::SendRequest {
+        messages: vec![OutgoingMessage::new("other", "on the same connection").into()],
+    });
+    let answered = tokio::time::timeout(Duration::from_secs(10), sent).await;
+    answered.expect("the other call is answered").map(drop)
 }
 
 /// `requests`, each yielded after a pause that lets the gRPC encoder see nothing
