@@ -8,7 +8,7 @@ use futures::StreamExt;
 use rebound_client::proto::{self, consume_request::Kind, messaging_client::MessagingClient};
 use rebound_client::{Client, Code, OutgoingMessage, Selection};
 
-use crate::support::{Broker, cli, frame_counting_proxy, one_per_frame, other_call, until_stuck};
+use crate::support::{Broker, cli, frame_counted_channel, one_per_frame, other_call, until_stuck};
 
 /// Far above anything the broker hands out, so every id is unknown.
 const UNKNOWN_ID: u64 = 1 << 50;
@@ -95,15 +95,7 @@ async fn a_client_that_never_reads_its_answers_is_pushed_back_on() {
 async fn tiny_settles_never_read_are_pushed_back_on_and_the_connection_lives() {
     const SETTLES: usize = 30_000;
     let broker = Broker::start().await;
-    let (proxy, data) = frame_counting_proxy(broker.addr()).await;
-    // A small receive window of the client's own, so that the answers it leaves
-    // unread do not trip its own h2's small-frame limit.
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{proxy}"))
-        .unwrap()
-        .initial_stream_window_size(64 << 10)
-        .connect()
-        .await
-        .unwrap();
+    let (channel, data) = frame_counted_channel(&broker).await;
     let pulled = Arc::new(AtomicUsize::new(0));
     let counter = pulled.clone();
     let settles = futures::stream::iter(0..SETTLES).map(move |i| {

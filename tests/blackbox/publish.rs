@@ -12,7 +12,7 @@ use rebound_client::{Client, Code, Error, OutgoingMessage, PublisherOptions, Rou
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::support::{Broker, frame_counting_proxy, one_per_frame, other_call, until_stuck};
+use crate::support::{Broker, frame_counted_channel, one_per_frame, other_call, until_stuck};
 
 fn request(sequence: u64, queue: &str, bodies: &[&str]) -> proto::PublishRequest {
     proto::PublishRequest {
@@ -240,16 +240,7 @@ async fn a_producer_of_tiny_requests_that_never_reads_is_paused_and_its_connecti
         .create_queue("tiny", "tiny", RoutingType::Anycast, true)
         .await
         .unwrap();
-    let (proxy, data) = frame_counting_proxy(broker.addr()).await;
-    // The client's own receive window is small, so that the answers it leaves
-    // unread do not trip its own h2's small-frame limit: this test is about the
-    // broker's.
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{proxy}"))
-        .unwrap()
-        .initial_stream_window_size(64 << 10)
-        .connect()
-        .await
-        .unwrap();
+    let (channel, data) = frame_counted_channel(&broker).await;
     let pulled = Arc::new(AtomicUsize::new(0));
     let counter = pulled.clone();
     let requests = one_per_frame(futures::stream::iter(1..=REQUESTS).map(move |seq| {

@@ -895,7 +895,7 @@ pub struct DataFrames {
 /// A loopback proxy to `target` for one HTTP/2 connection, which counts the DATA
 /// frames the client sends and their payload bytes: a test that needs small
 /// frames can check it got them.
-pub async fn frame_counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<DataFrames>) {
+async fn frame_counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<DataFrames>) {
     use std::sync::atomic::Ordering::Relaxed;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -944,6 +944,21 @@ pub async fn frame_counting_proxy(target: SocketAddr) -> (SocketAddr, Arc<DataFr
         }
     });
     (addr, counts)
+}
+
+/// A channel to `broker` through a [`frame_counting_proxy`], and its count.
+/// The client's own receive window is small, so that the answers a test
+/// leaves unread do not trip the client's h2 small-frame limit: such a test
+/// is about the broker's.
+pub async fn frame_counted_channel(broker: &Broker) -> (tonic::transport::Channel, Arc<DataFrames>) {
+    let (proxy, data) = frame_counting_proxy(broker.addr()).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{proxy}"))
+        .unwrap()
+        .initial_stream_window_size(64 << 10)
+        .connect()
+        .await
+        .unwrap();
+    (channel, data)
 }
 
 /// Waits until a client stream is stuck: `pulled` (the requests it took)
