@@ -17,30 +17,22 @@ use prometheus_client::metrics::counter::Counter;
 use rebound_storage::{StorageError, Store, StoreHealth};
 use tracing::warn;
 
+use crate::log_every::LogEvery;
+
 /// At most one WARN line about failed commits per this long.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 /// How long a failed commit keeps the broker not ready, unless one succeeds.
-pub const NOT_READY_FOR: Duration = Duration::from_secs(5);
+const NOT_READY_FOR: Duration = Duration::from_secs(5);
 
 /// The outcome of the broker's commits.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct CommitHealth {
     /// When the last commit failed, if none succeeded since.
     failed_at: Mutex<Option<Instant>>,
-    /// When the last WARN was logged, and the failures since.
-    warned: Mutex<(Option<Instant>, u64)>,
+    /// The WARN about failed commits.
+    warned: Mutex<LogEvery>,
     /// Every commit that failed.
     pub failures: Counter,
-}
-
-impl Default for CommitHealth {
-    fn default() -> CommitHealth {
-        CommitHealth {
-            failed_at: Mutex::new(None),
-            warned: Mutex::new((None, 0)),
-            failures: Counter::default(),
-        }
-    }
 }
 
 impl CommitHealth {
@@ -50,11 +42,13 @@ impl CommitHealth {
         *self.failed_at.lock().unwrap_or_else(PoisonError::into_inner) = failed.map(|_| Instant::now());
         let Some(error) = failed else { return };
         self.failures.inc();
-        let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
-        warned.1 += 1;
-        if warned.0.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-            warn!(%error, failed = warned.1, "store commits fail; the broker reports itself not ready");
-            *warned = (Some(Instant::now()), 0);
+        let due = self
+            .warned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .event(WARN_EVERY);
+        if let Some(failed) = due {
+            warn!(%error, failed, "store commits fail; the broker reports itself not ready");
         }
     }
 

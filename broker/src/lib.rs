@@ -31,7 +31,8 @@
 //!   leases and their balance, stepping down when a lease cannot be renewed.
 //! - [`connections`]: accepting connections, gRPC and HTTP: bounded per
 //!   listener and per address, timed out, kept below the open-file limit.
-//! - [`commit_health`]: whether the store takes commits (readiness, liveness).
+//! - [`commit_health`]: whether the store takes commits (readiness, liveness);
+//!   [`log_every`]: a log line that repeats at most once per period.
 //! - [`daemon`]: `rebound serve`; [`reload`]: live config reload; [`tls`]: the TLS
 //!   listener (`[tls]`), its certificate swapped on reload; [`data_dir`]: the data
 //!   dir, private to the broker's user.
@@ -52,6 +53,7 @@ pub mod error;
 pub mod explain;
 pub mod grpc;
 pub mod http;
+pub mod log_every;
 pub mod memory;
 pub mod message;
 pub mod metrics;

@@ -21,7 +21,7 @@ mod registry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::Stream;
 use tokio::net::{TcpListener, TcpStream};
@@ -31,6 +31,7 @@ pub use self::calls::Tracked;
 pub use self::guarded::{Guarded, HTTP1_REQUEST_LINE, HTTP2_PREFACE};
 pub use self::registry::{Bounds, Call, Closed, Conn, Full, Registration, Registry};
 use crate::engine::Broker;
+use crate::log_every::LogEvery;
 
 /// At most one WARN line about refused connections per this long.
 const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -51,14 +52,6 @@ impl Listener {
             Listener::Http => "http",
         }
     }
-
-    /// The bytes that show a peer has opened this listener's protocol.
-    pub fn greeting(self) -> usize {
-        match self {
-            Listener::Grpc => HTTP2_PREFACE,
-            Listener::Http => HTTP1_REQUEST_LINE,
-        }
-    }
 }
 
 /// A connection accepted and registered, its protocol not yet opened.
@@ -77,10 +70,8 @@ pub struct Acceptor {
     registry: Arc<Registry>,
     /// The most connections the open-file limit leaves this listener.
     handles: u64,
-    /// When the last WARN about refused connections was logged.
-    warned: Option<Instant>,
-    /// Connections refused since then.
-    refused: u64,
+    /// The WARN about refused connections.
+    refusals: LogEvery,
 }
 
 impl Acceptor {
@@ -100,8 +91,7 @@ impl Acceptor {
             kind,
             registry,
             handles,
-            warned: None,
-            refused: 0,
+            refusals: LogEvery::default(),
         }
     }
 
@@ -167,10 +157,9 @@ impl Acceptor {
             metrics.connections_refused.inc();
         }
         metrics.connections_closed(self.kind.label(), "refused", 1);
-        self.refused += 1;
-        if self.warned.is_some_and(|at| at.elapsed() < WARN_EVERY) {
+        let Some(refused) = self.refusals.event(WARN_EVERY) else {
             return;
-        }
+        };
         let bound = match (full, self.kind) {
             (Full::Address(share), _) => format!("max-connections-per-ip ({share}) from {}", peer.ip()),
             (Full::Listener(total), Listener::Grpc) => format!("max-connections ({total})"),
@@ -179,12 +168,10 @@ impl Acceptor {
         // `refused`: this one and those since the last such line.
         warn!(
             %peer,
-            refused = self.refused,
+            refused,
             listener = self.kind.label(),
             "connection closed at accept: {bound} are open, each busy or logged in"
         );
-        self.warned = Some(Instant::now());
-        self.refused = 0;
     }
 }
 

@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::console::{Console, Listening};
 use self::host::Hosts;
-use crate::connections::{Acceptor, Conn, Guarded, Listener, Tracked};
+use crate::connections::{Acceptor, Conn, Guarded, HTTP1_REQUEST_LINE, Tracked};
 use crate::engine::Broker;
 use crate::security::{Authenticator, Security};
 
@@ -131,7 +131,7 @@ impl axum::serve::Listener for Connections {
 
     async fn accept(&mut self) -> (Guarded<TcpStream>, SocketAddr) {
         let accepted = self.0.next().await;
-        let io = Guarded::new(accepted.tcp, accepted.registration, Listener::Http.greeting());
+        let io = Guarded::new(accepted.tcp, accepted.registration, HTTP1_REQUEST_LINE);
         (io, accepted.peer)
     }
 
