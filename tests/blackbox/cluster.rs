@@ -30,7 +30,7 @@ use rebound_client::{Client, Code, Consumer, OutgoingMessage, Selection, Transac
 use crate::support::pg::{DatabaseProxy, TestSchema};
 use crate::support::{Broker, cli, http_get, http_post_json, sample};
 
-const LEASE: Duration = Duration::from_secs(2);
+pub(crate) const LEASE: Duration = Duration::from_secs(2);
 
 /// Every node declares the queue. (Nodes store delivery counts before
 /// delivery whatever `persist-delivery-count-before-delivery` says, so that a
@@ -42,8 +42,8 @@ name = "orders"
   name = "orders"
 "#;
 
-struct Nodes {
-    nodes: Vec<Option<Broker>>,
+pub(crate) struct Nodes {
+    pub(crate) nodes: Vec<Option<Broker>>,
     /// Dropped after the nodes (fields drop in order); none on a private server.
     _schema: Option<TestSchema>,
 }
@@ -62,7 +62,7 @@ impl Nodes {
     }
 
     /// `count` nodes with `config`, on the database at `url`.
-    async fn start_n(schema: Option<TestSchema>, config: &str, url: &str, count: usize) -> Nodes {
+    pub(crate) async fn start_n(schema: Option<TestSchema>, config: &str, url: &str, count: usize) -> Nodes {
         let start = |i: usize| {
             let url = url.to_owned();
             async move {
@@ -92,13 +92,13 @@ impl Nodes {
         }
     }
 
-    fn node(&mut self, i: usize) -> &mut Broker {
+    pub(crate) fn node(&mut self, i: usize) -> &mut Broker {
         self.nodes[i].as_mut().expect("a running node")
     }
 
     /// Which running node serves `orders`, waiting at most `within` for one
     /// to.
-    async fn owner(&self, within: Duration) -> usize {
+    pub(crate) async fn owner(&self, within: Duration) -> usize {
         self.owner_of("orders", within).await
     }
 
@@ -111,7 +111,7 @@ impl Nodes {
 
     /// A consumer of `orders` through node `i`, retried while the cluster
     /// answers UNAVAILABLE (its queue between nodes), for at most `within`.
-    async fn consume(&self, i: usize, within: Duration) -> Consumer {
+    pub(crate) async fn consume(&self, i: usize, within: Duration) -> Consumer {
         let deadline = Instant::now() + within;
         let node = self.nodes[i].as_ref().expect("a running node");
         loop {
@@ -167,7 +167,7 @@ async fn send(client: &Client, prefix: &str, count: usize) -> Vec<String> {
     ledger
 }
 
-fn body(d: &rebound_client::Delivery) -> String {
+pub(crate) fn body(d: &rebound_client::Delivery) -> String {
     String::from_utf8_lossy(&d.message.body).into_owned()
 }
 
@@ -434,7 +434,7 @@ async fn a_consumer_forwarded_to_a_stalled_node_is_let_go_within_about_a_lease()
 
 /// The answer to `call`, made again while it is UNAVAILABLE (its queue
 /// between nodes, or the node forwarding it not yet told where it went).
-async fn served<T, F, Fut>(mut call: F) -> T
+pub(crate) async fn served<T, F, Fut>(mut call: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = rebound_client::Result<T>>,

@@ -215,6 +215,12 @@ impl Node {
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {
             if let Some(epoch) = self.store.acquire(&self.me.id, queue, self.me.lease).await? {
+                // What was sent here for the queue before stored an inbox row
+                // for its owner: once those sends are committed, the inbox is
+                // emptied, so that the queue's first read finds their
+                // messages in id order with the rest, as they were sent.
+                self.broker.arrivals_committed(queue).await;
+                self.store.clear_inbox(queue).await?;
                 self.serving.insert(queue);
                 self.broker.load_queue(queue, epoch);
             }

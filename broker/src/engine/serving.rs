@@ -65,6 +65,11 @@ pub(super) struct Leased {
 /// UNAVAILABLE: a few rounds of a node that looks again at once.
 const OWNER_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a node about to serve a queue waits for its sends to it under
+/// way ([`Broker::arrivals_committed`]): a commit slower than that is left to
+/// the inbox, which delivers its messages all the same, maybe late.
+const ARRIVALS_WAIT: Duration = Duration::from_secs(2);
+
 impl Broker {
     /// From now on, serves a durable queue only once [`Broker::load_queue`]
     /// says so (every one is unloaded now), and takes new queue ids from
@@ -252,6 +257,22 @@ impl Broker {
             info!(queue = %queue.name, "served by this node");
         }
         true
+    }
+
+    /// Waits, for at most [`ARRIVALS_WAIT`], until the sends to queue `id`
+    /// under way now are committed (or failed). A node about to serve the
+    /// queue waits for its own sends from before it held the lease, which
+    /// store an inbox row for the queue's owner, before it empties the
+    /// queue's inbox (`cluster/node.rs`).
+    pub async fn arrivals_committed(&self, id: QueueId) {
+        let Some(queue) = self.durable_queue(id) else {
+            return;
+        };
+        let under_way = queue.arriving_now();
+        let deadline = tokio::time::Instant::now() + ARRIVALS_WAIT;
+        while under_way.iter().any(|&id| queue.is_arriving(id)) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// The ids of the durable queues this node serves.

@@ -182,6 +182,17 @@ impl Queue {
         ids.into_iter().for_each(|id| st.tail.arriving(id));
     }
 
+    /// The stored messages being committed for this queue now (announced by
+    /// [`Queue::arriving`], neither enqueued nor abandoned yet).
+    pub fn arriving_now(&self) -> Vec<MessageId> {
+        self.lock().tail.arriving_now()
+    }
+
+    /// Whether message `id` is still being committed for this queue.
+    pub fn is_arriving(&self, id: MessageId) -> bool {
+        self.lock().tail.is_pending(id)
+    }
+
     /// Their commit failed.
     pub fn abandon(&self, ids: impl IntoIterator<Item = MessageId>) {
         let mut st = self.lock();

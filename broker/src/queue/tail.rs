@@ -101,6 +101,11 @@ impl Tail {
         self.pending.contains(&id)
     }
 
+    /// The stored arrivals being committed now.
+    pub(super) fn arriving_now(&self) -> Vec<MessageId> {
+        self.pending.iter().copied().collect()
+    }
+
     /// Its commit failed: it never arrives.
     pub(super) fn abandoned(&mut self, id: MessageId) {
         self.pending.remove(&id);

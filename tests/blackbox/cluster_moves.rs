@@ -1,0 +1,162 @@
+//! A queue changing node, or served for the first time: one producer's
+//! messages come in send order, including those stored while no node served
+//! the queue, and a consumer attached through another node stays
+//! attached across the move. Skipped (failed under CI) without a test
+//! database.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rebound_client::{Client, OutgoingMessage, RoutingType};
+
+use crate::cluster::{CONFIG, Nodes, body};
+use crate::support::pg::TestSchema;
+
+/// A consumer of `orders` in a task of its own, acking every delivery and
+/// subscribing again whenever its stream ends with an error.
+struct Consuming {
+    /// Each delivery: body and delivery count, in the order they came.
+    seen: Arc<Mutex<Vec<(String, u32)>>>,
+    /// The errors that ended its stream (the application would have seen them).
+    errors: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Consuming {
+    fn start(client: Client, queue: &str) -> Consuming {
+        let (seen, errors, stop) = (Arc::default(), Arc::default(), Arc::new(AtomicBool::new(false)));
+        let task = tokio::spawn(consume(
+            client,
+            queue.to_owned(),
+            Arc::clone(&seen),
+            Arc::clone(&errors),
+            Arc::clone(&stop),
+        ));
+        Consuming {
+            seen,
+            errors,
+            stop,
+            task,
+        }
+    }
+
+    fn seen(&self) -> Vec<(String, u32)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until every body of `ledger` came (at most `within`), then stops.
+    async fn until_all(self, ledger: &[String], within: Duration) -> (Vec<(String, u32)>, Vec<String>) {
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = self.seen();
+            let missing = ledger
+                .iter()
+                .filter(|b| !seen.iter().any(|(s, _)| s == *b))
+                .count();
+            if missing == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{missing} of {} acknowledged messages did not come within {within:?}",
+                ledger.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+        let seen = self.seen.lock().unwrap().clone();
+        let errors = self.errors.lock().unwrap().clone();
+        (seen, errors)
+    }
+}
+
+async fn consume(
+    client: Client,
+    queue: String,
+    seen: Arc<Mutex<Vec<(String, u32)>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut consumer = match client.consume(&queue, 50).await {
+            Ok(consumer) => consumer,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        while !stop.load(Ordering::Relaxed) {
+            match consumer.next_timeout(Duration::from_millis(200)).await {
+                Ok(Some(d)) => {
+                    seen.lock().unwrap().push((body(&d), d.delivery_count));
+                    let _ = consumer.ack(&[d.id]).await;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    errors.lock().unwrap().push(e.to_string());
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The first deliveries (count 1) of `seen` that come before a message sent
+/// earlier: (earlier, later) by position in `ledger`.
+fn out_of_order(seen: &[(String, u32)], ledger: &[String]) -> Vec<(String, String)> {
+    let position = |body: &str| ledger.iter().position(|b| b == body);
+    let mut last: Option<(usize, &str)> = None;
+    let mut wrong = Vec::new();
+    for (body, _) in seen.iter().filter(|(_, count)| *count == 1) {
+        let Some(at) = position(body) else { continue };
+        if let Some((before, previous)) = last
+            && at < before
+        {
+            wrong.push((body.clone(), previous.to_owned()));
+        }
+        last = Some((at, body));
+    }
+    wrong
+}
+
+/// A queue created through a node, and sent to through it at once: the
+/// first messages are stored before any node serves the queue, with an inbox
+/// row for its future owner; once the node serves the queue itself, its later
+/// sends reach memory at once. The first messages must still come first.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_producer_s_messages_come_in_send_order_from_a_queue_s_creation_on() {
+    let Some(schema) = TestSchema::create("cluster order from a queue's creation") else {
+        return;
+    };
+    let url = schema.url();
+    let mut nodes = Nodes::start_n(Some(schema), CONFIG, &url, 2).await;
+    let via = 1 - nodes.owner(Duration::from_secs(10)).await;
+    let client = nodes.node(via).client().await;
+    for round in 0..3 {
+        let queue = format!("fresh{round}");
+        client
+            .create_queue(&queue, &queue, RoutingType::Anycast, true)
+            .await
+            .unwrap();
+        let consuming = Consuming::start(client.clone(), &queue);
+        let mut ledger = Vec::new();
+        for i in 0..300 {
+            let body = format!("m{i:04}");
+            client
+                .send(OutgoingMessage::new(&queue, body.clone()))
+                .await
+                .unwrap();
+            ledger.push(body);
+        }
+        let (seen, _) = consuming.until_all(&ledger, Duration::from_secs(30)).await;
+        let wrong = out_of_order(&seen, &ledger);
+        assert!(
+            wrong.is_empty(),
+            "{queue}: {} first deliveries came after messages sent later, e.g. {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)],
+        );
+    }
+}
