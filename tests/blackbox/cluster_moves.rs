@@ -160,3 +160,35 @@ async fn one_producer_s_messages_come_in_send_order_from_a_queue_s_creation_on()
         );
     }
 }
+
+/// A consumer attached through a node that does not serve its queue stays
+/// attached when the queue's node is killed: its stream pauses while another
+/// node takes the queue over, then carries on from there with every
+/// acknowledged message. The application sees no error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_attached_through_another_node_follows_its_queue_when_its_node_dies() {
+    let Some(schema) = TestSchema::create("cluster: a consumer follows its queue") else {
+        return;
+    };
+    let url = schema.url();
+    let mut nodes = Nodes::start_n(Some(schema), CONFIG, &url, 3).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let via = (owner + 1) % 3;
+    let client = nodes.node(via).client().await;
+    let consuming = Consuming::start(client.clone(), "orders");
+    let mut ledger = Vec::new();
+    for i in 0..100 {
+        if i == 50 {
+            nodes.node(owner).kill9();
+        }
+        let body = format!("m{i:03}");
+        client
+            .send(OutgoingMessage::new("orders", body.clone()))
+            .await
+            .unwrap();
+        ledger.push(body);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, errors) = consuming.until_all(&ledger, Duration::from_secs(30)).await;
+    assert!(errors.is_empty(), "the consumer saw the move: {errors:?}");
+}

@@ -45,7 +45,8 @@
 //!
 //! A consumer, and the Admin calls about one queue, reaching a node that does
 //! not serve the queue are forwarded to the node that does
-//! (`grpc/proxy.rs`); management of a queue the node does not serve is
+//! (`grpc/proxy.rs`), and a forwarded consumer follows its queue to the next
+//! node when that one goes away or gives it up (`grpc/follow.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
 //! A listing of queues asks the serving nodes for their queues' figures and
 //! names the node serving each (`served_by`), and so does the web console,

@@ -209,8 +209,13 @@ impl Node {
                 ))
             })
             .collect();
+        let me = Owner {
+            node: self.me.id.clone(),
+            advertise: self.me.advertise.clone(),
+            http: self.me.http_advertise.clone(),
+        };
         self.broker
-            .set_owners(&self.me.id, self.incarnation.unwrap_or_default(), owners);
+            .set_owners(me, self.incarnation.unwrap_or_default(), owners);
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {

@@ -29,7 +29,7 @@ use crate::time::now_ms;
 pub type QueueIds = Box<dyn Fn(&str) -> std::result::Result<QueueId, StorageError> + Send + Sync>;
 
 /// A node serving queues, as the cluster's leases name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Owner {
     /// Its `node-id`.
     pub node: String,
@@ -42,8 +42,8 @@ pub struct Owner {
 /// Who serves what, as last seen.
 #[derive(Default)]
 struct Owners {
-    /// This node's id.
-    me: String,
+    /// This node (an empty id until its cluster task has seen the leases).
+    me: Owner,
     /// This node's incarnation (`rebound_storage::postgres`'s membership).
     incarnation: u64,
     /// The queues other nodes serve.
@@ -89,12 +89,12 @@ impl Broker {
         }
     }
 
-    /// Records this node's id (`me`) and incarnation, and which nodes serve
-    /// the queues it does not (`others`), for forwarding and listings.
-    pub fn set_owners(&self, me: &str, incarnation: u64, others: HashMap<QueueId, Owner>) {
+    /// Records who this node is (`me`) and its incarnation, and which nodes
+    /// serve the queues it does not (`others`), for forwarding and listings.
+    pub fn set_owners(&self, me: Owner, incarnation: u64, others: HashMap<QueueId, Owner>) {
         if let Some(leased) = self.leased.get() {
             *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = Owners {
-                me: me.to_owned(),
+                me,
                 incarnation,
                 others,
             };
@@ -111,7 +111,7 @@ impl Broker {
             .owners
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        (!owners.me.is_empty()).then(|| (owners.me.clone(), owners.incarnation))
+        (!owners.me.node.is_empty()).then(|| (owners.me.node.clone(), owners.incarnation))
     }
 
     /// The epoch of the lease this node serves queue `id` under, if it
@@ -134,7 +134,7 @@ impl Broker {
         };
         let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
         match queue.is_served() {
-            true => owners.me.clone(),
+            true => owners.me.node.clone(),
             false => owners
                 .others
                 .get(&queue.id)
@@ -169,6 +169,28 @@ impl Broker {
             }
             self.queues_changed.notify_one();
             tokio::time::timeout_at(deadline, seen).await.ok()?;
+        }
+    }
+
+    /// Where the node serving queue `name` is reached, this one included
+    /// (its own advertised address), waiting for one as
+    /// [`Broker::owner_of_soon`] does; `None` when no node serves it by then,
+    /// or there is no such queue.
+    pub async fn served_at_soon(&self, name: &str) -> Option<String> {
+        let here = || {
+            let served = self
+                .read()
+                .queues
+                .get(name)
+                .is_some_and(|q| q.durable && q.is_served());
+            let leased = self.leased.get()?;
+            let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
+            served.then(|| owners.me.advertise.clone())
+        };
+        match here() {
+            Some(me) => Some(me),
+            // Served here by the time the wait ended, or gone.
+            None => self.owner_of_soon(name).await.or_else(here),
         }
     }
 

@@ -48,9 +48,9 @@ use super::cluster::user_of;
 use super::convert::{delivery_to_wire, held_to_wire, messages_from_wire, settlement_from_wire};
 use super::gate::Gate;
 use super::peers::Peers;
-use super::proxy;
 use super::publish::publish;
 use super::status::code_and_message;
+use super::{follow, proxy};
 use crate::engine::{Broker, HeldFor, Joins, Settled, Subscription, queue_gone};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
@@ -221,15 +221,12 @@ impl pb::messaging_server::Messaging for MessagingService {
             match self.broker.owner_of_soon(name).await {
                 // Served by another node: forwarded there (`proxy.rs`).
                 Some(owner) => {
-                    let first = pb::ConsumeRequest {
-                        kind: Some(consume_request::Kind::Subscribe(subscribe)),
-                    };
-                    let forwarded = proxy::consume(
+                    let forwarded = follow::consume(
                         &self.broker,
                         &self.peers,
                         owner,
                         credentials,
-                        first,
+                        subscribe,
                         inbound,
                         counted,
                     )

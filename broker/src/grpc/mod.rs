@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod cluster;
 mod convert;
+mod follow;
 mod gate;
 pub mod messaging;
 mod peers;

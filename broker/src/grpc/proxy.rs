@@ -32,20 +32,14 @@
 //! held ([`teller`], `Cluster.Resolve`, with the consumer's credentials).
 //! `engine/held.rs` has the serving node's side.
 //!
-//! When the serving node goes away or gives the queue up, the forwarded
-//! stream ends with UNAVAILABLE, as a local one whose queue moved; the
-//! client's next Consume (the SDK's Listener reconnects by itself) reaches
-//! the queue's new node, through whichever node it connects to.
-use std::pin::Pin;
+//! When the serving node goes away or gives the queue up, a forwarded
+//! Consume stream follows the queue to its next node (`follow.rs`).
 use std::sync::Arc;
 
-use futures::Stream;
 use rebound_protocol::v1::{self as pb, admin_client::AdminClient, consume_request, consume_response};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tracing::warn;
 
 use super::convert::{held_from_wire, messages_from_wire};
@@ -57,77 +51,20 @@ use crate::security::Principal;
 use crate::security::access::Caller;
 use crate::transactions::Tell;
 
-type Responses = Pin<Box<dyn Stream<Item = Result<pb::ConsumeResponse, Status>> + Send>>;
-
-/// Forwards a Consume stream whose `subscribe` request came already to the
-/// node at `owner` (`host:port`), with the caller's `credentials`;
-/// `counted` lives as long as the stream.
-pub(super) async fn consume<C: Send + 'static>(
-    broker: &Arc<Broker>,
-    peers: &Arc<Peers>,
-    owner: String,
-    credentials: Credentials,
-    subscribe: pb::ConsumeRequest,
-    mut inbound: Streaming<pb::ConsumeRequest>,
-    counted: C,
-) -> Result<Responses, Status> {
-    let (upstream, requests) = mpsc::channel(16);
-    let tell = teller(broker, peers, &owner, credentials.clone());
-    let mut request = forwarded(ReceiverStream::new(requests), credentials, peers, &owner)?;
+/// Marks a Consume stream forwarded by this node with its id and
+/// incarnation ([`FORWARDED_BY`]).
+pub(super) fn mark_forwarded_by<T>(broker: &Broker, request: &mut Request<T>) {
     if let Some((node, incarnation)) = broker.node()
         && let Ok(value) = format!("{node}/{incarnation}").parse()
     {
         request.metadata_mut().insert(FORWARDED_BY, value);
     }
-    let channel = peers.connect(&owner).await?;
-    let _ = upstream.try_send(subscribe);
-    let mut responses = peers::messaging(channel).consume(request).await?.into_inner();
-    let (tx, rx) = mpsc::channel(16);
-    let shutdown = broker.shutdown().clone();
-    let mut upstream = Some(upstream);
-    let engine = broker.clone();
-    broker.spawn(async move {
-        let _counted = counted;
-        let last = loop {
-            tokio::select! {
-                request = inbound.message(), if upstream.is_some() => match (request, &upstream) {
-                    (Ok(Some(request)), Some(up)) => match refused_here(&engine, &request) {
-                        Some(refused) => {
-                            if tx.send(Ok(refused)).await.is_err() {
-                                break None;
-                            }
-                        }
-                        None => {
-                            let _ = up.send(request).await;
-                        }
-                    },
-                    // The client ended its side: so does the forwarded stream.
-                    _ => upstream = None,
-                },
-                response = responses.message() => match response {
-                    Ok(Some(mut response)) => {
-                        take_held(&engine, &tell, &mut response);
-                        if tx.send(Ok(response)).await.is_err() {
-                            break None;
-                        }
-                    }
-                    Ok(None) => break None,
-                    Err(status) => break Some(moved(status)),
-                },
-                _ = shutdown.cancelled() => break Some(BrokerError::ShuttingDown.into()),
-            }
-        };
-        if let Some(status) = last {
-            let _ = tx.send(Err(status)).await;
-        }
-    });
-    Ok(Box::pin(ReceiverStream::new(rx)))
 }
 
 /// The refusal of an ack inside a transaction of this node that is not open
 /// or has no room for it, answered here as the serving node would answer
 /// for one of its own. `None` for any other request.
-fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Option<pb::ConsumeResponse> {
+pub(super) fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Option<pb::ConsumeResponse> {
     let Some(consume_request::Kind::Settle(settle)) = &request.kind else {
         return None;
     };
@@ -150,7 +87,7 @@ fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Option<pb::Con
 /// Takes what the serving node says it holds for a transaction of this node
 /// off its answer to a settle, into that transaction, with `tell` to ask it
 /// to resolve them; if the transaction ended meanwhile, it is asked at once.
-fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
+pub(super) fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
     let Some(consume_response::Kind::Settled(settled)) = &mut response.kind else {
         return;
     };
@@ -173,7 +110,12 @@ fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
 /// times (once when this node is stopping): a node that cannot be reached
 /// resolves them by itself once it sees this node gone, or leaves them to
 /// the queue's next owner.
-fn teller(broker: &Arc<Broker>, peers: &Arc<Peers>, owner: &str, credentials: Credentials) -> Tell {
+pub(super) fn teller(
+    broker: &Arc<Broker>,
+    peers: &Arc<Peers>,
+    owner: &str,
+    credentials: Credentials,
+) -> Tell {
     let (engine, peers, owner) = (broker.clone(), peers.clone(), owner.to_owned());
     Arc::new(move |transaction: u64| {
         let Some((node, _)) = engine.node() else {
@@ -382,7 +324,7 @@ impl Credentials {
 /// A request to the node at `owner`: the message, the caller's credentials,
 /// and the mark of a forwarded call. Refused when the caller logged in with
 /// a certificate and the nodes share no secret to vouch for it with.
-fn forwarded<T>(
+pub(super) fn forwarded<T>(
     message: T,
     credentials: Credentials,
     peers: &Peers,
@@ -413,7 +355,7 @@ fn forwarded<T>(
 
 /// The serving node's status as the client should see it: a broken
 /// connection to it is the queue being unavailable here.
-fn moved(status: Status) -> Status {
+pub(super) fn moved(status: Status) -> Status {
     match status.code() {
         Code::Unknown | Code::Cancelled => Status::unavailable(format!(
             "the node serving this queue went away ({}): connect again",

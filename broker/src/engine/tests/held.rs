@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rebound_storage::Op;
 
 use super::*;
-use crate::engine::HeldFor;
+use crate::engine::{HeldFor, Owner};
 use crate::transactions::HeldAcks;
 
 const ORDERS: &str = r#"
@@ -24,7 +24,11 @@ async fn node() -> (Arc<Broker>, Arc<MemoryStore>) {
     let broker = Broker::open_leased(&config(ORDERS), store.clone(), ids)
         .await
         .expect("broker opens");
-    broker.set_owners("me", 1, HashMap::new());
+    let me = Owner {
+        node: "me".into(),
+        ..Owner::default()
+    };
+    broker.set_owners(me, 1, HashMap::new());
     assert!(broker.load_queue(broker.durable_queue_ids()[0], 7));
     (broker, store)
 }
