@@ -104,7 +104,7 @@ impl Nodes {
 
     /// Which running node serves `queue`, waiting at most `within` for one
     /// to.
-    async fn owner_of(&self, queue: &str, within: Duration) -> usize {
+    pub(crate) async fn owner_of(&self, queue: &str, within: Duration) -> usize {
         let running: Vec<Option<&Broker>> = self.nodes.iter().map(Option::as_ref).collect();
         serving_node(&running, queue, within).await
     }

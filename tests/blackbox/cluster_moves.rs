@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rebound_client::{Client, OutgoingMessage, RoutingType};
 
-use crate::cluster::{CONFIG, Nodes, body};
+use crate::cluster::{CONFIG, LEASE, Nodes, body};
 use crate::support::pg::TestSchema;
 
 /// A consumer of `orders` in a task of its own, acking every delivery and
@@ -191,4 +191,61 @@ async fn a_consumer_attached_through_another_node_follows_its_queue_when_its_nod
     }
     let (_, errors) = consuming.until_all(&ledger, Duration::from_secs(30)).await;
     assert!(errors.is_empty(), "the consumer saw the move: {errors:?}");
+}
+
+/// Six queues on three nodes; one node stalls past its lease, the others
+/// take its queues, and when it wakes the rebalance gives it queues back.
+/// Every message acknowledged to the producers, all through a node that
+/// never stalls, is delivered: a node that takes a queue back serves
+/// everything stored for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_node_that_takes_queues_back_serves_everything_stored_for_them() {
+    let Some(schema) = TestSchema::create("cluster: queues back to a stalled node") else {
+        return;
+    };
+    let url = schema.url();
+    let queues: Vec<String> = (0..6).map(|i| format!("q{i}")).collect();
+    let config: String = queues
+        .iter()
+        .map(|q| format!("[[addresses]]\nname = \"{q}\"\n  [[addresses.queues]]\n  name = \"{q}\"\n"))
+        .collect();
+    let mut nodes = Nodes::start_n(Some(schema), &config, &url, 3).await;
+    let stalled = nodes.owner_of("q0", Duration::from_secs(10)).await;
+    let via = (stalled + 1) % 3;
+    let client = nodes.node(via).client().await;
+    let consumers: Vec<Consuming> = queues
+        .iter()
+        .map(|q| Consuming::start(client.clone(), q))
+        .collect();
+    let sending = {
+        let (client, queues) = (client.clone(), queues.clone());
+        tokio::spawn(async move {
+            let mut ledger: Vec<Vec<String>> = vec![Vec::new(); queues.len()];
+            let started = Instant::now();
+            let mut i = 0;
+            while started.elapsed() < Duration::from_secs(14) {
+                for (q, queue) in queues.iter().enumerate() {
+                    let body = format!("{queue}-{i:05}");
+                    if client
+                        .send(OutgoingMessage::new(queue, body.clone()))
+                        .await
+                        .is_ok()
+                    {
+                        ledger[q].push(body);
+                    }
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            ledger
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    nodes.node(stalled).stop();
+    tokio::time::sleep(LEASE * 3).await;
+    nodes.node(stalled).cont();
+    let ledgers = sending.await.unwrap();
+    for (consuming, ledger) in consumers.into_iter().zip(&ledgers) {
+        consuming.until_all(ledger, Duration::from_secs(20)).await;
+    }
 }
