@@ -63,33 +63,17 @@ impl Nodes {
 
     /// `count` nodes with `config`, on the database at `url`.
     pub(crate) async fn start_n(schema: Option<TestSchema>, config: &str, url: &str, count: usize) -> Nodes {
-        let start = |i: usize| {
-            let url = url.to_owned();
-            async move {
-                let listen = format!("127.0.0.{}:0", i + 2);
-                let id = format!("n{i}");
-                Broker::start_custom(
-                    config,
-                    &listen,
-                    &[
-                        "--storage",
-                        "postgres",
-                        "--postgres-url",
-                        &url,
-                        "--node-id",
-                        &id,
-                        "--cluster-lease",
-                        "2s",
-                    ],
-                )
-                .await
-            }
-        };
-        let nodes = futures::future::join_all((0..count).map(start)).await;
+        let nodes = futures::future::join_all((0..count).map(|i| start_node(i, config, url))).await;
         Nodes {
             nodes: nodes.into_iter().map(Some).collect(),
             _schema: schema,
         }
+    }
+
+    /// Starts one more node with `config`, on the database at `url`.
+    pub(crate) async fn join(&mut self, config: &str, url: &str) {
+        let node = start_node(self.nodes.len(), config, url).await;
+        self.nodes.push(Some(node));
     }
 
     pub(crate) fn node(&mut self, i: usize) -> &mut Broker {
@@ -125,6 +109,24 @@ impl Nodes {
             }
         }
     }
+}
+
+/// Node `i` (`n{i}` on 127.0.0.{i + 2}) with `config` and a 2 s lease, on
+/// the database at `url`.
+async fn start_node(i: usize, config: &str, url: &str) -> Broker {
+    let listen = format!("127.0.0.{}:0", i + 2);
+    let id = format!("n{i}");
+    let args = [
+        "--storage",
+        "postgres",
+        "--postgres-url",
+        url,
+        "--node-id",
+        &id,
+        "--cluster-lease",
+        "2s",
+    ];
+    Broker::start_custom(config, &listen, &args).await
 }
 
 /// Which of `nodes` (`None`: not running) serves `queue`, waiting at most

@@ -249,3 +249,60 @@ async fn a_stalled_node_that_takes_queues_back_serves_everything_stored_for_them
         consuming.until_all(ledger, Duration::from_secs(20)).await;
     }
 }
+
+/// A consumer connected to the node that gives its queue up (to a node that
+/// joins: the rebalance) follows the queue there: a pause, not an error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_of_the_node_that_gives_its_queue_up_follows_the_queue() {
+    let Some(schema) = TestSchema::create("cluster: a consumer of a node giving its queue up") else {
+        return;
+    };
+    let url = schema.url();
+    let config = two_queues();
+    let mut nodes = Nodes::start_n(Some(schema), &config, &url, 1).await;
+    for queue in ["q0", "q1"] {
+        nodes.owner_of(queue, Duration::from_secs(10)).await;
+    }
+    let client = nodes.node(0).client().await;
+    let consumers = [
+        Consuming::start(client.clone(), "q0"),
+        Consuming::start(client.clone(), "q1"),
+    ];
+    let mut ledgers = [Vec::new(), Vec::new()];
+    let mut send = async |round: &str| {
+        for i in 0..20 {
+            for (q, ledger) in ledgers.iter_mut().enumerate() {
+                let body = format!("{round}{i:02}");
+                client
+                    .send(OutgoingMessage::new(format!("q{q}"), body.clone()))
+                    .await
+                    .unwrap();
+                ledger.push(body);
+            }
+        }
+    };
+    send("before").await;
+    nodes.join(&config, &url).await;
+    // The rebalance: the first node gives one queue to the second.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !nodes.node(1).log().contains("served by this node queue=q") {
+        assert!(
+            Instant::now() < deadline,
+            "no queue moved to the node that joined"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    send("after").await;
+    for (consuming, ledger) in consumers.into_iter().zip(&ledgers) {
+        let (_, errors) = consuming.until_all(ledger, Duration::from_secs(20)).await;
+        assert!(errors.is_empty(), "the consumer saw the move: {errors:?}");
+    }
+}
+
+/// Queues `q0` and `q1`, each on an address of its name.
+fn two_queues() -> String {
+    ["q0", "q1"]
+        .iter()
+        .map(|q| format!("[[addresses]]\nname = \"{q}\"\n  [[addresses.queues]]\n  name = \"{q}\"\n"))
+        .collect()
+}

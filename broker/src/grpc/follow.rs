@@ -1,7 +1,9 @@
-//! A Consume stream this node forwards (`proxy.rs`) follows its queue: when
-//! the node serving the queue goes away (killed, or stalled past the peers'
-//! keepalive) or gives the queue up, the stream is attached to the queue's
-//! next node, this one included once it serves the queue, rather than ended.
+//! A Consume stream follows its queue: when the node serving the queue goes
+//! away (killed, or stalled past the peers' keepalive) or gives the queue
+//! up, the node the client talks to attaches the stream to the queue's next
+//! node, itself included once it serves the queue, rather than ending it.
+//! That holds for a stream this node forwards (`proxy.rs`) and for one it
+//! served itself until it gave the queue up (`messaging.rs`, [`Rejoin`]).
 //! The client sees a pause, not an error. The stream ends only when no node
 //! serves the queue within [`FOLLOW_FOR`], or the next node refuses the
 //! subscription (the queue was deleted, say), with that answer.
@@ -81,6 +83,89 @@ pub(super) async fn consume<C: Send + 'static>(
         follower.run(attachment, inbound).await;
     });
     Ok(Box::pin(ReceiverStream::new(rx)))
+}
+
+/// What a stream this node serves itself needs to follow its queue when
+/// this node gives the queue up (`messaging.rs`): how to attach it
+/// elsewhere, and what it carried so far.
+pub(super) struct Rejoin {
+    peers: Arc<Peers>,
+    credentials: Credentials,
+    subscribe: pb::Subscribe,
+    ids: Ids,
+    credit: Credit,
+    /// The client said it stops: nothing to follow.
+    closing: bool,
+}
+
+impl Rejoin {
+    pub(super) fn new(peers: &Arc<Peers>, credentials: Credentials, subscribe: pb::Subscribe) -> Rejoin {
+        Rejoin {
+            peers: peers.clone(),
+            credentials,
+            credit: Credit {
+                granted: u64::from(subscribe.initial_credit),
+                used: 0,
+            },
+            subscribe,
+            ids: Ids::default(),
+            closing: false,
+        }
+    }
+
+    /// The stream delivered `ids`.
+    pub(super) fn delivered(&mut self, ids: impl ExactSizeIterator<Item = u64>) {
+        self.credit.used += ids.len() as u64;
+        ids.for_each(|id| {
+            self.ids.outward(id);
+        });
+    }
+
+    /// The client sent `request`.
+    pub(super) fn requested(&mut self, request: &pb::ConsumeRequest) {
+        match request.kind {
+            Some(consume_request::Kind::Credit(pb::Credit { credit })) => {
+                self.credit.granted += u64::from(credit)
+            }
+            Some(consume_request::Kind::Close(_)) => self.closing = true,
+            _ => {}
+        }
+    }
+
+    /// Attaches the stream, whose queue this node gave up, to the queue's
+    /// next node (as a forwarded stream follows it), in a task of its own.
+    pub(super) fn resume<C: Send + 'static>(
+        self,
+        broker: &Arc<Broker>,
+        tx: mpsc::Sender<Result<pb::ConsumeResponse, Status>>,
+        inbound: Streaming<pb::ConsumeRequest>,
+        counted: C,
+    ) {
+        let why = BrokerError::QueueMoved(self.subscribe.queue.clone()).into();
+        let closing = self.closing;
+        let mut follower = Follower {
+            broker: broker.clone(),
+            peers: self.peers,
+            credentials: self.credentials,
+            subscribe: self.subscribe,
+            ids: self.ids,
+            credit: self.credit,
+            tx,
+        };
+        broker.spawn(async move {
+            let _counted = counted;
+            let followed = match closing {
+                true => Err(why),
+                false => follower.follow(why).await,
+            };
+            match followed {
+                Ok(attachment) => follower.run(attachment, inbound).await,
+                Err(status) => {
+                    let _ = follower.tx.send(Err(status)).await;
+                }
+            }
+        });
+    }
 }
 
 /// Whether a stream that ended with `status` follows its queue: the node

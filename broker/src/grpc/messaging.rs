@@ -263,6 +263,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             caller,
             forwarded_by,
             _counted: counted,
+            rejoin: (!forwarded).then(|| follow::Rejoin::new(&self.peers, credentials, subscribe)),
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -364,29 +365,44 @@ struct Session {
     forwarded_by: Option<(String, u64)>,
     /// Counts the stream against its connection's limit while the session lives.
     _counted: Option<Counted>,
+    /// How the stream follows its queue when this node gives it up; `None`
+    /// for a stream another node forwarded here (that node follows it).
+    rejoin: Option<follow::Rejoin>,
 }
 
 impl Session {
     async fn run(
-        self,
+        mut self,
         mut inbound: Streaming<pb::ConsumeRequest>,
         mut deliveries: mpsc::UnboundedReceiver<Vec<Dispatched>>,
         mut changes: watch::Receiver<Arc<Policy>>,
     ) {
+        let mut rejoin = self.rejoin.take();
         // Why the stream ends, for the client (if it still listens): told after the
         // consumer is detached, so a client that does not read holds nothing.
+        let mut moved = false;
         let last: Option<Status> = loop {
             tokio::select! {
                 batch = deliveries.recv() => match batch {
                     Some(batch) => {
+                        if let Some(rejoin) = &mut rejoin {
+                            rejoin.delivered(batch.iter().map(|d| d.delivery_id));
+                        }
                         if !tell(&self.broker, &self.tx, Ok(deliveries_response(&self.queue.name, batch))).await {
                             break None;
                         }
                     }
-                    None => break Some(queue_gone(&self.queue).into()),
+                    None => {
+                        let gone = queue_gone(&self.queue);
+                        moved = matches!(gone, BrokerError::QueueMoved(_));
+                        break Some(gone.into());
+                    }
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {
+                        if let Some(rejoin) = &mut rejoin {
+                            rejoin.requested(&request);
+                        }
                         if let Err(err) = self.handle(request).await {
                             break Some(err.into());
                         }
@@ -409,7 +425,10 @@ impl Session {
             }
         };
         self.broker.consumer_gone(&self.queue, self.consumer).await;
-        if let Some(status) = last {
+        if let (true, Some(rejoin)) = (moved, rejoin) {
+            // This node gave the queue up: the stream follows it to its next node.
+            rejoin.resume(&self.broker, self.tx, inbound, self._counted);
+        } else if let Some(status) = last {
             tell(&self.broker, &self.tx, Err(status)).await;
         }
     }
