@@ -152,6 +152,9 @@ fn main() -> ExitCode {
             runtime.worker_threads(1);
         }
     }
+    // Under `--log-format json` a collector reads stderr: the error that ends
+    // the broker is a log line like the others.
+    let json = matches!(&cli.command, Command::Serve(serve) if serve.log_format == LogFormat::Json);
     match runtime
         .enable_all()
         .build()
@@ -159,7 +162,7 @@ fn main() -> ExitCode {
         .and_then(|rt| rt.block_on(run(cli.command)))
     {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => report(&err),
+        Err(err) => report(&err, json),
     }
 }
 
@@ -230,10 +233,11 @@ fn init_logging(default_filter: &str, format: LogFormat) {
         .init();
 }
 
-/// Prints `err` as one line and picks the exit code: 2 for a configuration
-/// error (like clap's usage errors; a broker that would listen wide open counts),
-/// 1 otherwise. A closed stdout (`| head`) is not an error worth reporting.
-fn report(err: &anyhow::Error) -> ExitCode {
+/// Prints `err` as one line (a JSON log line when `json`) and picks the exit
+/// code: 2 for a configuration error (like clap's usage errors; a broker that
+/// would listen wide open counts), 1 otherwise. A closed stdout (`| head`) is
+/// not an error worth reporting.
+fn report(err: &anyhow::Error, json: bool) -> ExitCode {
     let broken_pipe = err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -241,7 +245,10 @@ fn report(err: &anyhow::Error) -> ExitCode {
     if broken_pipe {
         return ExitCode::SUCCESS;
     }
-    eprintln!("error: {err:#}");
+    match json {
+        true => tracing::error!(error = format!("{err:#}").as_str(), "rebound stopped"),
+        false => eprintln!("error: {err:#}"),
+    }
     let config_error = |e: &(dyn std::error::Error + 'static)| {
         e.is::<rebound_config::ConfigError>()
             || e.is::<rebound_broker::security::anonymous::AnonymousRefused>()

@@ -30,6 +30,7 @@ mod groups;
 mod hostile;
 mod limits;
 mod listener;
+mod logs;
 mod messaging;
 mod metrics;
 mod operations;

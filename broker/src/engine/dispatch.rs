@@ -163,12 +163,12 @@ async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist
             Ok(None) => {
                 // Gone from storage behind the queue's back: it cannot be delivered
                 // again either, so it leaves the queue and the credit is given back.
-                warn!(queue = %queue.name, message = pick.entry.id, "message vanished from storage; dropping it");
+                warn!(queue = %queue.name, message_id = pick.entry.id, "message vanished from storage; dropping it");
                 queue.forget(&pick);
                 continue;
             }
             Err(err) => {
-                error!(queue = %queue.name, message = pick.entry.id, %err, "cannot read message");
+                error!(queue = %queue.name, message_id = pick.entry.id, %err, "cannot read message");
                 queue.unpick(&pick);
                 continue;
             }

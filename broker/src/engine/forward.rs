@@ -90,7 +90,7 @@ impl Broker {
                 return Err(err);
             }
             Err(err) => {
-                warn!(queue = %queue.name, message = entry.id, %err, "cannot prepare the target address");
+                warn!(queue = %queue.name, message_id = entry.id, %err, "cannot prepare the target address");
                 None
             }
         };
@@ -108,7 +108,7 @@ impl Broker {
         let Some((address, reason)) = target else {
             return self.drop_message(queue, entry, "no address to move it to").await;
         };
-        let id = entry.id;
+        let (id, delivery_count) = (entry.id, entry.delivery_count);
         let mut copy = dead_letter::copy_for(
             &record,
             &entry,
@@ -133,7 +133,15 @@ impl Broker {
             Reason::Moved => {}
             _ => c.dead_lettered += 1,
         });
-        info!(queue = %queue.name, message = id, to = %address, %reason, "moved message");
+        info!(
+            queue = %queue.name,
+            address = %queue.address,
+            message_id = id,
+            delivery_count,
+            to = %address,
+            %reason,
+            "moved message"
+        );
         Ok(())
     }
 

@@ -440,7 +440,6 @@ impl Broker {
                     outcomes.push(outcome);
                     continue;
                 }
-                let id = entry.id;
                 let browsed = Browsed {
                     entry,
                     record,
@@ -458,12 +457,9 @@ impl Broker {
                     reg.queues.get(&target).cloned().into_iter().collect()
                 };
                 let due_ms = browsed.state.due_ms();
-                match self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
-                    Moved::Done => info!(from = %dlq.name, message = id, to = %target, "retried message"),
-                    Moved::NoTarget(taken) => {
-                        dlq.requeue([(taken, due_ms)], now_ms());
-                        outcome.skipped = Some(format!("queue '{target}' no longer exists"));
-                    }
+                if let Moved::NoTarget(taken) = self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
+                    dlq.requeue([(taken, due_ms)], now_ms());
+                    outcome.skipped = Some(format!("queue '{target}' no longer exists"));
                 }
                 moving += usize::from(outcome.skipped.is_none());
                 outcomes.push(outcome);
@@ -471,6 +467,11 @@ impl Broker {
                     tokio::time::sleep(pace).await;
                 }
             }
+        }
+        if !dry_run {
+            // One line for the whole retry, however many messages it moved.
+            let skipped = outcomes.iter().filter(|o| o.skipped.is_some()).count();
+            info!(from = %dlq.name, retried = moving, skipped, "retried dead letters");
         }
         Ok(outcomes)
     }

@@ -7,7 +7,7 @@
 //! (`peer`), what (`operation`), on which `address` and `queue`, how many
 //! `messages` (left out for operations on addresses and queues themselves, as
 //! is `queue` for operations on an address), and the `result`. Names are
-//! written quoted and escaped. Message
+//! string fields: quoted and escaped in text, JSON strings in JSON. Message
 //! bodies and passwords never reach this file: its functions take none.
 use std::fmt::Display;
 
@@ -27,13 +27,13 @@ pub fn denied(caller: &Caller, operation: &Operation<'_>, err: &BrokerError) {
     };
     warn!(
         target: AUDIT_TARGET,
-        user = ?caller.user(),
+        user = caller.user(),
         peer = %Peer(caller),
         operation = operation.kind.name(),
-        address = ?operation.address,
+        address = operation.address.as_str(),
         queue = operation.queue,
         permission,
-        denied_on = ?on,
+        denied_on = on,
         result = "denied",
         "permission denied"
     );
@@ -53,13 +53,13 @@ pub fn managed<T>(
     };
     info!(
         target: AUDIT_TARGET,
-        user = ?caller.user(),
+        user = caller.user(),
         peer = %Peer(caller),
         operation = operation.kind.name(),
-        address = ?operation.address,
+        address = operation.address.as_str(),
         queue = operation.queue,
         messages,
-        result = ?outcome,
+        result = outcome.as_str(),
         "management operation"
     );
 }
