@@ -156,6 +156,64 @@ name = "DLQ"
     assert!(sample(&text, "rebound_store_commit_latency_seconds_count", &[]).unwrap() >= 5.0);
     assert!(sample(&text, "process_resident_memory_bytes", &[]).unwrap() > 0.0);
     assert!(sample(&text, "process_open_fds", &[]).unwrap() > 0.0);
+    assert!(sample(&text, "process_virtual_memory_bytes", &[]).unwrap() > 0.0);
+    assert!(sample(&text, "process_threads", &[]).unwrap() >= 1.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = sample(&text, "process_start_time_seconds", &[]).expect("a start time");
+    assert!(
+        started <= now && started > now - 600.0,
+        "started {started}, now {now}"
+    );
+}
+
+/// A scraper that accepts gzip gets the scrape gzipped; one that does not,
+/// plain text.
+#[tokio::test]
+async fn a_scrape_is_gzipped_when_the_scraper_accepts_it() {
+    use std::io::Read as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let broker = Broker::start().await;
+    let url = broker.http_url().await;
+    let authority = url.strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let mut body = &response[split + 4..];
+    let mut gzipped = Vec::new();
+    if head.contains("transfer-encoding: chunked") {
+        loop {
+            let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap().trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            gzipped.extend_from_slice(&body[line + 2..line + 2 + size]);
+            body = &body[line + 2 + size + 2..];
+        }
+    } else {
+        gzipped.extend_from_slice(body);
+    }
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&gzipped[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(sample(&text, "rebound_uptime_seconds", &[]).is_some(), "{text}");
+    let (status, plain) = http_get(&format!("{url}/metrics")).await;
+    assert_eq!(status, 200);
+    assert!(sample(&plain, "rebound_uptime_seconds", &[]).is_some());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,5 +1,6 @@
 //! `GET /metrics`: the registry of [`crate::metrics`] in the OpenMetrics text
-//! format, which Prometheus scrapes (the names are listed in README.md).
+//! format, which Prometheus scrapes (the names are listed in README.md),
+//! gzipped when the scraper accepts it.
 //!
 //! Broker-wide figures need only a login; a queue's samples show only when the
 //! caller may browse its address (`security::access::may_browse`), and so do an
@@ -11,14 +12,20 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tower_http::compression::CompressionLayer;
 
 use super::HttpState;
 use crate::security::access::{self, Caller};
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// A scrape of many queues compresses well (14.5 MB of text at 10,000 queues
+/// is under 1 MB gzipped): gzip when the scraper asks for it, as Prometheus
+/// does.
 pub(super) fn routes() -> Router<HttpState> {
-    Router::new().route("/metrics", get(metrics))
+    Router::new()
+        .route("/metrics", get(metrics))
+        .layer(CompressionLayer::new().gzip(true))
 }
 
 async fn metrics(State(state): State<HttpState>, caller: Caller) -> Response {

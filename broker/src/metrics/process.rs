@@ -12,8 +12,9 @@ pub(super) struct Process;
 
 impl Collector for Process {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(seconds) = cpu_seconds() {
-            let counter = ConstCounter::new(seconds);
+        let stat = Stat::read();
+        if let Some(stat) = &stat {
+            let counter = ConstCounter::new(stat.cpu_seconds);
             let help = "User and system CPU time spent, in seconds.";
             counter.encode(encoder.encode_descriptor(
                 "process_cpu_seconds",
@@ -26,10 +27,33 @@ impl Collector for Process {
             (
                 "process_resident_memory_bytes",
                 "Resident memory size in bytes.",
-                rss_bytes(),
+                rss_bytes().map(|b| b as f64),
             ),
-            ("process_open_fds", "Open file descriptors.", open_fds()),
-            ("process_max_fds", "Limit of open file descriptors.", max_fds()),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+                stat.as_ref().map(|s| s.virtual_bytes as f64),
+            ),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch, in seconds.",
+                stat.as_ref().and_then(|s| s.start_time_seconds),
+            ),
+            (
+                "process_threads",
+                "Threads of the process.",
+                stat.as_ref().map(|s| s.threads as f64),
+            ),
+            (
+                "process_open_fds",
+                "Open file descriptors.",
+                open_fds().map(|n| n as f64),
+            ),
+            (
+                "process_max_fds",
+                "Limit of open file descriptors.",
+                max_fds().map(|n| n as f64),
+            ),
         ];
         for (name, help, value) in gauges {
             if let Some(value) = value {
@@ -41,17 +65,44 @@ impl Collector for Process {
     }
 }
 
-/// utime + stime of `/proc/self/stat`, in seconds.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces; the fields after it cannot.
-    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
-    // After the name: state is field 3, utime 14, stime 15.
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    // SAFETY: sysconf only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+/// What `/proc/self/stat` says of the process.
+struct Stat {
+    cpu_seconds: f64,
+    threads: u64,
+    virtual_bytes: u64,
+    /// `None` when the boot time is unknown.
+    start_time_seconds: Option<f64>,
+}
+
+impl Stat {
+    fn read() -> Option<Stat> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // The command name (field 2) may hold spaces; the fields after it cannot.
+        let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+        // Field n of proc(5), counted from 1; `fields` starts at field 3 (state).
+        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+        // SAFETY: sysconf only reads a system constant.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let ticks = (ticks > 0).then_some(ticks as f64)?;
+        let started = field(22)? as f64 / ticks;
+        Some(Stat {
+            cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            threads: field(20)?,
+            virtual_bytes: field(23)?,
+            start_time_seconds: boot_time().map(|boot| boot as f64 + started),
+        })
+    }
+}
+
+/// When the machine booted (`btime` of `/proc/stat`), in seconds since the
+/// Unix epoch: a process's start time is counted from it.
+fn boot_time() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// `VmRSS` of `/proc/self/status`.
@@ -77,7 +128,18 @@ fn max_fds() -> Option<u64> {
 mod tests {
     #[test]
     fn reads_its_own_process() {
-        assert!(super::cpu_seconds().is_some_and(|s| s >= 0.0));
+        let stat = super::Stat::read().expect("/proc/self/stat");
+        assert!(stat.cpu_seconds >= 0.0);
+        assert!(stat.threads >= 1 && stat.virtual_bytes > 1 << 20);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = stat.start_time_seconds.expect("a boot time");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "{started} vs {now}"
+        );
         assert!(super::rss_bytes().is_some_and(|b| b > 1 << 20));
         assert!(super::open_fds().is_some_and(|n| n >= 3));
         assert!(super::max_fds().is_some_and(|n| n >= 3));
