@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -156,13 +156,13 @@ def broker(start_broker: Callable[..., Broker]) -> Broker:
     return start_broker()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
     broker = item.funcargs.get("broker") if hasattr(item, "funcargs") else None
     if report.failed and isinstance(broker, Broker):
         report.sections.append(("broker log", broker.log()[-20000:]))
+    return report
 
 
 def unique(prefix: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import pytest
 from conftest import Broker, unique, wait_for
@@ -14,9 +15,9 @@ from rebound import OutgoingMessage, errors
 
 
 @pytest.fixture(scope="module")
-def client(broker: Broker) -> rebound.Client:
+def client(broker: Broker) -> Iterator[rebound.Client]:
     with rebound.Client(broker.url) as client:
-        yield client  # type: ignore[misc]
+        yield client
 
 
 def queue(client: rebound.Client, prefix: str = "orders") -> str:
@@ -31,7 +32,7 @@ def now_ms() -> int:
 
 def test_send_consume_ack_with_properties(client: rebound.Client) -> None:
     q = queue(client)
-    props = {"s": "text", "i": 7, "f": 1.5, "b": True, "raw": b"\x00\x01"}
+    props: dict[str, rebound.PropertyValue] = {"s": "text", "i": 7, "f": 1.5, "b": True, "raw": b"\x00\x01"}
     message_id = client.send(OutgoingMessage(q, b"hello", properties=props))
     with client.consumer(q) as consumer:
         delivery = consumer.receive(timeout=10)
