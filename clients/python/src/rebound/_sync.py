@@ -1,5 +1,8 @@
-"""The blocking client: the asyncio client run on an event loop of its own, in a
-background thread, so that there is one implementation of every behaviour.
+"""The blocking client: the asyncio client run on an event loop in a background
+thread, so that there is one implementation of every behaviour. Every blocking
+client of the process shares that loop, which lives as long as the process:
+gRPC's asyncio support dispatches late events of a call to its loop, which must
+not be closed by then.
 
 Each blocking method hands its coroutine to that loop and waits for the result;
 `_blocking` makes such a method from the asyncio one, keeping its signature and
@@ -28,18 +31,22 @@ _T = TypeVar("_T")
 class _Loop:
     """An event loop running in a daemon thread."""
 
+    _shared: _Loop | None = None
+    _lock = threading.Lock()
+
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="rebound-client", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self.loop.run_forever, name="rebound-client", daemon=True).start()
+
+    @classmethod
+    def shared(cls) -> _Loop:
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = _Loop()
+            return cls._shared
 
     def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 class _Blocking:
@@ -222,7 +229,7 @@ class Client:
         client_key: str | Path | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
-        self._loop = _Loop()
+        self._loop = _Loop.shared()
 
         async def connect() -> aio.Client:
             client = aio.Client(
@@ -235,18 +242,13 @@ class Client:
                 raise
             return client
 
-        try:
-            self._aio = self._loop.run(connect())
-        except BaseException:
-            self._loop.close()
-            raise
+        self._aio = self._loop.run(connect())
         #: Management calls.
         self.admin = Admin(self._aio.admin, self._loop)
 
     def close(self) -> None:
-        """Closes the connection and its event loop."""
+        """Closes the connection; calls still running fail."""
         self._loop.run(self._aio.close())
-        self._loop.close()
 
     def __enter__(self) -> Client:
         return self
