@@ -250,7 +250,7 @@ class _Listener:
     pool: concurrent.futures.Executor
     stopping: asyncio.Event
     # Calls of a broken stream, left to finish: referenced so they are not collected.
-    _detached: set[asyncio.Task[BaseException | None]] = field(default_factory=set)
+    _detached: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
         queue = self.route.queue
@@ -276,59 +276,83 @@ class _Listener:
 
     async def _serve(self, consumer: Consumer) -> None:
         """Runs one subscription until the worker stops (returns) or it breaks (raises)."""
-        running: dict[asyncio.Task[BaseException | None], Delivery] = {}
+        running: set[asyncio.Task[None]] = set()
+        # Calls that have finished, with what they raised, waiting to be settled.
+        finished: list[tuple[Delivery, BaseException | None]] = []
+        wake = asyncio.Event()
+
+        def start(delivery: Delivery) -> None:
+            async def call() -> None:
+                finished.append((delivery, await self._call(delivery)))
+                wake.set()
+
+            task = asyncio.create_task(call())
+            running.add(task)
+            task.add_done_callback(running.discard)
+
         receiving: asyncio.Task[Delivery | None] | None = None
         stop = asyncio.create_task(self.stopping.wait())
         try:
             while True:
+                await self._settle_all(consumer, finished)
+                # Deliveries already received start without a task each to wait for them.
+                while len(running) < self.route.concurrency and (buffered := consumer._buffered_delivery()):
+                    start(buffered)
+                if self.stopping.is_set():
+                    break
+                if finished:
+                    continue
+                wake.clear()
+                woken = asyncio.create_task(wake.wait())
                 if receiving is None and len(running) < self.route.concurrency:
                     receiving = asyncio.create_task(consumer.receive())
-                waits: set[asyncio.Future[Any]] = {stop, *running}
-                if receiving is not None:
-                    waits.add(receiving)
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for task in [t for t in running if t in done]:
-                    await self._settle_or_abandon(consumer, running, task)
-                if receiving is not None and receiving in done:
+                await asyncio.wait({stop, woken, *([receiving] if receiving else [])}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if receiving is not None and receiving.done():
                     delivery = receiving.result()
                     receiving = None
                     if delivery is None:
                         raise _Broken("the broker ended the stream")
-                    running[asyncio.create_task(self._call(delivery))] = delivery
-                if stop in done:
-                    break
+                    start(delivery)
         except BaseException:
-            self._abandon(running)
+            # The deliveries went back to the queue with the stream, so the running
+            # calls finish on their own and their outcomes are not settled.
+            self.worker.stats.abandoned += len(running) + len(finished)
+            self._detached |= running
+            for task in running:
+                task.add_done_callback(self._detached.discard)
             raise
         finally:
             stop.cancel()
             if receiving is not None:
                 receiving.cancel()  # Cancel-safe: the delivery stays buffered, and is released below.
-        while running:
-            finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in finished:
-                await self._settle_or_abandon(consumer, running, task)
+        while running or finished:
+            if not finished:
+                wake.clear()
+                await wake.wait()
+            await self._settle_all(consumer, finished)
         await consumer.close()
 
-    async def _settle_or_abandon(
-        self, consumer: Consumer, running: dict[asyncio.Task[BaseException | None], Delivery], task: asyncio.Task[BaseException | None]
-    ) -> None:
-        delivery = running.pop(task)
+    async def _settle_all(self, consumer: Consumer, finished: list[tuple[Delivery, BaseException | None]]) -> None:
+        """Settles the finished calls: the successes in one ack, the failures one by one."""
+        batch = finished[:]
+        finished.clear()
+        stats = self.worker.stats
+        unsettled = len(batch)
         try:
-            await self._settle(consumer, delivery, task.result())
+            successes = [delivery for delivery, error in batch if error is None]
+            if successes:
+                await consumer.ack(*successes)
+                stats.acked += len(successes)
+                unsettled -= len(successes)
+            for delivery, error in batch:
+                if error is not None:
+                    await self._settle_failure(consumer, delivery, error)
+                    unsettled -= 1
         except ReboundError:
-            # Its delivery went back with the stream, like the running ones.
-            self.worker.stats.abandoned += 1
+            # Their deliveries went back with the stream, like the running ones.
+            stats.abandoned += unsettled
             raise
-
-    def _abandon(self, running: dict[asyncio.Task[BaseException | None], Delivery]) -> None:
-        """Lets the running calls finish on their own: their deliveries went back
-        to the queue with the stream, so their outcomes must not be settled."""
-        self.worker.stats.abandoned += len(running)
-        for task in running:
-            self._detached.add(task)
-            task.add_done_callback(self._detached.discard)
-        running.clear()
 
     async def _call(self, delivery: Delivery) -> BaseException | None:
         """Runs the handler; returns what it raised."""
@@ -344,13 +368,10 @@ class _Listener:
             return e
         return None
 
-    async def _settle(self, consumer: Consumer, delivery: Delivery, error: BaseException | None) -> None:
+    async def _settle_failure(self, consumer: Consumer, delivery: Delivery, error: BaseException) -> None:
         stats = self.worker.stats
         queue, message_id = self.route.queue, delivery.message.message_id
-        if error is None:
-            await consumer.ack(delivery)
-            stats.acked += 1
-        elif isinstance(error, TemporarilyUnavailable):
+        if isinstance(error, TemporarilyUnavailable):
             log.debug("%s message %d temporarily unavailable: %s", queue, message_id, error.reason)
             await consumer.nack(delivery, reason=error.reason, retry_after=error.retry_after)
             stats.retried += 1

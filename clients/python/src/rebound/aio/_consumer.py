@@ -137,6 +137,11 @@ class Consumer:
                 return None
         return self._buffered.popleft()
 
+    def _buffered_delivery(self) -> Delivery | None:
+        """A delivery already received, if there is one (for the worker, which
+        takes them without waiting)."""
+        return self._buffered.popleft() if self._buffered else None
+
     async def grant(self, credit: int) -> None:
         """Grants `credit` more deliveries."""
         await self._request(pb.ConsumeRequest(credit=pb.Credit(credit=credit)))
@@ -244,8 +249,9 @@ class Consumer:
             pause_queue_ms=pause_queue_ms,
             transaction_id=transaction_id,
         )
-        await self._request(pb.ConsumeRequest(settle=settle))
+        # Counted before it is written: the reader may see its Settled before this resumes.
         self._unconfirmed += 1
+        await self._request(pb.ConsumeRequest(settle=settle))
         if self._replenish:
             # Granted at once, so the window never waits for the settle's fsync.
             paid = min(len(ids), self._owed)
