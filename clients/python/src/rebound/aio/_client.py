@@ -12,7 +12,7 @@ from rebound._connection import DEFAULT_URL, ConnectOptions
 from rebound._messages import OutgoingMessage, SendResult
 from rebound.aio._admin import Admin
 from rebound.aio._consumer import Consumer
-from rebound.aio._publisher import Publisher, PublisherOptions
+from rebound.aio._publisher import PublishMethod, Publisher, PublisherOptions
 from rebound.aio._session import Session
 from rebound.errors import ConnectError, from_rpc_error
 from rebound.v1 import messaging_pb2 as pb
@@ -51,6 +51,10 @@ class Client:
         self._metadata = self.options.metadata()
         self._channel = self.options.channel()
         self._messaging = MessagingStub(self._channel)
+        # Publish frames are encoded by the publisher itself (see `_frame`).
+        self._publish: PublishMethod = self._channel.stream_stream(
+            "/rebound.v1.Messaging/Publish", response_deserializer=pb.PublishResponse.FromString
+        )
         #: Management calls.
         self.admin = Admin(AdminStub(self._channel), self._metadata)
 
@@ -93,7 +97,7 @@ class Client:
     def publisher(self, options: PublisherOptions = PublisherOptions()) -> Publisher:
         """A publisher: concurrent sends share one Publish stream, coalesced into
         frames (one storage commit each) while earlier frames are in flight."""
-        return Publisher(self._messaging, self._metadata, options)
+        return Publisher(self._publish, self._metadata, options)
 
     async def consumer(
         self, queue: str, *, window: int = 10, credit: int | None = None, selector: str = ""

@@ -14,7 +14,6 @@ not have been stored); messages not yet sent go on a new stream.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import asyncio
 from collections import deque
@@ -26,10 +25,6 @@ from rebound._connection import Metadata
 from rebound._messages import OutgoingMessage
 from rebound.errors import ProtocolError, ReboundError, Unconfirmed, from_rpc_error, status_error
 from rebound.v1 import messaging_pb2 as pb
-
-if TYPE_CHECKING:
-    # Only in the generated type stubs: the runtime stub serves both kinds of channel.
-    from rebound.v1.messaging_pb2_grpc import MessagingAsyncStub
 
 # Refusals that a single message can cause, all made before anything is stored.
 _REFUSED_FOR_A_MESSAGE = frozenset(
@@ -67,14 +62,33 @@ class PublisherOptions:
 
 @dataclass
 class _Queued:
-    message: pb.OutgoingMessage
-    size: int
+    # The message as field 2 of a PublishRequest: frames are put together from
+    # these bytes instead of copying each message into a request object.
+    encoded: bytes
     answer: asyncio.Future[int]
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _frame(sequence: int, items: list[_Queued]) -> bytes:
+    """The encoded PublishRequest: field 1 the sequence, field 2 each message."""
+    return b"\x08" + _varint(sequence) + b"".join(item.encoded for item in items)
+
+
+#: The Publish method, taking encoded requests (`_frame`).
+PublishMethod = grpc.aio.StreamStreamMultiCallable[bytes, pb.PublishResponse]
 
 
 @dataclass
 class _Stream:
-    call: grpc.aio.StreamStreamCall[pb.PublishRequest, pb.PublishResponse]
+    call: grpc.aio.StreamStreamCall[bytes, pb.PublishResponse]
     in_flight: deque[tuple[int, list[_Queued]]] = field(default_factory=deque)
     next_sequence: int = 1
     reader: asyncio.Task[None] | None = None
@@ -86,11 +100,13 @@ class Publisher:
     Made by `Client.publisher`; its stream opens with the first send. `close`
     (or `async with`) waits for the messages already queued to be answered."""
 
-    def __init__(self, stub: MessagingAsyncStub, metadata: Metadata, options: PublisherOptions) -> None:
-        self._stub = stub
+    def __init__(self, method: PublishMethod, metadata: Metadata, options: PublisherOptions) -> None:
+        self._method = method
         self._metadata = metadata
         self._options = options
-        self._room = asyncio.Semaphore(max(1, options.max_pending))
+        # Messages queued or in flight, and whether that is below `max_pending`.
+        self._pending = 0
+        self._room = asyncio.Event()
         self._waiting: deque[_Queued] = deque()
         # From a refused frame, to be sent again one per frame (before `waiting`).
         self._alone: deque[_Queued] = deque()
@@ -125,13 +141,15 @@ class Publisher:
         a producer can publish many messages and gather their futures later."""
         if self._closing:
             raise Unconfirmed("the publisher is closed")
-        await self._room.acquire()
-        proto = message.to_proto()
+        while self._pending >= self._options.max_pending:
+            self._room.clear()
+            await self._room.wait()
+        self._pending += 1
+        data = message.to_proto().SerializeToString()
         answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        answer.add_done_callback(lambda _: self._room.release())
         if not self._waiting and self._options.linger > 0:
             self._linger_until = answer.get_loop().time() + self._options.linger
-        self._waiting.append(_Queued(proto, proto.ByteSize(), answer))
+        self._waiting.append(_Queued(b"\x12" + _varint(len(data)) + data, answer))
         if self._driver is None:
             self._driver = asyncio.create_task(self._run())
         self._wake.set()
@@ -185,7 +203,7 @@ class Publisher:
                 except ReboundError as why:
                     # Not sent: the callers learn why at once.
                     for item in (*items, *self._alone, *self._waiting):
-                        _answer(item, why)
+                        self._answer(item, why)
                     self._alone.clear()
                     self._waiting.clear()
                     return
@@ -194,7 +212,7 @@ class Publisher:
             stream.in_flight.append((sequence, items))
             self.frames_sent += 1
             try:
-                await stream.call.write(pb.PublishRequest(sequence=sequence, messages=[i.message for i in items]))
+                await stream.call.write(_frame(sequence, items))
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError) as e:
                 self._broken(stream, str(from_rpc_error(e)) if isinstance(e, grpc.aio.AioRpcError) else str(e))
 
@@ -205,10 +223,10 @@ class Publisher:
         while self._waiting:
             nxt = self._waiting[0]
             if items and (
-                len(items) >= self._options.max_batch or size + nxt.size > self._options.max_batch_bytes
+                len(items) >= self._options.max_batch or size + len(nxt.encoded) > self._options.max_batch_bytes
             ):
                 break
-            size += nxt.size
+            size += len(nxt.encoded)
             items.append(self._waiting.popleft())
         self._linger_until = None
         if self._waiting and self._options.linger > 0:
@@ -216,7 +234,7 @@ class Publisher:
         return items
 
     async def _open(self) -> _Stream:
-        call = self._stub.Publish(metadata=self._metadata)
+        call = self._method(metadata=self._metadata)
         try:
             await call.wait_for_connection()
         except grpc.aio.AioRpcError as e:
@@ -253,7 +271,7 @@ class Publisher:
             self.unrouted += response.sent.unrouted
             self.duplicates += sum(response.sent.duplicates)
             for item, message_id in zip(items, response.sent.message_ids):
-                _answer(item, message_id)
+                self._answer(item, message_id)
             return True
         if kind == "error":
             code, message = response.error.code, response.error.message
@@ -261,10 +279,10 @@ class Publisher:
                 self._alone.extend(items)
             else:
                 for item in items:
-                    _answer(item, status_error(code, message))
+                    self._answer(item, status_error(code, message))
             return True
         for item in items:
-            _answer(item, ProtocolError(f"a malformed answer to request {response.sequence}: {kind}"))
+            self._answer(item, ProtocolError(f"a malformed answer to request {response.sequence}: {kind}"))
         return False
 
     def _broken(self, stream: _Stream, why: str) -> None:
@@ -277,9 +295,20 @@ class Publisher:
         stream.call.cancel()
         for _, items in stream.in_flight:
             for item in items:
-                _answer(item, Unconfirmed(why))
+                self._answer(item, Unconfirmed(why))
         stream.in_flight.clear()
         self._wake.set()
+
+    def _answer(self, item: _Queued, result: int | BaseException) -> None:
+        self._pending -= 1
+        self._room.set()
+        # A caller that stopped waiting does not want it.
+        if item.answer.done():
+            return
+        if isinstance(result, BaseException):
+            item.answer.set_exception(result)
+        else:
+            item.answer.set_result(result)
 
     async def _close_stream(self, stream: _Stream) -> None:
         self._stream = None
@@ -290,13 +319,3 @@ class Publisher:
                 await stream.reader
         except grpc.aio.AioRpcError:
             pass  # Nothing was in flight: there is nobody left to tell.
-
-
-def _answer(item: _Queued, result: int | BaseException) -> None:
-    # A caller that stopped waiting does not want it.
-    if item.answer.done():
-        return
-    if isinstance(result, BaseException):
-        item.answer.set_exception(result)
-    else:
-        item.answer.set_result(result)
