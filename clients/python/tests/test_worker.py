@@ -223,3 +223,37 @@ def test_resubscribes_after_a_broker_restart(start_broker: Callable[..., Broker]
             client.send(OutgoingMessage(q, b"after"))
             wait_for(lambda: done == [b"before", b"after"], timeout=30, what="the job sent after the restart")
     assert worker.stats.reconnects >= 1
+
+
+def test_runs_up_to_concurrency_calls_at_once(broker: Broker) -> None:
+    q = unique("conc")
+    lock = threading.Lock()
+    now = [0]
+    peak = [0]
+    done: list[bytes] = []
+    worker = rebound.Worker(broker.url)
+
+    @worker.handler(q, concurrency=4)
+    def handle(job: Job) -> None:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.3)
+        with lock:
+            now[0] -= 1
+            done.append(job.body)
+
+    with rebound.Client(broker.url) as client:
+        client.admin.create_queue(q, q, rebound.ANYCAST)
+        client.send_batch([OutgoingMessage(q, str(i).encode()) for i in range(12)])
+        with running(worker):
+            wait_for(lambda: len(done) == 12, what="12 jobs")
+    assert peak[0] == 4
+
+
+def test_cli_refuses_what_is_not_a_worker(tmp_path: Path) -> None:
+    (tmp_path / "notjobs.py").write_text("worker = 42\n")
+    command = str(Path(sys.executable).parent / "rebound-worker")
+    for spec, expected in [("notjobs:worker", "is of type int, not a rebound.Worker"), ("notjobs", "expected MODULE:ATTRIBUTE")]:
+        result = subprocess.run([command, spec], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and expected in result.stderr, result.stderr

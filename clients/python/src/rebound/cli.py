@@ -22,7 +22,7 @@ def load(spec: str) -> Worker:
     module = importlib.import_module(module_name)
     worker = getattr(module, attribute, None)
     if not isinstance(worker, Worker):
-        found = "nothing" if worker is None else f"a {type(worker).__name__}"
+        found = "missing" if worker is None else f"of type {type(worker).__name__}"
         raise SystemExit(f"rebound-worker: {spec} is {found}, not a rebound.Worker")
     return worker
 
