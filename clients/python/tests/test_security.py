@@ -152,7 +152,6 @@ def test_worker_over_tls_with_login(secure: tuple[Broker, Path]) -> None:
         try:
             assert done.wait(timeout=30), "the worker did not handle the job"
         finally:
-            wait_for(lambda: worker._loop is not None, what="the worker to start")
             worker.stop()
             thread.join(timeout=30)
         wait_for(lambda: client.admin.queue(q).messages == 0, what="the job's ack")

@@ -33,7 +33,6 @@ def running(worker: rebound.Worker) -> Iterator[rebound.Worker]:
     try:
         yield worker
     finally:
-        wait_for(lambda: worker._loop is not None or not thread.is_alive(), what="the worker to start")
         worker.stop()
         thread.join(timeout=30)
         assert not thread.is_alive(), "the worker did not stop within 30 s"

@@ -174,6 +174,8 @@ class Worker:
         self._routes: list[_Route] = []
         self._stopping: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # A stop asked for before the worker runs ends its run at once.
+        self._stop_requested = False
         self.stats = WorkerStats()
 
     def handler(self, queue: str, *, concurrency: int = 1, selector: str = "") -> Callable[[_H], _H]:
@@ -199,18 +201,21 @@ class Worker:
         return asyncio.run(main())
 
     def stop(self) -> None:
-        """Stops the worker gracefully (callable from any thread)."""
-        if self._loop is None or self._stopping is None:
-            return
-        log.info("stopping: finishing the running handlers")
-        self._loop.call_soon_threadsafe(self._stopping.set)
+        """Stops the worker gracefully (callable from any thread, also before it runs)."""
+        self._stop_requested = True
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None:
+            log.info("stopping: finishing the running handlers")
+            loop.call_soon_threadsafe(stopping.set)
 
     async def run_async(self) -> WorkerStats:
         """Runs until `stop`; returns the stats."""
         if not self._routes:
             raise ReboundError("the worker has no handlers: register one with @worker.handler(queue)")
-        self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        if self._stop_requested:
+            self._stopping.set()
         options = {k: v for k, v in self._connect.items() if v is not None}
         env = {
             "url": "REBOUND_SERVER",
@@ -234,6 +239,7 @@ class Worker:
             await client.close()
             pool.shutdown(wait=True)
             self._loop = self._stopping = None
+            self._stop_requested = False
         log.info("worker stopped: %s", self.stats)
         return self.stats
 
