@@ -212,10 +212,6 @@ class Worker:
         """Runs until `stop`; returns the stats."""
         if not self._routes:
             raise ReboundError("the worker has no handlers: register one with @worker.handler(queue)")
-        self._stopping = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        if self._stop_requested:
-            self._stopping.set()
         options = {k: v for k, v in self._connect.items() if v is not None}
         env = {
             "url": "REBOUND_SERVER",
@@ -228,9 +224,13 @@ class Worker:
         for key, name in env.items():
             if key not in options and (value := _env(name)) is not None:
                 options[key] = value
+        client = Client(**options)
         threads = sum(r.concurrency for r in self._routes if not inspect.iscoroutinefunction(r.handler))
         pool = concurrent.futures.ThreadPoolExecutor(max(1, threads), thread_name_prefix="rebound-worker")
-        client = Client(**options)
+        self._stopping = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        if self._stop_requested:
+            self._stopping.set()
         try:
             listeners = [_Listener(self, client, route, pool, self._stopping) for route in self._routes]
             log.info("worker started: %s", ", ".join(f"{r.queue} (x{r.concurrency})" for r in self._routes))

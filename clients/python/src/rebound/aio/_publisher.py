@@ -141,7 +141,7 @@ class Publisher:
         a producer can publish many messages and gather their futures later."""
         if self._closing:
             raise Unconfirmed("the publisher is closed")
-        while self._pending >= self._options.max_pending:
+        while self._pending >= max(1, self._options.max_pending):
             self._room.clear()
             await self._room.wait()
         self._pending += 1
@@ -151,7 +151,7 @@ class Publisher:
             self._linger_until = answer.get_loop().time() + self._options.linger
         self._waiting.append(_Queued(b"\x12" + _varint(len(data)) + data, answer))
         if self._driver is None:
-            self._driver = asyncio.create_task(self._run())
+            self._driver = asyncio.create_task(self._drive())
         self._wake.set()
         return answer
 
@@ -161,6 +161,19 @@ class Publisher:
         self._wake.set()
         if self._driver is not None:
             await self._driver
+
+    async def _drive(self) -> None:
+        try:
+            await self._run()
+        except BaseException as e:
+            # Nobody must wait forever for an answer the driver will never give.
+            self._closing = True
+            why = Unconfirmed(f"the publisher failed: {e!r}")
+            stream = self._stream
+            in_flight = [item for _, items in stream.in_flight for item in items] if stream else []
+            for item in (*in_flight, *self._alone, *self._waiting):
+                self._answer(item, why)
+            raise
 
     async def _run(self) -> None:
         while True:
