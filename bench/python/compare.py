@@ -10,7 +10,8 @@ Two workloads, each against a fresh broker on 127.0.0.1 (free ports, a temporary
 dir), every system alike:
 
   publish  one coroutine publishes N durable 1 KiB messages with at most --window of
-           them unconfirmed: rebound's Publisher (`publish` + futures), aio-pika with
+           them unconfirmed: rebound's Publisher (`publish` + futures; and the same
+           from one thread through the blocking client), aio-pika with
            publisher confirms (a task per publish), nats-py JetStream `publish_async`.
            Rate = N / (first publish → last confirmation).
   consume  N messages are published first, then consumed and acked with at most
@@ -183,6 +184,22 @@ async def rebound_publish(url: str, n: int, window: int) -> float:
             return time.perf_counter() - started
 
 
+async def rebound_publish_blocking(url: str, n: int, window: int) -> float:
+    """The same through the blocking client, from one thread."""
+
+    def run() -> float:
+        with rebound.Client(url) as client:
+            client.admin.create_queue("perf.py", "perf.py", rebound.ANYCAST)
+            with client.publisher(rebound.PublisherOptions(max_pending=window)) as publisher:
+                started = time.perf_counter()
+                futures = [publisher.publish(OutgoingMessage("perf.py", BODY)) for _ in range(n)]
+                for future in futures:
+                    future.result()
+                return time.perf_counter() - started
+
+    return await asyncio.to_thread(run)
+
+
 async def rebound_consume(url: str, n: int, window: int, asynchronous: bool) -> float:
     await rebound_publish(url, n, window)
     worker = rebound.Worker(url)
@@ -294,6 +311,7 @@ Run = Callable[[str, int, int], Awaitable[float]]
 #: (system, workload, client label) → how to start its broker and run its client.
 CASES: list[tuple[str, str, str, Callable[[Path], AbstractContextManager[str]], Run]] = [
     ("rebound", "publish", "rebound Publisher (aio)", rebound_broker, rebound_publish),
+    ("rebound", "publish", "rebound Publisher (blocking client)", rebound_broker, rebound_publish_blocking),
     ("rabbitmq", "publish", "aio-pika, publisher confirms", rabbitmq_broker, rabbitmq_publish),
     ("nats", "publish", "nats-py JetStream publish_async", nats_broker, nats_publish),
     ("rebound", "consume", "rebound Worker, async def handler", rebound_broker,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -23,6 +24,7 @@ from rebound._connection import DEFAULT_URL
 from rebound._messages import Delivery, OutgoingMessage, SendResult
 from rebound.aio._client import CONNECT_TIMEOUT
 from rebound.aio._consumer import DeliveryRef
+from rebound.aio._publisher import encode
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -96,26 +98,40 @@ class Publisher(_Blocking):
 
     _aio: aio.Publisher
 
+    def __init__(self, wrapped: aio.Publisher, loop: _Loop) -> None:
+        super().__init__(wrapped, loop)
+        # Room for max_pending messages, counted here so that a publish needs no
+        # round trip to the event loop: it hands the message over and returns.
+        self._room = threading.BoundedSemaphore(max(1, wrapped.options.max_pending))
+        # Messages handed over and not yet queued on the loop; one wake-up of the
+        # loop takes all of them.
+        self._handed: deque[tuple[bytes, concurrent.futures.Future[int]]] = deque()
+        self._lock = threading.Lock()
+        self._take_scheduled = False
+
     def publish(self, message: OutgoingMessage) -> concurrent.futures.Future[int]:
         """Queues one message and returns the future of its id, completed once it
         is on disk (if durable), or with the broker's refusal or `Unconfirmed`.
         Blocks only while `max_pending` messages are queued or in flight."""
+        encoded = encode(message)
+        self._room.acquire()
+        answer: concurrent.futures.Future[int] = concurrent.futures.Future()
+        answer.add_done_callback(lambda _: self._room.release())
+        with self._lock:
+            self._handed.append((encoded, answer))
+            wake, self._take_scheduled = not self._take_scheduled, True
+        if wake:
+            self._loop.loop.call_soon_threadsafe(self._take)
+        return answer
 
-        async def queue() -> concurrent.futures.Future[int]:
-            answer = await self._aio.publish(message)
-            done: concurrent.futures.Future[int] = concurrent.futures.Future()
-
-            def copy(f: asyncio.Future[int]) -> None:
-                error = f.exception()
-                if error is None:
-                    done.set_result(f.result())
-                else:
-                    done.set_exception(error)
-
-            answer.add_done_callback(copy)
-            return done
-
-        return self._loop.run(queue())
+    def _take(self) -> None:
+        """Queues what was handed over (on the loop)."""
+        with self._lock:
+            handed = list(self._handed)
+            self._handed.clear()
+            self._take_scheduled = False
+        for encoded, answer in handed:
+            self._aio._queue(encoded, answer)
 
     def send(self, message: OutgoingMessage) -> int:
         """Sends one message and waits for its id; see `publish`."""

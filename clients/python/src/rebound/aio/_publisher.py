@@ -16,6 +16,7 @@ from __future__ import annotations
 
 
 import asyncio
+import concurrent.futures
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -60,12 +61,16 @@ class PublisherOptions:
     max_pending: int = 10_000
 
 
+#: Where a message's id goes: an asyncio future, or a thread's (the blocking client's).
+Answer = asyncio.Future[int] | concurrent.futures.Future[int]
+
+
 @dataclass
 class _Queued:
-    # The message as field 2 of a PublishRequest: frames are put together from
-    # these bytes instead of copying each message into a request object.
+    # The message as field 2 of a PublishRequest (`encode`): frames are put together
+    # from these bytes instead of copying each message into a request object.
     encoded: bytes
-    answer: asyncio.Future[int]
+    answer: Answer
 
 
 def _varint(n: int) -> bytes:
@@ -75,6 +80,12 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def encode(message: OutgoingMessage) -> bytes:
+    """The message as field 2 of a PublishRequest."""
+    data = message.to_proto().SerializeToString()
+    return b"\x12" + _varint(len(data)) + data
 
 
 def _frame(sequence: int, items: list[_Queued]) -> bytes:
@@ -103,7 +114,8 @@ class Publisher:
     def __init__(self, method: PublishMethod, metadata: Metadata, options: PublisherOptions) -> None:
         self._method = method
         self._metadata = metadata
-        self._options = options
+        #: How it batches.
+        self.options = options
         # Messages queued or in flight, and whether that is below `max_pending`.
         self._pending = 0
         self._room = asyncio.Event()
@@ -141,19 +153,26 @@ class Publisher:
         a producer can publish many messages and gather their futures later."""
         if self._closing:
             raise Unconfirmed("the publisher is closed")
-        while self._pending >= max(1, self._options.max_pending):
+        while self._pending >= max(1, self.options.max_pending):
             self._room.clear()
             await self._room.wait()
-        self._pending += 1
-        data = message.to_proto().SerializeToString()
         answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if not self._waiting and self._options.linger > 0:
-            self._linger_until = answer.get_loop().time() + self._options.linger
-        self._waiting.append(_Queued(b"\x12" + _varint(len(data)) + data, answer))
+        self._queue(encode(message), answer)
+        return answer
+
+    def _queue(self, encoded: bytes, answer: Answer) -> None:
+        """Queues an encoded message, on the loop's thread. The blocking client
+        calls it directly, keeping its own count of room."""
+        if self._closing:
+            answer.set_exception(Unconfirmed("the publisher is closed"))
+            return
+        self._pending += 1
+        if not self._waiting and self.options.linger > 0:
+            self._linger_until = asyncio.get_running_loop().time() + self.options.linger
+        self._waiting.append(_Queued(encoded, answer))
         if self._driver is None:
             self._driver = asyncio.create_task(self._drive())
         self._wake.set()
-        return answer
 
     async def close(self) -> None:
         """Waits until every message queued so far is answered, then closes the stream."""
@@ -197,7 +216,7 @@ class Publisher:
 
     async def _send_frames(self) -> None:
         """Sends frames while the window has room and something may go."""
-        options = self._options
+        options = self.options
         while True:
             stream = self._stream
             if stream is not None and len(stream.in_flight) >= max(1, options.max_frames_in_flight):
@@ -236,14 +255,14 @@ class Publisher:
         while self._waiting:
             nxt = self._waiting[0]
             if items and (
-                len(items) >= self._options.max_batch or size + len(nxt.encoded) > self._options.max_batch_bytes
+                len(items) >= self.options.max_batch or size + len(nxt.encoded) > self.options.max_batch_bytes
             ):
                 break
             size += len(nxt.encoded)
             items.append(self._waiting.popleft())
         self._linger_until = None
-        if self._waiting and self._options.linger > 0:
-            self._linger_until = asyncio.get_running_loop().time() + self._options.linger
+        if self._waiting and self.options.linger > 0:
+            self._linger_until = asyncio.get_running_loop().time() + self.options.linger
         return items
 
     async def _open(self) -> _Stream:
@@ -315,13 +334,16 @@ class Publisher:
     def _answer(self, item: _Queued, result: int | BaseException) -> None:
         self._pending -= 1
         self._room.set()
-        # A caller that stopped waiting does not want it.
+        # A caller that stopped waiting (cancelled the future) does not want it.
         if item.answer.done():
             return
-        if isinstance(result, BaseException):
-            item.answer.set_exception(result)
-        else:
-            item.answer.set_result(result)
+        try:
+            if isinstance(result, BaseException):
+                item.answer.set_exception(result)
+            else:
+                item.answer.set_result(result)
+        except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+            pass  # A thread's future cancelled meanwhile.
 
     async def _close_stream(self, stream: _Stream) -> None:
         self._stream = None
