@@ -77,6 +77,9 @@ def test_a_broken_stream_fails_as_unconfirmed(start_broker: Callable[..., Broker
             assert all(isinstance(r, errors.ReboundError) for r in results), results
             assert any(isinstance(r, errors.Unconfirmed) for r in results), results
             assert "may or may not have been stored" in str(next(r for r in results if isinstance(r, errors.Unconfirmed)))
+            # Nothing was sent of a message published now: it fails with why, on a new stream.
+            with pytest.raises(errors.Unavailable):
+                await asyncio.wait_for(publisher.send(OutgoingMessage(q, b"later")), 30)
 
     asyncio.run(main())
 
@@ -95,5 +98,29 @@ def test_aio_publisher_throughput_smoke(broker: Broker) -> None:
                 assert ids == sorted(ids)
                 assert time.monotonic() - started < 60
             assert (await client.admin.queue(q)).messages == 5000
+
+    asyncio.run(main())
+
+
+def test_frames_keep_to_their_bounds_and_linger(broker: Broker) -> None:
+    async def main() -> None:
+        async with rebound.aio.Client(broker.url) as client:
+            q = unique("pub")
+            await client.admin.create_queue(q, q, rebound.ANYCAST)
+            bounded = rebound.PublisherOptions(max_batch=3, max_batch_bytes=2500, max_frames_in_flight=1)
+            async with client.publisher(bounded) as publisher:
+                # 3 a frame at most; two 1 KiB bodies fill 2500 bytes; 4 KiB goes alone.
+                bodies = [b"s"] * 4 + [b"k" * 1024] * 3 + [b"b" * 4096, b"s"]
+                futures = [await publisher.publish(OutgoingMessage(q, body)) for body in bodies]
+                await asyncio.gather(*futures)
+                assert publisher.frames_sent == 5  # [s s s] [s k k] [k] [b] [s]
+            lingering = rebound.PublisherOptions(linger=0.3)
+            async with client.publisher(lingering) as publisher:
+                started = asyncio.get_running_loop().time()
+                futures = [await publisher.publish(OutgoingMessage(q, b"x")) for _ in range(3)]
+                await asyncio.gather(*futures)
+                assert asyncio.get_running_loop().time() - started >= 0.25
+                assert publisher.frames_sent == 1, "the linger did not gather the messages into one frame"
+            assert (await client.admin.queue(q)).messages == 12
 
     asyncio.run(main())
