@@ -62,3 +62,25 @@ def test_receive_times_out_and_wrong_queue_errors(broker: Broker) -> None:
                 assert e.code.name == "NOT_FOUND" and "not found" in e.message
 
     asyncio.run(main())
+
+
+def test_an_error_leaving_a_consumer_block_is_not_hidden(broker: Broker) -> None:
+    async def main() -> None:
+        async with rebound.aio.Client(broker.url) as client:
+            q = unique("aio")
+            await client.admin.create_queue(q, q, rebound.ANYCAST)
+            try:
+                async with await client.consumer(q) as consumer:
+                    consumer.cancel()  # its close on the way out then fails too
+                    raise LookupError("the block's own error")
+            except LookupError as e:
+                assert str(e) == "the block's own error"
+            consumer = await client.consumer(q)
+            consumer.cancel()
+            try:
+                await consumer.close()
+                raise AssertionError("closing a cancelled consumer succeeded")
+            except errors.ReboundError:
+                pass
+
+    asyncio.run(main())

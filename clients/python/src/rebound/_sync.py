@@ -192,8 +192,8 @@ class Consumer(_Blocking):
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def __exit__(self, error_type: type[BaseException] | None, *_: object) -> None:
+        self._loop.run(self._aio.__aexit__(error_type))
 
 
 class Transaction(_Blocking):

@@ -107,8 +107,13 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         return self
 
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()
+    async def __aexit__(self, error_type: type[BaseException] | None, *_: object) -> None:
+        try:
+            await self.close()
+        except ReboundError:
+            # An error on the way out must not hide the one that ended the block.
+            if error_type is None:
+                raise
 
     def __aiter__(self) -> Consumer:
         return self
@@ -211,6 +216,8 @@ class Consumer:
         durable (returns what `flush` returns), and every delivery still unsettled
         back to the queue at once without counting as a delivery attempt."""
         if self._done:
+            if self._ended is not None:
+                raise self._ended
             return await self.flush()
         await self._request(pb.ConsumeRequest(close=pb.Close()))
         unknown = await self.flush()
