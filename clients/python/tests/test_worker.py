@@ -6,6 +6,7 @@ resubscribing after a broker restart."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -256,3 +257,20 @@ def test_cli_refuses_what_is_not_a_worker(tmp_path: Path) -> None:
     for spec, expected in [("notjobs:worker", "is of type int, not a rebound.Worker"), ("notjobs", "expected MODULE:ATTRIBUTE")]:
         result = subprocess.run([command, spec], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and expected in result.stderr, result.stderr
+
+
+def test_an_async_handler_behind_a_partial_runs_on_the_loop(broker: Broker) -> None:
+    q = unique("partial")
+    done: list[tuple[str, bytes]] = []
+    worker = rebound.Worker(broker.url)
+
+    async def record(tag: str, job: Job) -> None:
+        await asyncio.sleep(0)
+        done.append((tag, job.body))
+
+    worker.handler(q)(functools.partial(record, "tagged"))
+    with rebound.Client(broker.url) as client:
+        client.admin.create_queue(q, q, rebound.ANYCAST)
+        client.send(OutgoingMessage(q, b"job"))
+        with running(worker):
+            wait_for(lambda: done == [("tagged", b"job")], what="the job")

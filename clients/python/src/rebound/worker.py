@@ -368,6 +368,8 @@ class _Listener:
                 await self.route.handler(job)
             else:
                 result = await asyncio.get_running_loop().run_in_executor(self.pool, self.route.handler, job)
+                # An async handler that does not look like one (a functools.partial of
+                # one, say) only made its awaitable in the thread: it runs here.
                 if isinstance(result, Awaitable):
                     await result
         except Exception as e:
