@@ -14,5 +14,5 @@ python3 -c 'import ensurepip' 2>/dev/null \
 VENV=$(cd "$VENV" && pwd)
 cd clients/python
 "$VENV/bin/python" scripts/gen_stubs.py --check
-"$VENV/bin/mypy"
+"$VENV/bin/mypy" --strict
 "$VENV/bin/pytest" -q
