@@ -167,6 +167,26 @@ async fn the_compose_stack_scrapes_what_its_dashboard_draws() {
     .expect("the dashboard is JSON");
     let names = dashboard_metrics(&dashboard);
     assert!(names.len() > 10, "{names:?}");
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .expect("dashboard variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(variables, ["address", "queue"]);
+    for drawn in [
+        "rebound_queue_outage",
+        "rebound_address_bytes",
+        "rebound_address_blocked_sends",
+        "rebound_queue_paged_messages",
+        "rebound_dead_letter_address",
+    ] {
+        assert!(names.contains(drawn), "no panel draws {drawn}");
+    }
+    assert!(
+        !dashboard.to_string().to_lowercase().contains("dlq"),
+        "dead-letter queues are found by the relation, not by name"
+    );
 
     // The compose config: docker/rebound.toml with the HTTP endpoint on every
     // interface (which needs users), a client user and Prometheus's `monitor`.
@@ -190,10 +210,19 @@ create-address = ["app"]
 create-queue = ["app"]
 manage = ["app"]
 
+[[address-settings]]
+match = "orders"
+dead-letter-address = "DLA"
+
 [[addresses]]
 name = "orders"
   [[addresses.queues]]
   name = "orders"
+
+[[addresses]]
+name = "DLA"
+  [[addresses.queues]]
+  name = "DLQ.orders"
 "##
     );
     let broker = Broker::start_with_config(&config).await;
@@ -215,4 +244,84 @@ name = "orders"
         missing.is_empty(),
         "the dashboard uses metrics /metrics lacks: {missing:?}"
     );
+}
+
+/// The alerting rules load in Prometheus (`promtool check rules`) and fire on
+/// the series each is about, the dead-letter queue found by the dead-letter
+/// relation (`promtool test rules`); the compose stack's Prometheus loads them,
+/// and the broker exports every metric they use.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_alerting_rules_pass_promtool_and_use_the_broker_s_metrics() {
+    let docker = root().join("docker");
+    let prometheus = fs::read_to_string(docker.join("prometheus.yml")).unwrap();
+    assert!(
+        prometheus.contains("/etc/prometheus/rebound-alerts.yml"),
+        "{prometheus}"
+    );
+    let compose = fs::read_to_string(docker.join("compose.yml")).unwrap();
+    assert!(compose.contains("./rebound-alerts.yml:/etc/prometheus/rebound-alerts.yml:ro"));
+    let rules = fs::read_to_string(docker.join("rebound-alerts.yml")).unwrap();
+    let names = metric_names(&rules);
+    assert!(names.contains("rebound_dead_letter_address"), "{names:?}");
+    assert!(
+        !rules.to_lowercase().contains("dlq"),
+        "dead-letter queues are found by the relation, not by name"
+    );
+    // A dead letter makes the dead-letter address (and its metric).
+    let broker = Broker::start_with_config(crate::console::POISON_CONFIG).await;
+    crate::console::poison(&broker.client().await, "orders", &["x"], "failed").await;
+    let (_, scrape) = crate::support::http_get(&format!("{}/metrics", broker.http_url().await)).await;
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|name| !scrape.contains(&format!("\n{name}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the rules use metrics /metrics lacks: {missing:?}"
+    );
+
+    let Ok(promtool) = which("promtool") else {
+        crate::support::skipped("promtool is missing (Debian: apt-get install prometheus)");
+        return;
+    };
+    for args in [
+        ["check", "rules", "rebound-alerts.yml"],
+        ["test", "rules", "rebound-alerts.test.yml"],
+    ] {
+        let out = std::process::Command::new(&promtool)
+            .args(args)
+            .current_dir(&docker)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The metric names (`rebound_*`, `up` aside) a rules file's expressions use.
+fn metric_names(rules: &str) -> std::collections::BTreeSet<String> {
+    rules
+        .match_indices("rebound_")
+        .map(|(at, _)| {
+            rules[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| name.len() > "rebound_".len())
+        .collect()
+}
+
+/// Where `program` is on PATH.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .ok_or(())
 }

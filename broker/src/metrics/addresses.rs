@@ -1,7 +1,11 @@
 //! Per-address metrics, read at scrape time from each address's running totals
 //! (`crate::address_size`): the bytes it holds (what `max-size-bytes` is measured
 //! against), the sends its BLOCK policy holds back, and the messages its DROP
-//! policy discarded. Like the queues', only the addresses the caller may browse.
+//! policy discarded; and which addresses take dead letters (some address's
+//! `dead-letter-address` names them), so that a dashboard or an alert finds
+//! the dead-letter queues by that relation rather than by their names. Like
+//! the queues', only the addresses the caller may browse.
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -64,6 +68,20 @@ impl Collector for Addresses {
                 ConstCounter::new(value(size))
                     .encode(family.encode_family(&[("address", address.as_str())])?)?;
             }
+        }
+        let dead_letters: HashSet<String> = sizes
+            .iter()
+            .filter_map(|(address, _)| self.0.settings_for(address).dead_letter_address.clone())
+            .collect();
+        let gauge = ConstGauge::new(1u64);
+        let mut family = encoder.encode_descriptor(
+            "dead_letter_address",
+            "1 for an address that takes dead letters (another address's, or its own, dead-letter-address).",
+            None,
+            gauge.metric_type(),
+        )?;
+        for (address, _) in sizes.iter().filter(|(address, _)| dead_letters.contains(address)) {
+            gauge.encode(family.encode_family(&[("address", address.as_str())])?)?;
         }
         Ok(())
     }
