@@ -16,7 +16,7 @@ use std::io::IsTerminal as _;
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use rebound_broker::daemon;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt as _;
@@ -65,16 +65,19 @@ mod render;
 mod send;
 mod settings;
 mod table;
+mod tls;
 mod user;
 
 /// rebound: a message broker modelled on Apache ActiveMQ Artemis, spoken to over gRPC.
 #[derive(Debug, Parser)]
-#[command(name = "rebound", version, propagate_version = true)]
+#[command(
+    name = "rebound",
+    version,
+    propagate_version = true,
+    after_help = "Commands that talk to a broker take --server <URL> (REBOUND_SERVER), --ca-cert, \
+                  --client-cert, --client-key, --user and --password, before or after the command."
+)]
 struct Cli {
-    /// Declared here as well as by each client subcommand so that it may come
-    /// before the subcommand; clap passes its value down (see `args.rs`).
-    #[command(flatten)]
-    _server: args::ServerArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -105,6 +108,9 @@ enum Command {
     Settings(settings::SettingsArgs),
     /// Measure a running broker: rates, latency, fsyncs and memory for a named workload.
     Perf(perf::PerfArgs),
+    /// Make certificates to try TLS with (`rebound tls dev-certs DIR`).
+    #[command(subcommand)]
+    Tls(tls::TlsCommand),
     /// Print a shell completion script, e.g. `rebound completions bash > /etc/bash_completion.d/rebound`.
     Completions {
         /// The shell to complete for.
@@ -135,7 +141,8 @@ fn main() -> ExitCode {
     // SAFETY: sets a documented mimalloc option to a value it accepts;
     // options may be set at any time.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
-    let cli = Cli::parse();
+    let args = args::connection_flags_last(&Cli::command(), std::env::args_os().collect());
+    let cli = Cli::parse_from(args);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     match &cli.command {
         Command::Serve(serve) => {
@@ -176,6 +183,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Config(command) => config::run(command).await,
         Command::Health(args) => health::run(args).await,
         Command::User(command) => user::run(command),
+        Command::Tls(command) => tls::run(command),
         Command::Settings(args) => settings::run(args).await,
         Command::Perf(args) => perf::run(args).await,
         Command::Completions { shell } => completions(shell),
@@ -185,7 +193,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
 /// Prints the completion script for `shell`. It is generated from the same clap
 /// definitions as the parser, so it cannot fall behind the commands.
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
-    use clap::CommandFactory as _;
     use std::io::Write as _;
     // Into a buffer first: clap_complete panics on a failed write (`| head`).
     let mut script = Vec::new();

@@ -228,17 +228,53 @@ impl Client {
 }
 
 /// The most specific description in an error's source chain: tonic's own messages
-/// are generic ("transport error"), the OS error underneath says what happened.
+/// are generic ("transport error"), the OS error underneath says what happened;
+/// a certificate the TLS library refuses gets a sentence saying what to do.
 pub(crate) fn innermost_cause(err: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = err;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    match cause.downcast_ref::<std::io::Error>() {
+    let cause = match cause.downcast_ref::<std::io::Error>() {
         // `Connection refused (os error 111)` → `connection refused`.
         Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
         _ => cause.to_string(),
+    };
+    match certificate_advice(&cause) {
+        Some(advice) => format!("{cause}: {advice}"),
+        None => cause,
     }
+}
+
+/// What to do about a server certificate rustls refused, by the reason it
+/// gives (its error names are stable, its messages are for programmers).
+fn certificate_advice(cause: &str) -> Option<&'static str> {
+    const ADVICE: [(&str, &str); 4] = [
+        (
+            "CaUsedAsEndEntity",
+            "the broker's certificate is a CA certificate (as a self-signed `openssl req -x509` one \
+             is), which TLS refuses as a server's own: give the broker a certificate signed by a CA \
+             and the client that CA (`rebound tls dev-certs DIR` makes both for trying TLS)",
+        ),
+        (
+            "UnknownIssuer",
+            "the broker's certificate is not signed by the CA given (--ca-cert, REBOUND_CA_CERT): \
+             give the CA that signed it",
+        ),
+        (
+            "NotValidForName",
+            "the broker's certificate does not name the host of the URL: connect to a name or \
+             address it lists, or make one that lists it (`rebound tls dev-certs DIR --host NAME`)",
+        ),
+        (
+            "Expired",
+            "the broker's certificate has expired (or the clocks disagree): renew it",
+        ),
+    ];
+    ADVICE
+        .iter()
+        .find(|(reason, _)| cause.contains(reason))
+        .map(|&(_, advice)| advice)
 }
 
 /// What became of one message sent ([`Client::send_outcome`]).

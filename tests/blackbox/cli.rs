@@ -604,3 +604,41 @@ async fn bad_property_syntax_is_a_usage_error() {
         out.stderr
     );
 }
+
+/// Each command's help lists the flags it uses: the connection flags of the
+/// client commands are not the server's (`rebound serve --help`), and they may
+/// still come before the subcommand.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_command_shows_only_the_flags_it_uses() {
+    let client_flags = [
+        "--server",
+        "--ca-cert",
+        "--client-cert",
+        "--client-key",
+        "--user",
+        "--password",
+    ];
+    for offline in [
+        vec!["serve", "--help"],
+        vec!["config", "check", "--help"],
+        vec!["user", "hash-password", "--help"],
+        vec!["tls", "dev-certs", "--help"],
+    ] {
+        let help = rebound(offline.clone()).await.stdout;
+        let shown: Vec<&&str> = client_flags.iter().filter(|f| help.contains(**f)).collect();
+        assert!(
+            shown.is_empty(),
+            "`rebound {}` shows {shown:?}",
+            offline.join(" ")
+        );
+    }
+    let help = rebound(["queue", "list", "--help"]).await.stdout;
+    assert!(client_flags.iter().all(|f| help.contains(f)), "{help}");
+
+    let broker = Broker::start().await;
+    let before = rebound(["--server", &broker.url(), "queue", "list"]).await;
+    assert!(before.status.success(), "{}", before.stderr);
+    let misplaced = rebound(["--server", &broker.url(), "serve"]).await;
+    assert!(!misplaced.status.success());
+    assert!(misplaced.stderr.contains("--server"), "{}", misplaced.stderr);
+}

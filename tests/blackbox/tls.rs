@@ -398,3 +398,70 @@ async fn bad_tls_files_are_config_errors_naming_the_file_and_key() {
         out.stderr
     );
 }
+
+/// `rebound tls dev-certs` makes a CA, a server certificate for the hosts
+/// given and client certificates: the broker serves TLS with them, a client
+/// trusting the CA connects, and one with a client certificate logs in by
+/// its name. Existing files are never overwritten.
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_certs_make_a_ca_a_server_and_client_certificates_that_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_arg = certs.to_str().unwrap();
+    let made = rebound([
+        "tls",
+        "dev-certs",
+        certs_arg,
+        "--host",
+        "127.0.0.1",
+        "--client",
+        "alice",
+    ])
+    .await;
+    assert!(made.status.success(), "{}", made.stderr);
+    assert!(made.stdout.contains("cert-file = "), "{}", made.stdout);
+    let key_mode = std::fs::metadata(certs.join("server.key")).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key_mode) & 0o777, 0o600);
+    let config = format!(
+        "[tls]\ncert-file = {:?}\nkey-file = {:?}\nclient-ca-file = {:?}\n{}",
+        certs.join("server.pem"),
+        certs.join("server.key"),
+        certs.join("ca.pem"),
+        crate::permissions::users(&[("alice", &["app"])]),
+    );
+    let broker = Broker::start_with_config(&config).await;
+    let options = TlsOptions {
+        ca_cert: Some(certs.join("ca.pem")),
+        client_cert: Some(certs.join("client-alice.pem")),
+        client_key: Some(certs.join("client-alice.key")),
+    };
+    Client::connect_with(&https(&broker), &options)
+        .await
+        .unwrap()
+        .health()
+        .await
+        .unwrap();
+
+    let again = rebound(["tls", "dev-certs", certs_arg]).await;
+    assert!(!again.status.success());
+    assert!(again.stderr.contains("exists already"), "{}", again.stderr);
+}
+
+/// The usual first try, `openssl req -x509`, makes a self-signed CA
+/// certificate; TLS refuses one as a server's own. The client says so, and
+/// what to do, rather than `CaUsedAsEndEntity`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ca_certificate_as_the_server_s_own_is_refused_with_what_to_do() {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let pki = Pki::new();
+    let cert = pki.write("server.pem", &params.self_signed(&key).unwrap().pem());
+    pki.write("server.key", &key.serialize_pem());
+    let broker = Broker::start_with_config(&pki.config("")).await;
+    let err = round_trip(&https(&broker), &trusting(&cert)).await.unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("a CA certificate"), "{message}");
+    assert!(message.contains("rebound tls dev-certs"), "{message}");
+}
