@@ -299,6 +299,25 @@ pub(crate) fn only_id(response: SendResponse) -> Result<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn refused_certificates_come_with_what_to_do() {
+        for (reason, says) in [
+            (
+                "invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
+                "rebound tls dev-certs",
+            ),
+            ("invalid peer certificate: UnknownIssuer", "--ca-cert"),
+            ("invalid peer certificate: NotValidForName", "--host NAME"),
+            ("invalid peer certificate: Expired", "renew"),
+        ] {
+            assert!(
+                super::certificate_advice(reason).is_some_and(|a| a.contains(says)),
+                "{reason}"
+            );
+        }
+        assert_eq!(super::certificate_advice("connection refused"), None);
+    }
+
     use super::*;
 
     #[tokio::test]
