@@ -219,13 +219,13 @@ impl Node {
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {
+            // What was sent here for the queue stores an inbox row for its
+            // owner until this node holds the lease, which empties the inbox
+            // (so that the queue's first read finds those messages in id
+            // order with the rest, as they were sent): such sends under way
+            // are let finish first.
+            self.broker.arrivals_committed(queue).await;
             if let Some(epoch) = self.store.acquire(&self.me.id, queue, self.me.lease).await? {
-                // What was sent here for the queue before stored an inbox row
-                // for its owner: once those sends are committed, the inbox is
-                // emptied, so that the queue's first read finds their
-                // messages in id order with the rest, as they were sent.
-                self.broker.arrivals_committed(queue).await;
-                self.store.clear_inbox(queue).await?;
                 self.serving.insert(queue);
                 self.broker.load_queue(queue, epoch);
             }

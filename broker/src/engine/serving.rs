@@ -54,7 +54,8 @@ struct Owners {
 pub(super) struct Leased {
     queue_ids: QueueIds,
     owners: std::sync::RwLock<Owners>,
-    /// Fires when `owners` is seen again.
+    /// Fires when `owners` is seen again, and when this node loads or unloads
+    /// a queue.
     owners_seen: tokio::sync::Notify,
     /// The epoch of the lease each served queue was loaded under.
     epochs: std::sync::Mutex<HashMap<QueueId, u64>>,
@@ -68,7 +69,7 @@ const OWNER_WAIT: Duration = Duration::from_secs(5);
 /// How long a node about to serve a queue waits for its sends to it under
 /// way ([`Broker::arrivals_committed`]): a commit slower than that is left to
 /// the inbox, which delivers its messages all the same, maybe late.
-const ARRIVALS_WAIT: Duration = Duration::from_secs(2);
+const ARRIVALS_WAIT: Duration = Duration::from_millis(500);
 
 impl Broker {
     /// From now on, serves a durable queue only once [`Broker::load_queue`]
@@ -98,8 +99,14 @@ impl Broker {
                 incarnation,
                 others,
             };
-            leased.owners_seen.notify_waiters();
         }
+        self.owners_changed();
+    }
+
+    /// Whether this broker is a node of a cluster (its durable queues are
+    /// served under leases, and may move).
+    pub fn is_node(&self) -> bool {
+        self.leased.get().is_some()
     }
 
     /// This node's id and incarnation, once its cluster task has seen the
@@ -219,7 +226,7 @@ impl Broker {
     /// as failed attempts (the cost: one state write per delivery, in the
     /// group commit).
     pub(super) fn persists_counts_before_delivery(&self) -> bool {
-        self.leased.get().is_some() || self.settings.persist_count_before_delivery()
+        self.is_node() || self.settings.persist_count_before_delivery()
     }
 
     /// Fires when a queue was created (a node may want to serve it).
@@ -257,6 +264,7 @@ impl Broker {
             queue.unload();
             info!(queue = %queue.name, "no longer served by this node");
         }
+        self.owners_changed();
         true
     }
 
@@ -278,14 +286,22 @@ impl Broker {
             queue.load();
             info!(queue = %queue.name, "served by this node");
         }
+        self.owners_changed();
         true
     }
 
+    /// Wakes the calls waiting to learn where a queue is served.
+    fn owners_changed(&self) {
+        if let Some(leased) = self.leased.get() {
+            leased.owners_seen.notify_waiters();
+        }
+    }
+
     /// Waits, for at most [`ARRIVALS_WAIT`], until the sends to queue `id`
-    /// under way now are committed (or failed). A node about to serve the
-    /// queue waits for its own sends from before it held the lease, which
-    /// store an inbox row for the queue's owner, before it empties the
-    /// queue's inbox (`cluster/node.rs`).
+    /// under way now are committed (or failed). A node about to take the
+    /// queue's lease, which empties its inbox, waits for its own sends to it
+    /// first: they store an inbox row for the queue's owner
+    /// (`cluster/node.rs`).
     pub async fn arrivals_committed(&self, id: QueueId) {
         let Some(queue) = self.durable_queue(id) else {
             return;
@@ -355,7 +371,7 @@ impl Broker {
     /// A queue was just created (not yet bound): once queues are leased, a
     /// durable one waits for its lease.
     pub(super) fn created(&self, queue: &Queue) {
-        if self.leased.get().is_some() {
+        if self.is_node() {
             if queue.durable {
                 queue.unload();
             }

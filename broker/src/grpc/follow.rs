@@ -86,8 +86,8 @@ pub(super) async fn consume<C: Send + 'static>(
 }
 
 /// What a stream this node serves itself needs to follow its queue when
-/// this node gives the queue up (`messaging.rs`): how to attach it
-/// elsewhere, and what it carried so far.
+/// this node gives the queue up (`messaging.rs`; only on a node of a
+/// cluster): how to attach it elsewhere, and what it carried so far.
 pub(super) struct Rejoin {
     peers: Arc<Peers>,
     credentials: Credentials,

@@ -124,6 +124,10 @@ impl Drop for Counted {
 
 type ResponseTx = mpsc::Sender<Result<pb::ConsumeResponse, Status>>;
 
+/// How often a subscription to a queue between nodes looks again where it is
+/// served (each look waits a few seconds at most, `Broker::owner_of_soon`).
+const WHERE_ROUNDS: usize = 3;
+
 /// A stream's bounded response buffer, of `max-unread-responses`.
 fn responses<T>(broker: &Broker) -> (mpsc::Sender<T>, mpsc::Receiver<T>) {
     let room = usize::try_from(broker.limits().max_unread_responses).unwrap_or(usize::MAX);
@@ -215,9 +219,15 @@ impl pb::messaging_server::Messaging for MessagingService {
             .broker
             .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
             .await;
-        if let Err(BrokerError::QueueMoved(name)) = &subscribed
-            && !forwarded
-        {
+        // A queue between nodes (created a moment ago, or moving): where it
+        // is served is looked up again, for a few rounds.
+        for _ in 0..WHERE_ROUNDS {
+            let Err(BrokerError::QueueMoved(name)) = &subscribed else {
+                break;
+            };
+            if forwarded {
+                break;
+            }
             match self.broker.owner_of_soon(name).await {
                 // Served by another node: forwarded there (`proxy.rs`).
                 Some(owner) => {
@@ -233,7 +243,7 @@ impl pb::messaging_server::Messaging for MessagingService {
                     .await?;
                     return Ok(Response::new(forwarded));
                 }
-                // Served here by now (a queue just created), or gone: once more, here.
+                // Served here by now, or gone: once more, here.
                 None => {
                     subscribed = self
                         .broker
@@ -263,7 +273,9 @@ impl pb::messaging_server::Messaging for MessagingService {
             caller,
             forwarded_by,
             _counted: counted,
-            rejoin: (!forwarded).then(|| follow::Rejoin::new(&self.peers, credentials, subscribe)),
+            // Only a node's queues move.
+            rejoin: (self.broker.is_node() && !forwarded)
+                .then(|| follow::Rejoin::new(&self.peers, credentials, subscribe)),
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))

@@ -15,17 +15,17 @@
 //! their messages with their states. Until then the queue's scans and counts
 //! leave those messages out (`reads.rs`), so that a message reaches its
 //! owner's memory exactly once, through the inbox or through a scan. A node
-//! that takes a queue over empties its inbox before it reads the queue
-//! ([`PostgresStore::clear_inbox`]), so that the messages sent before it served
-//! the queue are read in id order with the others rather than after them,
-//! and drains it from then on like any owner; one that fails
+//! that takes a queue over empties its inbox as it takes the lease
+//! ([`PostgresStore::acquire`]): its first reads of the queue then find those
+//! messages in id order with the rest (the order one producer sent them in),
+//! rather than after messages sent later. It drains it from then on like any
+//! owner; one that fails
 //! after draining leaves the messages in the queue, where its successor's
 //! scan of the queue finds them.
 
 use tokio::sync::mpsc;
 
 use super::PostgresStore;
-use super::fence::{Claims, FENCE, LOST};
 use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 use crate::records::decode;
@@ -97,8 +97,16 @@ impl PostgresStore {
     ) -> impl Future<Output = Result<Vec<ScannedMessage>, StorageError>> + Send + 'static {
         let claims = self.fence.claim(queue);
         self.db.run(move |pool| async move {
+            let claims = claims?;
+            let (nodes, queues, epochs, count) = claims.columns();
             let mut client = pool.get().await.map_err(pool_error)?;
-            let tx = fenced(&mut client, claims?, queue).await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            tx.query_one(super::fence::FENCE, &[&nodes, &queues, &epochs, &count])
+                .await
+                .map_err(|err| match err.code().map(|c| c.code()) {
+                    Some(super::fence::LOST) => StorageError::Fenced { queue },
+                    _ => db_error(err),
+                })?;
             let rows = tx
                 .query(
                     "WITH drained AS (DELETE FROM inbox WHERE queue = $1 RETURNING queue, id)
@@ -125,46 +133,6 @@ impl PostgresStore {
                 .collect()
         })
     }
-
-    /// Empties `queue`'s inbox without reading its messages, under the lease
-    /// as [`PostgresStore::drain_inbox`]: for a node about to serve the
-    /// queue, whose reads of it then find those messages in id order with
-    /// the rest (the order they were sent in, for one producer's). Returns
-    /// how many there were.
-    pub fn clear_inbox(
-        &self,
-        queue: QueueId,
-    ) -> impl Future<Output = Result<u64, StorageError>> + Send + 'static {
-        let claims = self.fence.claim(queue);
-        self.db.run(move |pool| async move {
-            let mut client = pool.get().await.map_err(pool_error)?;
-            let tx = fenced(&mut client, claims?, queue).await?;
-            let cleared = tx
-                .execute("DELETE FROM inbox WHERE queue = $1", &[&i64::from(queue)])
-                .await
-                .map_err(db_error)?;
-            tx.commit().await.map_err(db_error)?;
-            Ok(cleared)
-        })
-    }
-}
-
-/// A transaction under `claims`, this node's lease on `queue`, fenced like
-/// every owner write: [`StorageError::Fenced`] once another node took it.
-async fn fenced(
-    client: &mut deadpool_postgres::Object,
-    claims: Claims,
-    queue: QueueId,
-) -> Result<deadpool_postgres::Transaction<'_>, StorageError> {
-    let (nodes, queues, epochs, count) = claims.columns();
-    let tx = client.transaction().await.map_err(db_error)?;
-    tx.query_one(FENCE, &[&nodes, &queues, &epochs, &count])
-        .await
-        .map_err(|err| match err.code().map(|c| c.code()) {
-            Some(LOST) => StorageError::Fenced { queue },
-            _ => db_error(err),
-        })?;
-    Ok(tx)
 }
 
 #[cfg(test)]
