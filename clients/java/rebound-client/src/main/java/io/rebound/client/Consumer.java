@@ -293,7 +293,7 @@ public final class Consumer implements AutoCloseable {
             synchronized (lock) {
                 ReboundException status = ReboundException.from(error);
                 // Before the subscription is confirmed it is the broker's refusal (a bad selector, no permission).
-                ended = address == null ? status : new StreamClosedException(status.code(), status.getMessage(), error);
+                ended = address == null ? status : new StreamClosedException(status.code(), status.reason(), error);
                 lock.notifyAll();
             }
         }

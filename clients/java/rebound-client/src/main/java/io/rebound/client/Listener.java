@@ -259,12 +259,12 @@ public final class Listener implements AutoCloseable {
                     tx.rollback();
                 } catch (ReboundException e) {
                     // A broken session rolls back by itself.
-                    LOG.log(Level.DEBUG, "rollback of message {0} failed: {1}", messageId, e.getMessage());
+                    LOG.log(Level.DEBUG, "rollback of message {0} failed: {1}", Long.toString(messageId), e.getMessage());
                 }
             }
             String reason = failure.getMessage() == null ? failure.toString() : failure.getMessage();
             if (failure instanceof TemporarilyUnavailableException temporary) {
-                LOG.log(Level.DEBUG, "message {0} of ''{1}'' will be redelivered: {2}", messageId, queue, reason);
+                LOG.log(Level.DEBUG, "message {0} of ''{1}'' will be redelivered: {2}", Long.toString(messageId), queue, reason);
                 if (temporary.retryAfter().isPresent()) {
                     consumer.nackAfter(temporary.retryAfter().get(), reason, id);
                 } else {
@@ -276,7 +276,7 @@ public final class Listener implements AutoCloseable {
                 consumer.nackPausingQueue(down.pause(), reason, id);
                 retried.incrementAndGet();
             } else if (failure instanceof PermanentFailureException) {
-                LOG.log(Level.WARNING, "dead-lettering message {0} of ''{1}'': {2}", messageId, queue, reason);
+                LOG.log(Level.WARNING, "dead-lettering message {0} of ''{1}'': {2}", Long.toString(messageId), queue, reason);
                 consumer.deadLetter(reason, id);
                 deadLettered.incrementAndGet();
             } else {
@@ -300,7 +300,7 @@ public final class Listener implements AutoCloseable {
                 tx.commit();
                 acked.incrementAndGet();
             } catch (ReboundException e) {
-                LOG.log(Level.WARNING, "commit of message {0} of ''{1}'' failed; it will be redelivered: {2}", messageId, queue, e.getMessage());
+                LOG.log(Level.WARNING, "commit of message {0} of ''{1}'' failed; it will be redelivered: {2}", Long.toString(messageId), queue, e.getMessage());
                 failed.incrementAndGet();
             }
         }

@@ -12,6 +12,7 @@ public class ReboundException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     private final Status.Code code;
+    private final String reason;
 
     public ReboundException(Status.Code code, String message) {
         this(code, message, null);
@@ -20,17 +21,24 @@ public class ReboundException extends RuntimeException {
     public ReboundException(Status.Code code, String message, Throwable cause) {
         super(message + " (" + code + ")", cause);
         this.code = code;
+        this.reason = message;
     }
 
     /** For failures that are not a broker status (the subclasses say which). */
     protected ReboundException(String message, Throwable cause) {
         super(message, cause);
         this.code = Status.Code.UNKNOWN;
+        this.reason = message;
     }
 
     /** The gRPC status code, e.g. {@code NOT_FOUND}; {@code UNKNOWN} for a client-side failure. */
     public Status.Code code() {
         return code;
+    }
+
+    /** The message without the code. */
+    public String reason() {
+        return reason;
     }
 
     /** The broker's status as an exception, keeping what failed underneath a transport error. */

@@ -110,7 +110,7 @@ public final class Session implements AutoCloseable {
         @Override
         public void onError(Throwable error) {
             ReboundException status = ReboundException.from(error);
-            end(new StreamClosedException(status.code(), status.getMessage(), error));
+            end(new StreamClosedException(status.code(), status.reason(), error));
         }
 
         @Override
