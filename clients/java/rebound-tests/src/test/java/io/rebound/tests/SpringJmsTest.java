@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rebound.client.ReboundClient;
 import io.rebound.jms.ReboundConnectionFactory;
 import jakarta.jms.Connection;
 import jakarta.jms.JMSException;
@@ -17,6 +18,8 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -146,6 +149,56 @@ class SpringJmsTest {
             assertEquals("spring.mdb", dead.getStringProperty("_AMQ_ORIG_ADDRESS"));
             assertEquals("spring.mdb", dead.getStringProperty("_AMQ_ORIG_QUEUE"));
             assertEquals("max-delivery-attempts", dead.getStringProperty("_REBOUND_DEAD_LETTER_REASON"));
+        }
+    }
+
+    /** A broker restart under a running transacted container: it reconnects, and every message sent before and after is processed, none lost. */
+    @Test
+    void aContainerReconnectsAfterABrokerRestartAndLosesNothing() throws Exception {
+        try (Broker restarting = Broker.start(CONFIG)) {
+            ReboundConnectionFactory cf = new ReboundConnectionFactory(restarting.url());
+            JmsTemplate template = new JmsTemplate(cf);
+            Set<String> handled = ConcurrentHashMap.newKeySet();
+            DefaultMessageListenerContainer container = new DefaultMessageListenerContainer();
+            container.setConnectionFactory(cf);
+            container.setDestinationName("spring.restart");
+            container.setSessionTransacted(true);
+            container.setReceiveTimeout(100);
+            container.setRecoveryInterval(200);
+            container.setMessageListener((jakarta.jms.MessageListener) message -> {
+                try {
+                    handled.add(((TextMessage) message).getText());
+                } catch (JMSException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            container.afterPropertiesSet();
+            container.start();
+            try {
+                for (int i = 0; i < 20; i++) {
+                    template.convertAndSend("spring.restart", "before " + i);
+                }
+                awaitSize(handled, 5);
+                restarting.restartOnSamePort();
+                for (int i = 0; i < 20; i++) {
+                    template.convertAndSend("spring.restart", "after " + i);
+                }
+                awaitSize(handled, 40);
+            } finally {
+                container.stop();
+                container.shutdown();
+            }
+            try (ReboundClient client = ReboundClient.connect(restarting.url())) {
+                assertEquals(0, client.admin().queue("spring.restart").getMessages(), "every message was committed");
+            }
+        }
+    }
+
+    private static void awaitSize(Set<String> handled, int size) throws InterruptedException {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (handled.size() < size) {
+            assertTrue(System.nanoTime() < deadline, "only " + handled.size() + " of " + size + " handled: " + handled);
+            Thread.sleep(20);
         }
     }
 }
