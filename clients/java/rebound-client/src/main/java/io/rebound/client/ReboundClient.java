@@ -82,6 +82,7 @@ public final class ReboundClient implements AutoCloseable {
         };
         ManagedChannel channel = Grpc.newChannelBuilderForAddress(uri.getHost(), uri.getPort(), credentials)
                 .maxInboundMessageSize(MAX_GRPC_MESSAGE)
+                .directExecutor()
                 .build();
         Channel authorized = options.user()
                 .map(user -> io.grpc.ClientInterceptors.intercept(channel, authorization(user, options.password())))
