@@ -6,31 +6,80 @@ import java.util.Map;
 import rebound.v1.MessagingOuterClass;
 
 /**
- * A message as the broker hands it to a consumer or a browser.
- *
- * @param id broker-assigned, unique and increasing in send order
- * @param address the address it was sent to (for a dead letter: the dead-letter address)
- * @param properties application and broker ({@code _AMQ_*}, {@code _REBOUND_*}) properties:
- *     String, Long, Double, Boolean or byte[]
- * @param timestampMs when the broker accepted it, ms since the epoch
- * @param expirationMs when it expires, ms since the epoch; 0 = never
+ * A message as the broker hands it to a consumer or a browser. The body and properties are
+ * decoded on first use, so a consumer that reads neither pays nothing for them.
  */
-public record Message(long id, String address, byte[] body, Map<String, Object> properties, boolean durable,
-        long timestampMs, int priority, long expirationMs) {
+public final class Message {
+    private final MessagingOuterClass.Message proto;
+    private Map<String, Object> properties;
+
+    private Message(MessagingOuterClass.Message proto) {
+        this.proto = proto;
+    }
 
     static Message from(MessagingOuterClass.Message m) {
-        return new Message(m.getMessageId(), m.getAddress(), m.getBody().toByteArray(),
-                Collections.unmodifiableMap(Properties.decode(m.getPropertiesMap())), m.getDurable(),
-                m.getTimestampMs(), m.getPriority(), m.getExpirationMs());
+        return new Message(m);
+    }
+
+    /** Broker-assigned, unique in the broker and increasing in send order. */
+    public long id() {
+        return proto.getMessageId();
+    }
+
+    /** The address it was sent to (for a dead letter: the dead-letter address). */
+    public String address() {
+        return proto.getAddress();
+    }
+
+    /** A copy of the body. */
+    public byte[] body() {
+        return proto.getBody().toByteArray();
     }
 
     /** The body as UTF-8 text. */
     public String text() {
-        return new String(body, StandardCharsets.UTF_8);
+        return proto.getBody().toString(StandardCharsets.UTF_8);
+    }
+
+    /**
+     * Application and broker ({@code _AMQ_*}, {@code _REBOUND_*}) properties: String, Long,
+     * Double, Boolean or byte[]. Read-only.
+     */
+    public synchronized Map<String, Object> properties() {
+        if (properties == null) {
+            properties = Collections.unmodifiableMap(Properties.decode(proto.getPropertiesMap()));
+        }
+        return properties;
     }
 
     /** A property, or {@code null}. */
     public Object property(String name) {
-        return properties.get(name);
+        MessagingOuterClass.PropertyValue value = proto.getPropertiesMap().get(name);
+        return value == null ? null : Properties.decode(value);
+    }
+
+    /** Durable messages were on disk before their send was acknowledged. */
+    public boolean durable() {
+        return proto.getDurable();
+    }
+
+    /** When the broker accepted it, ms since the epoch. */
+    public long timestampMs() {
+        return proto.getTimestampMs();
+    }
+
+    /** 0 (lowest) to 9 (highest). */
+    public int priority() {
+        return proto.getPriority();
+    }
+
+    /** When it expires, ms since the epoch; 0 = never. */
+    public long expirationMs() {
+        return proto.getExpirationMs();
+    }
+
+    @Override
+    public String toString() {
+        return "Message{id=" + id() + ", address=" + address() + ", " + proto.getBody().size() + " bytes, properties=" + properties() + "}";
     }
 }

@@ -7,6 +7,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicLong;
 import rebound.v1.MessagingGrpc;
@@ -25,12 +26,15 @@ import rebound.v1.MessagingOuterClass.PublishResponse;
  * status when the broker refuses the message (nothing stored; a refused frame of several callers'
  * messages is sent again one message per frame so that each caller gets its own answer), and with
  * {@link UnconfirmedException} when the stream broke before the answer came: the message may or
- * may not have been stored. Messages not yet sent then go on a new stream.
+ * may not have been stored. Messages not yet sent then go on a new stream. The futures complete
+ * on the client's callback thread, in send order: a continuation that blocks holds up the ones
+ * behind it (use the {@code *Async} variants for long work).
  */
 public final class Publisher implements AutoCloseable {
     private final MessagingGrpc.MessagingStub stub;
     private final PublisherOptions options;
     private final Semaphore room;
+    private final Executor callbacks;
     private final Object lock = new Object();
     /** Queued, not yet sent. */
     private final ArrayDeque<Queued> waiting = new ArrayDeque<>();
@@ -42,9 +46,10 @@ public final class Publisher implements AutoCloseable {
     private final AtomicLong unrouted = new AtomicLong();
     private final AtomicLong duplicates = new AtomicLong();
 
-    Publisher(MessagingGrpc.MessagingStub stub, PublisherOptions options) {
+    Publisher(MessagingGrpc.MessagingStub stub, PublisherOptions options, Executor callbacks) {
         this.stub = stub;
         this.options = options;
+        this.callbacks = callbacks;
         this.room = new Semaphore(options.maxPending());
     }
 
@@ -69,8 +74,15 @@ public final class Publisher implements AutoCloseable {
             waiting.add(queued);
             pump(answers);
         }
-        answers.forEach(Runnable::run);
+        give(answers);
         return answer;
+    }
+
+    /** Completes the futures of {@code answers} off the caller's (the transport's) thread, in order. */
+    private void give(List<Runnable> answers) {
+        if (!answers.isEmpty()) {
+            callbacks.execute(() -> answers.forEach(Runnable::run));
+        }
     }
 
     /** Frames (Publish requests) sent so far, on every stream of this publisher. */
@@ -107,18 +119,19 @@ public final class Publisher implements AutoCloseable {
     /** Sends frames while the window has room. Under {@link #lock}; answers to give go to {@code answers}, run once it is released. */
     private void pump(List<Runnable> answers) {
         while (stream == null || stream.inFlight.size() < options.maxFramesInFlight()) {
-            List<Queued> items;
-            if (!alone.isEmpty()) {
-                items = List.of(alone.poll());
-            } else if (!waiting.isEmpty()) {
-                items = takeBatch();
-            } else {
+            if (alone.isEmpty() && waiting.isEmpty()) {
                 return;
             }
             if (stream == null) {
-                stream = new Stream();
-                stub.publish(stream);
+                Stream opened = new Stream();
+                stream = opened;
+                stub.publish(opened);
+                if (stream != opened) {
+                    // It failed at once (the callbacks run on this thread): what waited has its answer.
+                    continue;
+                }
             }
+            List<Queued> items = alone.isEmpty() ? takeBatch() : List.of(alone.poll());
             PublishRequest.Builder request = PublishRequest.newBuilder().setSequence(stream.nextSequence++);
             items.forEach(item -> request.addMessages(item.message));
             stream.inFlight.add(new Frame(request.getSequence(), items));
@@ -214,14 +227,14 @@ public final class Publisher implements AutoCloseable {
                         ? "an answer to request " + response.getSequence() + " out of order"
                         : settle(frame, response, answers);
                 if (broken != null) {
-                    requests.cancel(broken, null);
                     breakOff(broken, null, answers);
+                    requests.cancel(broken, null);
                 } else {
                     pump(answers);
                     endIfIdle();
                 }
             }
-            answers.forEach(Runnable::run);
+            give(answers);
         }
 
         @Override
@@ -232,7 +245,7 @@ public final class Publisher implements AutoCloseable {
                     breakOff(ReboundException.from(error).getMessage(), error, answers);
                 }
             }
-            answers.forEach(Runnable::run);
+            give(answers);
         }
 
         @Override

@@ -22,6 +22,8 @@ import java.util.Base64;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import rebound.v1.MessagingGrpc;
 import rebound.v1.MessagingOuterClass.SendRequest;
@@ -53,6 +55,16 @@ public final class ReboundClient implements AutoCloseable {
     private final Channel authorized;
     private final MessagingGrpc.MessagingBlockingStub messaging;
     private final Admin admin;
+    /**
+     * Runs publishers' completions (one task per answered frame, in order), so that the
+     * transport's thread never runs application code: a continuation that blocks, even on
+     * another call of this client, holds up only the completions behind it.
+     */
+    private final ExecutorService callbacks = Executors.newSingleThreadExecutor(r -> {
+        Thread thread = new Thread(r, "rebound-callbacks");
+        thread.setDaemon(true);
+        return thread;
+    });
     private volatile Publisher sharedPublisher;
 
     private ReboundClient(String url, ManagedChannel channel, Channel authorized) {
@@ -82,7 +94,12 @@ public final class ReboundClient implements AutoCloseable {
         };
         ManagedChannel channel = Grpc.newChannelBuilderForAddress(uri.getHost(), uri.getPort(), credentials)
                 .maxInboundMessageSize(MAX_GRPC_MESSAGE)
+                // The client's own callbacks only file answers and wake waiters (completions go
+                // to `callbacks`): running them on the transport's thread saves a thread hop per message.
                 .directExecutor()
+                // grpc's transparent retry keeps a copy of every message a stream sends until the
+                // call ends; the client already says what a broken stream leaves unconfirmed.
+                .disableRetry()
                 .build();
         Channel authorized = options.user()
                 .map(user -> io.grpc.ClientInterceptors.intercept(channel, authorization(user, options.password())))
@@ -213,7 +230,7 @@ public final class ReboundClient implements AutoCloseable {
     }
 
     public Publisher publisher(PublisherOptions options) {
-        return new Publisher(MessagingGrpc.newStub(authorized).withMaxOutboundMessageSize(MAX_GRPC_MESSAGE), options);
+        return new Publisher(MessagingGrpc.newStub(authorized).withMaxOutboundMessageSize(MAX_GRPC_MESSAGE), options, callbacks);
     }
 
     /** Options of a consumer of {@code queue}; {@link ConsumerBuilder#open()} subscribes. */
@@ -244,6 +261,7 @@ public final class ReboundClient implements AutoCloseable {
             publisher.close();
         }
         channel.shutdown();
+        callbacks.shutdown();
         try {
             if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
                 channel.shutdownNow();
