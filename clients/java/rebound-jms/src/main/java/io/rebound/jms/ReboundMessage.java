@@ -74,7 +74,10 @@ public class ReboundMessage implements Message {
         } catch (IllegalArgumentException e) {
             throw new MessageFormatException(e.getMessage());
         }
-        out.property(BODY_TYPE, bodyType());
+        if (!(this instanceof ReboundBytesMessage)) {
+            // Without it a message is a BytesMessage, as one from another client is: not sent, not stored.
+            out.property(BODY_TYPE, bodyType());
+        }
         if (correlationId != null) {
             out.property(CORRELATION_ID, correlationId);
         }
