@@ -43,16 +43,18 @@ public final class ProducerBenchmark {
             Sender sender = api.equals("jms") ? jms(url, queue) : asyncClient(client, queue);
             run(client, queue, sender, WARMUP);
             var os = (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+            long commits0 = client.admin().serverInfo().getStoreCommits();
             long cpu0 = os.getProcessCpuTime();
             long t0 = System.nanoTime();
             long sendNs = run(client, queue, sender, messages);
             long e2eNs = System.nanoTime() - t0;
             double cpuUsPerMessage = (os.getProcessCpuTime() - cpu0) / 1_000.0 / messages;
+            long commits = client.admin().serverInfo().getStoreCommits() - commits0;
             sender.close();
             client.admin().deleteQueue(queue);
             System.out.printf("{\"system\":\"rebound-java\",\"api\":\"%s\",\"messages\":%d,\"size\":%d,\"in_flight\":%d,\"batch\":1,"
-                    + "\"send_msg_per_s\":%.0f,\"e2e_msg_per_s\":%.0f,\"client_cpu_us_per_msg\":%.1f}%n",
-                    api, messages, SIZE, IN_FLIGHT, messages * 1e9 / sendNs, messages * 1e9 / e2eNs, cpuUsPerMessage);
+                    + "\"send_msg_per_s\":%.0f,\"e2e_msg_per_s\":%.0f,\"store_commits\":%d,\"client_cpu_us_per_msg\":%.1f}%n",
+                    api, messages, SIZE, IN_FLIGHT, messages * 1e9 / sendNs, messages * 1e9 / e2eNs, commits, cpuUsPerMessage);
         }
     }
 
