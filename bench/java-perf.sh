@@ -4,8 +4,9 @@
 #   rebound perf --workload durable --batch 1      (the Rust client's Publisher)
 #   ProducerBenchmark client                       (the Java client's async API)
 #   ProducerBenchmark jms                          (a JMS producer with a CompletionListener)
-# printing one JSON line each. The same load: durable 1 KiB messages, one per call, 64 in
-# flight, one consumer acking what it received.
+# printing one JSON line each on stdout. The same load: durable 1 KiB messages, one per call, 64
+# in flight, one consumer (on a connection of its own) acking what it received. The Java runs send
+# 100,000 messages first, not measured, for the JIT; then 100,000 measured.
 #
 #   bench/java-perf.sh RUNS
 #
@@ -22,7 +23,7 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 # In one reactor, so that the sibling modules resolve to their target/classes (the last module,
 # rebound-tests, writes the file last).
 (cd clients/java && mvn -B -ntp -q test-compile dependency:build-classpath -pl rebound-tests -am \
-  -Dmdep.includeScope=test -Dmdep.outputFile="$scratch/cp")
+  -Dmdep.includeScope=test -Dmdep.outputFile="$scratch/cp") >&2
 classpath="clients/java/rebound-tests/target/test-classes:$(cat "$scratch/cp")"
 
 start() {
