@@ -7,7 +7,6 @@ import jakarta.jms.Connection;
 import jakarta.jms.ConnectionFactory;
 import jakarta.jms.JMSContext;
 import jakarta.jms.JMSException;
-import jakarta.jms.JMSSecurityException;
 import java.nio.file.Path;
 
 /**
@@ -75,7 +74,8 @@ public final class ReboundConnectionFactory implements ConnectionFactory {
             }
             return new ReboundConnection(ReboundClient.connect(url, options));
         } catch (IllegalArgumentException e) {
-            JMSException jms = e.getMessage().startsWith("invalid user") ? new JMSSecurityException(e.getMessage()) : new JMSException(e.getMessage());
+            // A setting that cannot be used (a URL, a TLS file, a user name): the message says which.
+            JMSException jms = new JMSException(e.getMessage());
             jms.initCause(e);
             throw jms;
         } catch (ReboundException e) {
