@@ -9,21 +9,22 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.extension.ConditionEvaluationResult;
+import org.junit.jupiter.api.extension.ExecutionCondition;
+import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
  * A {@code rebound serve} process with its own temporary directory (data dir, config file, log),
  * listening on a free port of 127.0.0.1, as the Rust black-box tests start it. The binary is
  * {@code REBOUND_BIN}, else the repository's {@code target/release/rebound}, then
  * {@code target/debug/rebound}; without one the test fails under {@code CI=true} and is skipped
- * with the reason otherwise. {@link #close()} kills the process and deletes the directory.
+ * with the reason otherwise ({@link Required}). {@link #close()} kills the process and deletes the directory.
  */
 public final class Broker implements AutoCloseable {
     private static final long STARTUP_SECONDS = 20;
@@ -54,28 +55,47 @@ public final class Broker implements AutoCloseable {
         }
     }
 
-    /** The {@code rebound} binary to test; skips (or, under CI, fails) the test without one. */
+    /** The {@code rebound} binary to test; fails the test without one ({@link Required} skips it first, outside CI). */
     public static Path binary() {
-        String configured = System.getenv("REBOUND_BIN");
-        List<Path> candidates = new ArrayList<>();
-        if (configured != null && !configured.isEmpty()) {
-            candidates.add(Path.of(configured));
-        } else {
-            Path repo = Path.of(System.getProperty("rebound.repo", "../.."));
-            candidates.add(repo.resolve("target/release/rebound"));
-            candidates.add(repo.resolve("target/debug/rebound"));
-        }
+        List<Path> candidates = candidates();
         for (Path candidate : candidates) {
             if (Files.isExecutable(candidate)) {
                 return candidate.toAbsolutePath().normalize();
             }
         }
-        String reason = "no rebound binary: tried " + candidates + " (set REBOUND_BIN or run cargo build)";
-        if ("true".equals(System.getenv("CI"))) {
-            fail("this test cannot run under CI: " + reason);
+        return fail((CI ? "this test cannot run under CI: " : "") + missing(candidates));
+    }
+
+    private static final boolean CI = "true".equals(System.getenv("CI"));
+
+    private static List<Path> candidates() {
+        String configured = System.getenv("REBOUND_BIN");
+        if (configured != null && !configured.isEmpty()) {
+            return List.of(Path.of(configured));
         }
-        Assumptions.abort("SKIPPED: " + reason);
-        throw new AssertionError("unreachable");
+        Path repo = Path.of(System.getProperty("rebound.repo", "../.."));
+        return List.of(repo.resolve("target/release/rebound"), repo.resolve("target/debug/rebound"));
+    }
+
+    private static String missing(List<Path> candidates) {
+        return "no rebound binary: tried " + candidates + " (set REBOUND_BIN or run cargo build)";
+    }
+
+    /**
+     * For the test classes: without a binary, skipped with the reason (reported by JUnit and
+     * printed as {@code SKIPPED: ...}), except under {@code CI=true}, where they run and fail.
+     */
+    public static final class Required implements ExecutionCondition {
+        @Override
+        public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
+            List<Path> candidates = candidates();
+            if (CI || candidates.stream().anyMatch(Files::isExecutable)) {
+                return ConditionEvaluationResult.enabled("a rebound binary is there, or CI=true");
+            }
+            String reason = "SKIPPED: " + missing(candidates);
+            System.out.println(reason + " (" + context.getDisplayName() + ")");
+            return ConditionEvaluationResult.disabled(reason);
+        }
     }
 
     private void spawn(Path binary, String listen) throws IOException {

@@ -34,10 +34,12 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import rebound.v1.AdminOuterClass.MessageState;
 import rebound.v1.AdminOuterClass.RoutingType;
 
 /** The client's capabilities against a real broker: sends, the publisher, consuming, settling, transactions, admin. */
+@ExtendWith(Broker.Required.class)
 @Timeout(60)
 class ClientTest {
     static final String CONFIG = """

@@ -16,9 +16,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import rebound.v1.AdminOuterClass.RoutingType;
 
 /** What the client says when the broker goes away under it. */
+@ExtendWith(Broker.Required.class)
 @Timeout(90)
 class FailureTest {
     @Test

@@ -37,8 +37,10 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** The JMS provider's API against a real broker: acknowledgement modes, transactions, topics, message types and headers, JMSContext. */
+@ExtendWith(Broker.Required.class)
 @Timeout(60)
 class JmsTest {
     static Broker broker;

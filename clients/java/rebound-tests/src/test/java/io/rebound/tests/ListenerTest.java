@@ -24,9 +24,11 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import rebound.v1.AdminOuterClass.RoutingType;
 
 /** The listener container: outcomes, concurrency, transactions, graceful stop, and a broker restart under it. */
+@ExtendWith(Broker.Required.class)
 @Timeout(90)
 class ListenerTest {
     static Broker broker;

@@ -21,9 +21,11 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import rebound.v1.AdminOuterClass.RoutingType;
 
 /** TLS with a CA and a client certificate, and a login with user and password. Certificates are made with openssl. */
+@ExtendWith(Broker.Required.class)
 @Timeout(60)
 class SecurityTest {
     static Path pki;
@@ -131,6 +133,7 @@ class SecurityTest {
             if ("true".equals(System.getenv("CI"))) {
                 fail(reason);
             }
+            System.out.println("SKIPPED: " + reason);
             Assumptions.abort("SKIPPED: " + reason);
             return;
         }

@@ -24,10 +24,12 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.jms.core.JmsTemplate;
 import org.springframework.jms.listener.DefaultMessageListenerContainer;
 
 /** Spring JMS on rebound's provider: JmsTemplate, and the MDB-rollback scenario through a transacted DefaultMessageListenerContainer. */
+@ExtendWith(Broker.Required.class)
 @Timeout(90)
 class SpringJmsTest {
     static final String CONFIG = """
