@@ -11,11 +11,15 @@ import rebound.v1.AdminOuterClass.BrowseQueueRequest;
 import rebound.v1.AdminOuterClass.CountMessagesRequest;
 import rebound.v1.AdminOuterClass.CreateAddressRequest;
 import rebound.v1.AdminOuterClass.CreateQueueRequest;
+import rebound.v1.AdminOuterClass.DeleteAddressRequest;
 import rebound.v1.AdminOuterClass.DeleteQueueRequest;
 import rebound.v1.AdminOuterClass.GetAddressRequest;
 import rebound.v1.AdminOuterClass.GetQueueRequest;
 import rebound.v1.AdminOuterClass.GetServerInfoRequest;
+import rebound.v1.AdminOuterClass.GetSettingsRequest;
 import rebound.v1.AdminOuterClass.GetServerInfoResponse;
+import rebound.v1.AdminOuterClass.ListAddressesRequest;
+import rebound.v1.AdminOuterClass.ListAddressesResponse;
 import rebound.v1.AdminOuterClass.ListQueuesRequest;
 import rebound.v1.AdminOuterClass.ListQueuesResponse;
 import rebound.v1.AdminOuterClass.MessageSelection;
@@ -27,6 +31,7 @@ import rebound.v1.AdminOuterClass.RemoveMessagesRequest;
 import rebound.v1.AdminOuterClass.RetryMessagesRequest;
 import rebound.v1.AdminOuterClass.RetryMessagesResponse;
 import rebound.v1.AdminOuterClass.RoutingType;
+import rebound.v1.AdminOuterClass.SettingValue;
 
 /**
  * Management calls, from {@link ReboundClient#admin()}: addresses and queues, their statistics,
@@ -46,6 +51,29 @@ public final class Admin {
     /** Creates an address; returns whether it was created (false: it existed). */
     public boolean createAddress(String name, RoutingType routingType) {
         return call(() -> stub.createAddress(CreateAddressRequest.newBuilder().setName(name).setRoutingType(routingType).build()).getCreated());
+    }
+
+    /** Deletes an address; {@code force} also deletes its queues and their messages (refused otherwise while it has queues). */
+    public void deleteAddress(String name, boolean force) {
+        call(() -> stub.deleteAddress(DeleteAddressRequest.newBuilder().setName(name).setForce(force).build()));
+    }
+
+    /** Every address, following the broker's pages. */
+    public List<AddressInfo> listAddresses() {
+        List<AddressInfo> addresses = new ArrayList<>();
+        String token = "";
+        do {
+            String page = token;
+            ListAddressesResponse response = call(() -> stub.listAddresses(ListAddressesRequest.newBuilder().setPageToken(page).build()));
+            addresses.addAll(response.getAddressesList());
+            token = response.getNextPageToken();
+        } while (!token.isEmpty());
+        return addresses;
+    }
+
+    /** The effective address-settings of {@code address}, each with the match that supplied it. */
+    public List<SettingValue> settings(String address) {
+        return call(() -> stub.getSettings(GetSettingsRequest.newBuilder().setAddress(address).build()).getSettingsList());
     }
 
     /** Creates a queue bound to {@code address} (created if missing). */

@@ -347,10 +347,15 @@ class ClientTest {
         assertEquals(2, info.getMessages());
         assertEquals(q, info.getAddress());
         assertTrue(client.admin().listQueues().stream().anyMatch(i -> i.getName().equals(q)));
+        assertTrue(client.admin().listAddresses().stream().anyMatch(a -> a.getName().equals(q)));
+        assertTrue(client.admin().settings(q).stream().anyMatch(v -> v.getKey().equals("max-delivery-attempts") && v.getValue().equals("3")),
+                "the effective settings of the address");
         assertEquals(1, client.admin().countMessages(q, "n = 2"));
         ReboundException missing = assertThrows(ReboundException.class, () -> client.admin().queue("java.no-such-queue"));
         assertEquals(Status.Code.NOT_FOUND, missing.code());
         assertTrue(missing.getMessage().endsWith("(NOT_FOUND)"), missing.getMessage());
+        client.admin().deleteAddress(q, true);
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(ReboundException.class, () -> client.admin().queue(q)).code(), "deleted with its address");
     }
 
     @Test
