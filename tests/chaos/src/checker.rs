@@ -11,7 +11,10 @@
 //! - **group order**: a group's messages delivered for the first time out of
 //!   send order;
 //! - **count decreased**: a message's delivery count going down;
-//! - **scheduled early**: a scheduled message delivered before its time.
+//! - **scheduled early**: a scheduled message delivered before its time;
+//! - **stranded**: messages still in a queue once the run was drained (an
+//!   ack whose confirmation was lost leaves the ledger unsure whether the
+//!   message is gone; the queue's depth says).
 //!
 //! Only first deliveries are held to order (a redelivery may come after later
 //! messages), and only of sends the broker acknowledged (an unconfirmed send
@@ -39,10 +42,11 @@ pub enum Kind {
     GroupOrder,
     CountDecreased,
     ScheduledEarly,
+    Stranded,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Lost,
         Kind::Unexpected,
         Kind::Resurrected,
@@ -51,6 +55,7 @@ impl Kind {
         Kind::GroupOrder,
         Kind::CountDecreased,
         Kind::ScheduledEarly,
+        Kind::Stranded,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +68,7 @@ impl Kind {
             Kind::GroupOrder => "group order",
             Kind::CountDecreased => "count decreased",
             Kind::ScheduledEarly => "scheduled early",
+            Kind::Stranded => "stranded",
         }
     }
 }
@@ -78,6 +84,7 @@ pub enum Anomaly {
     GroupOrder { msg: MessageRef, group: String, after: MessageRef },
     CountDecreased { msg: MessageRef, from: u32, to: u32 },
     ScheduledEarly { msg: MessageRef, early_by_ms: u64 },
+    Stranded { queue: String, messages: u64 },
 }
 
 impl Anomaly {
@@ -91,6 +98,7 @@ impl Anomaly {
             Anomaly::GroupOrder { .. } => Kind::GroupOrder,
             Anomaly::CountDecreased { .. } => Kind::CountDecreased,
             Anomaly::ScheduledEarly { .. } => Kind::ScheduledEarly,
+            Anomaly::Stranded { .. } => Kind::Stranded,
         }
     }
 }
@@ -119,6 +127,9 @@ impl fmt::Display for Anomaly {
             }
             Anomaly::ScheduledEarly { msg, early_by_ms } => {
                 write!(f, "scheduled early: {msg} delivered {early_by_ms} ms before its time")
+            }
+            Anomaly::Stranded { queue, messages } => {
+                write!(f, "stranded: {queue} still held {messages} messages after the drain")
             }
         }
     }
@@ -242,6 +253,9 @@ pub fn check(entries: &[Entry]) -> Report {
                     delivered_us,
                     confirmed_us: entry.t_us,
                 });
+            }
+            Event::QueueDepth { queue, messages, scheduled } if messages + scheduled > 0 => {
+                report.anomalies.push(Anomaly::Stranded { queue: queue.clone(), messages: messages + scheduled });
             }
             _ => {}
         }
@@ -634,6 +648,15 @@ mod tests {
         s.send_with(msg(1, 1), None, Some(5_000)).deliver_at(1, msg(1, 1), 1, 4_200).ack(1, msg(1, 1), 1);
         let found = only(&s.check(), Kind::ScheduledEarly);
         assert_eq!(found, [Anomaly::ScheduledEarly { msg: msg(1, 1), early_by_ms: 800 }]);
+    }
+
+    #[test]
+    fn a_queue_not_empty_after_the_drain_is_stranded() {
+        let mut s = clean();
+        s.at(Event::QueueDepth { queue: "chaos.b".into(), messages: 0, scheduled: 0 })
+            .at(Event::QueueDepth { queue: Q.into(), messages: 2, scheduled: 1 });
+        let found = only(&s.check(), Kind::Stranded);
+        assert_eq!(found, [Anomaly::Stranded { queue: Q.into(), messages: 3 }]);
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub enum Event {
     SettleFailed { stream: u64, msg: MessageRef, outcome: Outcome, error: String },
     /// A consumer's stream ended (it attaches again, maybe through another node).
     StreamEnded { consumer: u32, stream: u64, node: String, error: String },
+    /// What a queue held once the run was drained and its consumers gone.
+    QueueDepth { queue: String, messages: u64, scheduled: u64 },
     /// A fault began.
     FaultStarted { fault: String, target: String },
     /// A fault was healed.
@@ -137,8 +139,13 @@ impl Ledger {
     /// Appends `event`, timed under the lock so the ledger's order is its time order.
     pub fn record(&self, event: Event) {
         let mut entries = self.entries.lock().expect("ledger lock");
-        let t_us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let t_us = self.now_us();
         entries.push(Entry { t_us, event });
+    }
+
+    /// The ledger's clock: microseconds since the run began.
+    pub fn now_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// A new consumer stream's id, unique in the run.
