@@ -40,7 +40,7 @@ const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "rebound-chaos needs root: it creates network namespaces, iptables rules and tmpfs mounts (run it as root, e.g. with sudo)"
+        "root is needed: the run creates network namespaces, iptables rules and tmpfs mounts (run it as root, e.g. with sudo)"
     )]
     NotRoot,
     #[error("`{command}` failed: {detail}")]
