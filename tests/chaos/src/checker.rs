@@ -80,15 +80,47 @@ impl Kind {
 /// One violation, naming the message and what it broke.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Anomaly {
-    Lost { msg: MessageRef, queue: String },
-    Unexpected { msg: MessageRef, why: &'static str },
-    Resurrected { msg: MessageRef, stream: u64, delivery_count: u32, after_ack_ms: u64 },
-    Concurrent { msg: MessageRef, streams: [u64; 2] },
-    Reordered { msg: MessageRef, queue: String, after: MessageRef },
-    GroupOrder { msg: MessageRef, group: String, after: MessageRef },
-    CountDecreased { msg: MessageRef, from: u32, to: u32 },
-    ScheduledEarly { msg: MessageRef, early_by_ms: u64 },
-    Stranded { queue: String, messages: u64 },
+    Lost {
+        msg: MessageRef,
+        queue: String,
+    },
+    Unexpected {
+        msg: MessageRef,
+        why: &'static str,
+    },
+    Resurrected {
+        msg: MessageRef,
+        stream: u64,
+        delivery_count: u32,
+        after_ack_ms: u64,
+    },
+    Concurrent {
+        msg: MessageRef,
+        streams: [u64; 2],
+    },
+    Reordered {
+        msg: MessageRef,
+        queue: String,
+        after: MessageRef,
+    },
+    GroupOrder {
+        msg: MessageRef,
+        group: String,
+        after: MessageRef,
+    },
+    CountDecreased {
+        msg: MessageRef,
+        from: u32,
+        to: u32,
+    },
+    ScheduledEarly {
+        msg: MessageRef,
+        early_by_ms: u64,
+    },
+    Stranded {
+        queue: String,
+        messages: u64,
+    },
 }
 
 impl Anomaly {
@@ -110,9 +142,16 @@ impl Anomaly {
 impl fmt::Display for Anomaly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Anomaly::Lost { msg, queue } => write!(f, "lost: {msg} on {queue} was acknowledged and never delivered"),
+            Anomaly::Lost { msg, queue } => {
+                write!(f, "lost: {msg} on {queue} was acknowledged and never delivered")
+            }
             Anomaly::Unexpected { msg, why } => write!(f, "unexpected: {msg} was delivered, {why}"),
-            Anomaly::Resurrected { msg, stream, delivery_count, after_ack_ms } => write!(
+            Anomaly::Resurrected {
+                msg,
+                stream,
+                delivery_count,
+                after_ack_ms,
+            } => write!(
                 f,
                 "resurrected: {msg} delivered again (stream {stream}, count {delivery_count}) {after_ack_ms} ms after its ack was confirmed"
             ),
@@ -124,16 +163,28 @@ impl fmt::Display for Anomaly {
                 write!(f, "reordered: {msg} first delivered from {queue} after {after}")
             }
             Anomaly::GroupOrder { msg, group, after } => {
-                write!(f, "group order: {msg} of group {group} first delivered after {after}")
+                write!(
+                    f,
+                    "group order: {msg} of group {group} first delivered after {after}"
+                )
             }
             Anomaly::CountDecreased { msg, from, to } => {
-                write!(f, "count decreased: {msg} delivered with count {to} after count {from}")
+                write!(
+                    f,
+                    "count decreased: {msg} delivered with count {to} after count {from}"
+                )
             }
             Anomaly::ScheduledEarly { msg, early_by_ms } => {
-                write!(f, "scheduled early: {msg} delivered {early_by_ms} ms before its time")
+                write!(
+                    f,
+                    "scheduled early: {msg} delivered {early_by_ms} ms before its time"
+                )
             }
             Anomaly::Stranded { queue, messages } => {
-                write!(f, "stranded: {queue} still held {messages} messages after the drain")
+                write!(
+                    f,
+                    "stranded: {queue} still held {messages} messages after the drain"
+                )
             }
         }
     }
@@ -225,7 +276,13 @@ pub fn check(entries: &[Entry]) -> Report {
     };
     for entry in entries {
         match &entry.event {
-            Event::SendAttempted { msg, queue, group, deliver_at_ms, .. } => {
+            Event::SendAttempted {
+                msg,
+                queue,
+                group,
+                deliver_at_ms,
+                ..
+            } => {
                 report.attempts += 1;
                 let sent = sends.entry(*msg).or_default();
                 sent.queue.clone_from(queue);
@@ -235,7 +292,14 @@ pub fn check(entries: &[Entry]) -> Report {
             Event::SendAcked { msg, .. } => sends.entry(*msg).or_default().acked = true,
             Event::SendUnconfirmed { msg, .. } => sends.entry(*msg).or_default().unconfirmed = true,
             Event::SendFailed { msg, .. } => sends.entry(*msg).or_default().failed = true,
-            Event::Delivered { stream, msg, queue, delivery_count, wall_ms, .. } => {
+            Event::Delivered {
+                stream,
+                msg,
+                queue,
+                delivery_count,
+                wall_ms,
+                ..
+            } => {
                 deliveries.push(Delivery {
                     t_us: entry.t_us,
                     stream: *stream,
@@ -245,7 +309,12 @@ pub fn check(entries: &[Entry]) -> Report {
                     wall_ms: *wall_ms,
                 });
             }
-            Event::SettleConfirmed { stream, msg, delivery_count, outcome: Outcome::Ack } => {
+            Event::SettleConfirmed {
+                stream,
+                msg,
+                delivery_count,
+                outcome: Outcome::Ack,
+            } => {
                 let delivered_us = deliveries
                     .iter()
                     .rev()
@@ -258,15 +327,25 @@ pub fn check(entries: &[Entry]) -> Report {
                     confirmed_us: entry.t_us,
                 });
             }
-            Event::QueueDepth { queue, messages, scheduled } if messages + scheduled > 0 => {
-                report.anomalies.push(Anomaly::Stranded { queue: queue.clone(), messages: messages + scheduled });
+            Event::QueueDepth {
+                queue,
+                messages,
+                scheduled,
+            } if messages + scheduled > 0 => {
+                report.anomalies.push(Anomaly::Stranded {
+                    queue: queue.clone(),
+                    messages: messages + scheduled,
+                });
             }
             _ => {}
         }
     }
     report.sent = sends.values().filter(|s| !s.queue.is_empty()).count();
     report.acked = sends.values().filter(|s| s.acked).count();
-    report.failed = sends.values().filter(|s| s.failed && !s.acked && !s.unconfirmed).count();
+    report.failed = sends
+        .values()
+        .filter(|s| s.failed && !s.acked && !s.unconfirmed)
+        .count();
     report.unconfirmed = sends.values().filter(|s| s.unconfirmed && !s.acked).count();
     report.deliveries = deliveries.len();
 
@@ -283,18 +362,26 @@ pub fn check(entries: &[Entry]) -> Report {
     let anomalies = &mut report.anomalies;
     for (msg, sent) in &sends {
         if sent.acked && !by_message.contains_key(msg) {
-            anomalies.push(Anomaly::Lost { msg: *msg, queue: sent.queue.clone() });
+            anomalies.push(Anomaly::Lost {
+                msg: *msg,
+                queue: sent.queue.clone(),
+            });
         }
     }
     for (msg, ds) in &by_message {
         match sends.get(msg) {
-            None => anomalies.push(Anomaly::Unexpected { msg: *msg, why: "never sent" }),
-            Some(s) if s.queue.is_empty() => {
-                anomalies.push(Anomaly::Unexpected { msg: *msg, why: "never sent" })
-            }
-            Some(s) if !s.acked && !s.unconfirmed => {
-                anomalies.push(Anomaly::Unexpected { msg: *msg, why: "every send of it refused" })
-            }
+            None => anomalies.push(Anomaly::Unexpected {
+                msg: *msg,
+                why: "never sent",
+            }),
+            Some(s) if s.queue.is_empty() => anomalies.push(Anomaly::Unexpected {
+                msg: *msg,
+                why: "never sent",
+            }),
+            Some(s) if !s.acked && !s.unconfirmed => anomalies.push(Anomaly::Unexpected {
+                msg: *msg,
+                why: "every send of it refused",
+            }),
             Some(_) => {}
         }
         check_after_acks(*msg, ds, acks.get(msg).map_or(&[], Vec::as_slice), anomalies);
@@ -307,10 +394,13 @@ pub fn check(entries: &[Entry]) -> Report {
                 });
             }
         }
-        if let Some(at) = sends.get(msg).and_then(|s| s.deliver_at_ms) {
-            if let Some(early) = ds.iter().find(|d| d.wall_ms < at) {
-                anomalies.push(Anomaly::ScheduledEarly { msg: *msg, early_by_ms: at - early.wall_ms });
-            }
+        if let Some(at) = sends.get(msg).and_then(|s| s.deliver_at_ms)
+            && let Some(early) = ds.iter().find(|d| d.wall_ms < at)
+        {
+            anomalies.push(Anomaly::ScheduledEarly {
+                msg: *msg,
+                early_by_ms: at - early.wall_ms,
+            });
         }
     }
 
@@ -330,7 +420,10 @@ pub fn check(entries: &[Entry]) -> Report {
 fn check_after_acks(msg: MessageRef, deliveries: &[&Delivery], acks: &[Ack], anomalies: &mut Vec<Anomaly>) {
     for d in deliveries {
         let itself = |a: &&Ack| a.stream == d.stream && a.count == d.count;
-        let after = acks.iter().filter(|a| !itself(a)).find(|a| a.confirmed_us < d.t_us);
+        let after = acks
+            .iter()
+            .filter(|a| !itself(a))
+            .find(|a| a.confirmed_us < d.t_us);
         if let Some(ack) = after {
             // Counted past the acked delivery: the broker forgot the ack. Not
             // counted past it: it was out while that delivery was.
@@ -342,7 +435,10 @@ fn check_after_acks(msg: MessageRef, deliveries: &[&Delivery], acks: &[Ack], ano
                     after_ack_ms: (d.t_us - ack.confirmed_us) / 1000,
                 }
             } else {
-                Anomaly::Concurrent { msg, streams: [ack.stream, d.stream] }
+                Anomaly::Concurrent {
+                    msg,
+                    streams: [ack.stream, d.stream],
+                }
             });
             continue;
         }
@@ -350,18 +446,28 @@ fn check_after_acks(msg: MessageRef, deliveries: &[&Delivery], acks: &[Ack], ano
             .iter()
             .find(|a| a.stream != d.stream && a.delivered_us < d.t_us && d.t_us < a.confirmed_us);
         if let Some(ack) = overlapping {
-            anomalies.push(Anomaly::Concurrent { msg, streams: [ack.stream, d.stream] });
+            anomalies.push(Anomaly::Concurrent {
+                msg,
+                streams: [ack.stream, d.stream],
+            });
         }
     }
 }
 
 /// Per producer and queue, first deliveries of ordered messages follow send
 /// order: on one stream strictly, across streams beyond [`CROSS_STREAM_SLACK_US`].
-fn check_producer_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>, anomalies: &mut Vec<Anomaly>) {
+fn check_producer_order(
+    firsts: &[&Delivery],
+    sends: &BTreeMap<MessageRef, Sent>,
+    anomalies: &mut Vec<Anomaly>,
+) {
     let mut lanes: BTreeMap<(u32, &str), Vec<&Delivery>> = BTreeMap::new();
     for d in firsts {
         if d.count == 1 && sends.get(&d.msg).is_some_and(Sent::ordered) {
-            lanes.entry((d.msg.producer, d.queue.as_str())).or_default().push(d);
+            lanes
+                .entry((d.msg.producer, d.queue.as_str()))
+                .or_default()
+                .push(d);
         }
     }
     for lane in lanes.values() {
@@ -375,7 +481,11 @@ fn check_producer_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>
             }
             let before = stream_max.get(&d.stream).copied().max(settled_max);
             if let Some(after) = before.filter(|b| b.seq > d.msg.seq) {
-                anomalies.push(Anomaly::Reordered { msg: d.msg, queue: d.queue.clone(), after });
+                anomalies.push(Anomaly::Reordered {
+                    msg: d.msg,
+                    queue: d.queue.clone(),
+                    after,
+                });
             }
             let max = stream_max.entry(d.stream).or_insert(d.msg);
             *max = (*max).max(d.msg);
@@ -388,8 +498,12 @@ fn check_producer_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>
 fn check_group_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>, anomalies: &mut Vec<Anomaly>) {
     let mut max: HashMap<&str, MessageRef> = HashMap::new();
     for d in firsts {
-        let Some(sent) = sends.get(&d.msg).filter(|s| s.acked) else { continue };
-        let Some(group) = sent.group.as_deref() else { continue };
+        let Some(sent) = sends.get(&d.msg).filter(|s| s.acked) else {
+            continue;
+        };
+        let Some(group) = sent.group.as_deref() else {
+            continue;
+        };
         match max.get(group) {
             Some(after) if after.seq > d.msg.seq => anomalies.push(Anomaly::GroupOrder {
                 msg: d.msg,
@@ -418,7 +532,10 @@ fn availability_gaps(entries: &[Entry]) -> (u64, u64) {
     let longest = |pick: fn(&Event) -> bool| {
         let mut last = from;
         let mut longest = 0;
-        for e in entries.iter().filter(|e| e.t_us >= from && e.t_us <= to && pick(&e.event)) {
+        for e in entries
+            .iter()
+            .filter(|e| e.t_us >= from && e.t_us <= to && pick(&e.event))
+        {
             longest = longest.max(e.t_us - last);
             last = e.t_us;
         }
@@ -473,7 +590,11 @@ mod tests {
                 group: group.map(Into::into),
                 deliver_at_ms,
             })
-            .at(Event::SendAcked { msg: m, message_id: m.seq, duplicate: false })
+            .at(Event::SendAcked {
+                msg: m,
+                message_id: m.seq,
+                duplicate: false,
+            })
         }
 
         fn deliver(&mut self, stream: u64, m: MessageRef, count: u32) -> &mut Self {
@@ -494,8 +615,18 @@ mod tests {
         }
 
         fn ack(&mut self, stream: u64, m: MessageRef, count: u32) -> &mut Self {
-            self.at(Event::SettleSent { stream, msg: m, delivery_count: count, outcome: Outcome::Ack })
-                .at(Event::SettleConfirmed { stream, msg: m, delivery_count: count, outcome: Outcome::Ack })
+            self.at(Event::SettleSent {
+                stream,
+                msg: m,
+                delivery_count: count,
+                outcome: Outcome::Ack,
+            })
+            .at(Event::SettleConfirmed {
+                stream,
+                msg: m,
+                delivery_count: count,
+                outcome: Outcome::Ack,
+            })
         }
 
         /// Delivered on `stream` and acked.
@@ -510,7 +641,8 @@ mod tests {
 
     /// Only the anomalies of `kind`, and that there are no others.
     fn only(report: &Report, kind: Kind) -> Vec<Anomaly> {
-        let (of_kind, others): (Vec<_>, Vec<_>) = report.anomalies.iter().cloned().partition(|a| a.kind() == kind);
+        let (of_kind, others): (Vec<_>, Vec<_>) =
+            report.anomalies.iter().cloned().partition(|a| a.kind() == kind);
         assert!(others.is_empty(), "other anomalies than {kind:?}: {others:?}");
         of_kind
     }
@@ -519,29 +651,53 @@ mod tests {
     /// group, a scheduled message on time, an unconfirmed send delivered.
     fn clean() -> Script {
         let mut s = Script::default();
-        s.at(Event::Phase { name: "workload".into() })
-            .send(msg(1, 1))
-            .send(msg(2, 1))
-            .send(msg(1, 2))
-            .send_with(msg(1, 3), Some("g"), None)
-            .send_with(msg(1, 4), Some("g"), None)
-            .send_with(msg(2, 2), None, Some(1_000))
-            .at(Event::SendAttempted { msg: msg(2, 3), queue: Q.into(), node: "n2".into(), group: None, deliver_at_ms: None })
-            .at(Event::SendUnconfirmed { msg: msg(2, 3), error: "UNAVAILABLE".into() })
-            .consume(1, msg(1, 1))
-            .consume(2, msg(2, 1))
-            .deliver(1, msg(1, 2), 1)
-            .at(Event::SettleSent { stream: 1, msg: msg(1, 2), delivery_count: 1, outcome: Outcome::Nack })
-            .at(Event::SettleConfirmed { stream: 1, msg: msg(1, 2), delivery_count: 1, outcome: Outcome::Nack })
-            .consume(2, msg(1, 3))
-            .deliver(2, msg(1, 2), 2)
-            .ack(2, msg(1, 2), 2)
-            .consume(1, msg(1, 4))
-            .deliver_at(1, msg(2, 2), 1, 1_000)
-            .ack(1, msg(2, 2), 1)
-            .consume(2, msg(2, 3))
-            .at(Event::FaultStarted { fault: "kill".into(), target: "n1".into() })
-            .at(Event::Phase { name: "drain".into() });
+        s.at(Event::Phase {
+            name: "workload".into(),
+        })
+        .send(msg(1, 1))
+        .send(msg(2, 1))
+        .send(msg(1, 2))
+        .send_with(msg(1, 3), Some("g"), None)
+        .send_with(msg(1, 4), Some("g"), None)
+        .send_with(msg(2, 2), None, Some(1_000))
+        .at(Event::SendAttempted {
+            msg: msg(2, 3),
+            queue: Q.into(),
+            node: "n2".into(),
+            group: None,
+            deliver_at_ms: None,
+        })
+        .at(Event::SendUnconfirmed {
+            msg: msg(2, 3),
+            error: "UNAVAILABLE".into(),
+        })
+        .consume(1, msg(1, 1))
+        .consume(2, msg(2, 1))
+        .deliver(1, msg(1, 2), 1)
+        .at(Event::SettleSent {
+            stream: 1,
+            msg: msg(1, 2),
+            delivery_count: 1,
+            outcome: Outcome::Nack,
+        })
+        .at(Event::SettleConfirmed {
+            stream: 1,
+            msg: msg(1, 2),
+            delivery_count: 1,
+            outcome: Outcome::Nack,
+        })
+        .consume(2, msg(1, 3))
+        .deliver(2, msg(1, 2), 2)
+        .ack(2, msg(1, 2), 2)
+        .consume(1, msg(1, 4))
+        .deliver_at(1, msg(2, 2), 1, 1_000)
+        .ack(1, msg(2, 2), 1)
+        .consume(2, msg(2, 3))
+        .at(Event::FaultStarted {
+            fault: "kill".into(),
+            target: "n1".into(),
+        })
+        .at(Event::Phase { name: "drain".into() });
         s
     }
 
@@ -549,7 +705,10 @@ mod tests {
     fn a_clean_run_passes_with_its_counts() {
         let report = clean().check();
         assert!(report.passed(), "{:?}", report.anomalies);
-        assert_eq!((report.sent, report.acked, report.unconfirmed, report.recovered), (7, 6, 1, 1));
+        assert_eq!(
+            (report.sent, report.acked, report.unconfirmed, report.recovered),
+            (7, 6, 1, 1)
+        );
         assert_eq!((report.deliveries, report.redelivered), (8, 1));
         assert_eq!(report.faults.get("kill"), Some(&1));
     }
@@ -559,24 +718,48 @@ mod tests {
         let mut s = clean();
         s.send(msg(3, 1));
         let lost = only(&s.check(), Kind::Lost);
-        assert_eq!(lost, [Anomaly::Lost { msg: msg(3, 1), queue: Q.into() }]);
+        assert_eq!(
+            lost,
+            [Anomaly::Lost {
+                msg: msg(3, 1),
+                queue: Q.into()
+            }]
+        );
     }
 
     #[test]
     fn an_unconfirmed_message_never_delivered_is_not_lost() {
         let mut s = clean();
-        s.at(Event::SendAttempted { msg: msg(3, 1), queue: Q.into(), node: "n1".into(), group: None, deliver_at_ms: None })
-            .at(Event::SendUnconfirmed { msg: msg(3, 1), error: "timeout".into() });
+        s.at(Event::SendAttempted {
+            msg: msg(3, 1),
+            queue: Q.into(),
+            node: "n1".into(),
+            group: None,
+            deliver_at_ms: None,
+        })
+        .at(Event::SendUnconfirmed {
+            msg: msg(3, 1),
+            error: "timeout".into(),
+        });
         assert!(s.check().passed());
     }
 
     #[test]
     fn a_delivery_of_a_refused_or_unknown_message_is_unexpected() {
         let mut s = clean();
-        s.at(Event::SendAttempted { msg: msg(3, 1), queue: Q.into(), node: "n1".into(), group: None, deliver_at_ms: None })
-            .at(Event::SendFailed { msg: msg(3, 1), error: "INVALID_ARGUMENT".into() })
-            .consume(1, msg(3, 1))
-            .consume(1, msg(9, 9));
+        s.at(Event::SendAttempted {
+            msg: msg(3, 1),
+            queue: Q.into(),
+            node: "n1".into(),
+            group: None,
+            deliver_at_ms: None,
+        })
+        .at(Event::SendFailed {
+            msg: msg(3, 1),
+            error: "INVALID_ARGUMENT".into(),
+        })
+        .consume(1, msg(3, 1))
+        .consume(1, msg(9, 9));
         assert_eq!(only(&s.check(), Kind::Unexpected).len(), 2);
     }
 
@@ -585,49 +768,95 @@ mod tests {
         let mut s = clean();
         s.deliver(2, msg(1, 1), 2);
         let found = only(&s.check(), Kind::Resurrected);
-        assert!(matches!(found[..], [Anomaly::Resurrected { stream: 2, delivery_count: 2, .. }]), "{found:?}");
+        assert!(
+            matches!(
+                found[..],
+                [Anomaly::Resurrected {
+                    stream: 2,
+                    delivery_count: 2,
+                    ..
+                }]
+            ),
+            "{found:?}"
+        );
     }
 
     #[test]
     fn two_streams_holding_a_message_at_once_are_concurrent() {
         // Stream 2 gets p1:1 between stream 1's delivery and its confirmed ack.
         let mut s = Script::default();
-        s.send(msg(1, 1)).deliver(1, msg(1, 1), 1).deliver(2, msg(1, 1), 1).ack(1, msg(1, 1), 1);
+        s.send(msg(1, 1))
+            .deliver(1, msg(1, 1), 1)
+            .deliver(2, msg(1, 1), 1)
+            .ack(1, msg(1, 1), 1);
         let found = only(&s.check(), Kind::Concurrent);
-        assert_eq!(found, [Anomaly::Concurrent { msg: msg(1, 1), streams: [1, 2] }]);
+        assert_eq!(
+            found,
+            [Anomaly::Concurrent {
+                msg: msg(1, 1),
+                streams: [1, 2]
+            }]
+        );
         // Without the ack confirmed, the second delivery is a redelivery.
         let mut s = Script::default();
-        s.send(msg(1, 1)).deliver(1, msg(1, 1), 1).deliver(2, msg(1, 1), 2).ack(2, msg(1, 1), 2);
+        s.send(msg(1, 1))
+            .deliver(1, msg(1, 1), 1)
+            .deliver(2, msg(1, 1), 2)
+            .ack(2, msg(1, 1), 2);
         assert!(s.check().passed());
     }
 
     #[test]
     fn a_later_message_first_on_one_stream_is_reordered() {
         let mut s = Script::default();
-        s.send(msg(1, 1)).send(msg(1, 2)).consume(1, msg(1, 2)).consume(1, msg(1, 1));
+        s.send(msg(1, 1))
+            .send(msg(1, 2))
+            .consume(1, msg(1, 2))
+            .consume(1, msg(1, 1));
         let found = only(&s.check(), Kind::Reordered);
-        assert_eq!(found, [Anomaly::Reordered { msg: msg(1, 1), queue: Q.into(), after: msg(1, 2) }]);
+        assert_eq!(
+            found,
+            [Anomaly::Reordered {
+                msg: msg(1, 1),
+                queue: Q.into(),
+                after: msg(1, 2)
+            }]
+        );
     }
 
     #[test]
     fn across_streams_only_a_reorder_beyond_the_slack_counts() {
         let mut near = Script::default();
-        near.send(msg(1, 1)).send(msg(1, 2)).consume(2, msg(1, 2)).consume(1, msg(1, 1));
+        near.send(msg(1, 1))
+            .send(msg(1, 2))
+            .consume(2, msg(1, 2))
+            .consume(1, msg(1, 1));
         assert!(near.check().passed());
         let mut far = Script::default();
-        far.send(msg(1, 1)).send(msg(1, 2)).consume(2, msg(1, 2)).wait_ms(2_000).consume(1, msg(1, 1));
+        far.send(msg(1, 1))
+            .send(msg(1, 2))
+            .consume(2, msg(1, 2))
+            .wait_ms(2_000)
+            .consume(1, msg(1, 1));
         assert_eq!(only(&far.check(), Kind::Reordered).len(), 1);
     }
 
     #[test]
     fn a_redelivery_after_later_messages_is_not_reordered() {
         let mut s = Script::default();
-        s.send(msg(1, 1)).send(msg(1, 2)).deliver(1, msg(1, 1), 1).consume(2, msg(1, 2)).wait_ms(2_000);
+        s.send(msg(1, 1))
+            .send(msg(1, 2))
+            .deliver(1, msg(1, 1), 1)
+            .consume(2, msg(1, 2))
+            .wait_ms(2_000);
         s.deliver(2, msg(1, 1), 2).ack(2, msg(1, 1), 2);
         assert!(s.check().passed());
         // Its first delivery never reached the consumer: the count says so.
         let mut s = Script::default();
-        s.send(msg(1, 1)).send(msg(1, 2)).consume(2, msg(1, 2)).wait_ms(2_000);
+        s.send(msg(1, 1))
+            .send(msg(1, 2))
+            .consume(2, msg(1, 2))
+            .wait_ms(2_000);
         s.deliver(2, msg(1, 1), 2).ack(2, msg(1, 1), 2);
         assert!(s.check().passed());
     }
@@ -651,47 +880,88 @@ mod tests {
             .consume(1, msg(1, 2))
             .consume(2, msg(1, 1));
         let found = only(&s.check(), Kind::GroupOrder);
-        assert_eq!(found, [Anomaly::GroupOrder { msg: msg(1, 1), group: "g".into(), after: msg(1, 2) }]);
+        assert_eq!(
+            found,
+            [Anomaly::GroupOrder {
+                msg: msg(1, 1),
+                group: "g".into(),
+                after: msg(1, 2)
+            }]
+        );
     }
 
     #[test]
     fn a_delivery_count_going_down_is_caught() {
         let mut s = Script::default();
-        s.send(msg(1, 1)).deliver(1, msg(1, 1), 2).deliver(2, msg(1, 1), 1).ack(2, msg(1, 1), 1);
+        s.send(msg(1, 1))
+            .deliver(1, msg(1, 1), 2)
+            .deliver(2, msg(1, 1), 1)
+            .ack(2, msg(1, 1), 1);
         let found = only(&s.check(), Kind::CountDecreased);
-        assert_eq!(found, [Anomaly::CountDecreased { msg: msg(1, 1), from: 2, to: 1 }]);
+        assert_eq!(
+            found,
+            [Anomaly::CountDecreased {
+                msg: msg(1, 1),
+                from: 2,
+                to: 1
+            }]
+        );
     }
 
     #[test]
     fn a_scheduled_message_delivered_early_is_caught() {
         let mut s = Script::default();
-        s.send_with(msg(1, 1), None, Some(5_000)).deliver_at(1, msg(1, 1), 1, 4_200).ack(1, msg(1, 1), 1);
+        s.send_with(msg(1, 1), None, Some(5_000))
+            .deliver_at(1, msg(1, 1), 1, 4_200)
+            .ack(1, msg(1, 1), 1);
         let found = only(&s.check(), Kind::ScheduledEarly);
-        assert_eq!(found, [Anomaly::ScheduledEarly { msg: msg(1, 1), early_by_ms: 800 }]);
+        assert_eq!(
+            found,
+            [Anomaly::ScheduledEarly {
+                msg: msg(1, 1),
+                early_by_ms: 800
+            }]
+        );
     }
 
     #[test]
     fn a_queue_not_empty_after_the_drain_is_stranded() {
         let mut s = clean();
-        s.at(Event::QueueDepth { queue: "chaos.b".into(), messages: 0, scheduled: 0 })
-            .at(Event::QueueDepth { queue: Q.into(), messages: 2, scheduled: 1 });
+        s.at(Event::QueueDepth {
+            queue: "chaos.b".into(),
+            messages: 0,
+            scheduled: 0,
+        })
+        .at(Event::QueueDepth {
+            queue: Q.into(),
+            messages: 2,
+            scheduled: 1,
+        });
         let found = only(&s.check(), Kind::Stranded);
-        assert_eq!(found, [Anomaly::Stranded { queue: Q.into(), messages: 3 }]);
+        assert_eq!(
+            found,
+            [Anomaly::Stranded {
+                queue: Q.into(),
+                messages: 3
+            }]
+        );
     }
 
     #[test]
     fn availability_gaps_span_the_workload_only() {
         let mut s = Script::default();
-        s.at(Event::Phase { name: "workload".into() })
-            .send(msg(1, 1))
-            .wait_ms(3_000)
-            .send(msg(1, 2))
-            .consume(1, msg(1, 1))
-            .consume(1, msg(1, 2))
-            .at(Event::Phase { name: "drain".into() })
-            .wait_ms(60_000)
-            .send(msg(1, 3))
-            .consume(1, msg(1, 3));
+        s.at(Event::Phase {
+            name: "workload".into(),
+        })
+        .send(msg(1, 1))
+        .wait_ms(3_000)
+        .send(msg(1, 2))
+        .consume(1, msg(1, 1))
+        .consume(1, msg(1, 2))
+        .at(Event::Phase { name: "drain".into() })
+        .wait_ms(60_000)
+        .send(msg(1, 3))
+        .consume(1, msg(1, 3));
         let report = s.check();
         assert!(report.passed(), "{:?}", report.anomalies);
         assert_eq!(report.longest_send_gap_ms, 3_020);

@@ -10,8 +10,8 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use rebound_chaos::ledger::{Event, Ledger};
 use crate::topology::{Cluster, Result, Single, Topology, iptables};
+use rebound_chaos::ledger::{Event, Ledger};
 
 /// A fault type (RELIABILITY.md says what each does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -54,7 +54,10 @@ impl Fault {
 
     /// Its name on the command line and in the ledger.
     pub fn name(self) -> String {
-        self.to_possible_value().expect("no skipped variants").get_name().to_owned()
+        self.to_possible_value()
+            .expect("no skipped variants")
+            .get_name()
+            .to_owned()
     }
 
     /// Whether it is injected into one node on the embedded store (else into
@@ -81,15 +84,33 @@ pub async fn inject(fault: Fault, topology: &mut Topology, rng: &mut StdRng, led
 /// Records the start of a fault (and says it on stderr); returns what to
 /// record at its heal.
 fn started(ledger: &Ledger, fault: Fault, target: String, hold: Duration) -> Event {
-    eprintln!("rebound-chaos: {} {target} for {:.1} s", fault.name(), hold.as_secs_f64());
-    ledger.record(Event::FaultStarted { fault: fault.name(), target: target.clone() });
-    Event::FaultHealed { fault: fault.name(), target }
+    eprintln!(
+        "rebound-chaos: {} {target} for {:.1} s",
+        fault.name(),
+        hold.as_secs_f64()
+    );
+    ledger.record(Event::FaultStarted {
+        fault: fault.name(),
+        target: target.clone(),
+    });
+    Event::FaultHealed {
+        fault: fault.name(),
+        target,
+    }
 }
 
-async fn inject_cluster(fault: Fault, cluster: &mut Cluster, rng: &mut StdRng, ledger: &Ledger) -> Result<()> {
+async fn inject_cluster(
+    fault: Fault,
+    cluster: &mut Cluster,
+    rng: &mut StdRng,
+    ledger: &Ledger,
+) -> Result<()> {
     let i = rng.random_range(0..cluster.nodes.len());
     let name = cluster.nodes[i].name.clone();
-    let ns = cluster.nodes[i].ns.clone().expect("cluster nodes have a namespace");
+    let ns = cluster.nodes[i]
+        .ns
+        .clone()
+        .expect("cluster nodes have a namespace");
     let pg = cluster.pg.ip.clone();
     let peers = cluster.peers_of(i);
     let healed = match fault {
@@ -137,7 +158,12 @@ async fn inject_cluster(fault: Fault, cluster: &mut Cluster, rng: &mut StdRng, l
             } else {
                 ("OUTPUT", "-d", "is not heard by")
             };
-            let healed = started(ledger, fault, format!("{name} {what} the other nodes and PostgreSQL"), hold);
+            let healed = started(
+                ledger,
+                fault,
+                format!("{name} {what} the other nodes and PostgreSQL"),
+                hold,
+            );
             for peer in peers.iter().chain([&pg]) {
                 iptables(&ns, &["-A", chain, side, peer, "-j", "DROP"])?;
             }
@@ -147,8 +173,27 @@ async fn inject_cluster(fault: Fault, cluster: &mut Cluster, rng: &mut StdRng, l
         }
         Fault::Loss => {
             let hold = secs(rng, 8.0..12.0);
-            let healed = started(ledger, fault, format!("{name} drops 30% of what it receives"), hold);
-            iptables(&ns, &["-A", "INPUT", "-m", "statistic", "--mode", "random", "--probability", "0.3", "-j", "DROP"])?;
+            let healed = started(
+                ledger,
+                fault,
+                format!("{name} drops 30% of what it receives"),
+                hold,
+            );
+            iptables(
+                &ns,
+                &[
+                    "-A",
+                    "INPUT",
+                    "-m",
+                    "statistic",
+                    "--mode",
+                    "random",
+                    "--probability",
+                    "0.3",
+                    "-j",
+                    "DROP",
+                ],
+            )?;
             tokio::time::sleep(hold).await;
             flush(&ns)?;
             healed
@@ -223,12 +268,20 @@ impl Schedule {
     pub fn each_once(kinds: &[Fault], rng: &mut StdRng) -> Schedule {
         let mut faults = kinds.to_vec();
         faults.shuffle(rng);
-        Schedule { warmup: Duration::from_secs(5), faults, repeat: None }
+        Schedule {
+            warmup: Duration::from_secs(5),
+            faults,
+            repeat: None,
+        }
     }
 
     /// `fault` for `duration`.
     pub fn repeat(fault: Fault, duration: Duration) -> Schedule {
-        Schedule { warmup: Duration::from_secs(5), faults: Vec::new(), repeat: Some((fault, duration)) }
+        Schedule {
+            warmup: Duration::from_secs(5),
+            faults: Vec::new(),
+            repeat: Some((fault, duration)),
+        }
     }
 
     /// Runs the schedule against `topology`: the warmup, then each fault

@@ -69,7 +69,11 @@ pub enum Event {
         deliver_at_ms: Option<u64>,
     },
     /// The broker acknowledged the send: it must be delivered.
-    SendAcked { msg: MessageRef, message_id: u64, duplicate: bool },
+    SendAcked {
+        msg: MessageRef,
+        message_id: u64,
+        duplicate: bool,
+    },
     /// The broker refused it: nothing was stored.
     SendFailed { msg: MessageRef, error: String },
     /// No answer (a broken stream, a timeout, `UNAVAILABLE`): it may or may not
@@ -88,15 +92,39 @@ pub enum Event {
         wall_ms: u64,
     },
     /// The consumer sent its settle of that delivery.
-    SettleSent { stream: u64, msg: MessageRef, delivery_count: u32, outcome: Outcome },
+    SettleSent {
+        stream: u64,
+        msg: MessageRef,
+        delivery_count: u32,
+        outcome: Outcome,
+    },
     /// The broker confirmed the settle durable.
-    SettleConfirmed { stream: u64, msg: MessageRef, delivery_count: u32, outcome: Outcome },
+    SettleConfirmed {
+        stream: u64,
+        msg: MessageRef,
+        delivery_count: u32,
+        outcome: Outcome,
+    },
     /// The settle was refused or its confirmation never came.
-    SettleFailed { stream: u64, msg: MessageRef, outcome: Outcome, error: String },
+    SettleFailed {
+        stream: u64,
+        msg: MessageRef,
+        outcome: Outcome,
+        error: String,
+    },
     /// A consumer's stream ended (it attaches again, maybe through another node).
-    StreamEnded { consumer: u32, stream: u64, node: String, error: String },
+    StreamEnded {
+        consumer: u32,
+        stream: u64,
+        node: String,
+        error: String,
+    },
     /// What a queue held once the run was drained and its consumers gone.
-    QueueDepth { queue: String, messages: u64, scheduled: u64 },
+    QueueDepth {
+        queue: String,
+        messages: u64,
+        scheduled: u64,
+    },
     /// A fault began.
     FaultStarted { fault: String, target: String },
     /// A fault was healed.
@@ -198,9 +226,8 @@ pub fn read_jsonl(input: impl BufRead) -> io::Result<Vec<Entry>> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry = serde_json::from_str(&line).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("ledger line {}: {e}", n + 1))
-        })?;
+        let entry = serde_json::from_str(&line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("ledger line {}: {e}", n + 1)))?;
         entries.push(entry);
     }
     Ok(entries)
@@ -229,7 +256,11 @@ mod tests {
             group: Some("g".into()),
             deliver_at_ms: None,
         });
-        ledger.record(Event::SendAcked { msg, message_id: 9, duplicate: false });
+        ledger.record(Event::SendAcked {
+            msg,
+            message_id: 9,
+            duplicate: false,
+        });
         let mut out = Vec::new();
         write_jsonl(&ledger.snapshot(), &mut out).unwrap();
         let text = String::from_utf8(out.clone()).unwrap();

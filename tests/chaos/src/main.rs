@@ -19,9 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{ArgGroup, Parser, ValueEnum};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_client::Client;
 use rebound_chaos::checker::{self, Kind, Report};
 use rebound_chaos::ledger::{self, Entry, Event, Ledger, MessageRef, Outcome};
+use rebound_client::Client;
 
 use crate::faults::{Fault, Schedule};
 use crate::topology::{Cluster, Error, Result, Single, Topology};
@@ -37,7 +37,11 @@ const QUIET: Duration = Duration::from_secs(3);
 const SHOWN: usize = 20;
 
 #[derive(Debug, Parser)]
-#[command(name = "rebound-chaos", version, about = "Runs rebound under faults and checks what its clients saw (needs root)")]
+#[command(
+    name = "rebound-chaos",
+    version,
+    about = "Runs rebound under faults and checks what its clients saw (needs root)"
+)]
 #[command(group(ArgGroup::new("what").required(true).args(["schedule", "fault", "check"])))]
 struct Args {
     /// A named schedule: `ci` injects every fault type once (about 3 minutes in all).
@@ -77,7 +81,9 @@ enum Named {
 fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| format!("'{text}': expected a number and s, m or h, e.g. 30m"))?;
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}': expected a number and s, m or h, e.g. 30m"))?;
     let scale = match unit {
         "s" | "" => 1,
         "m" => 60,
@@ -119,13 +125,18 @@ fn fail(e: &Error) -> ExitCode {
 }
 
 fn verdict(passed: &[bool]) -> ExitCode {
-    if passed.iter().all(|p| *p) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if passed.iter().all(|p| *p) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Waits for SIGINT or SIGTERM; says which.
 async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
         return std::future::pending().await;
     };
     tokio::select! {
@@ -135,7 +146,10 @@ async fn interrupted() -> &'static str {
 }
 
 fn read_ledger(path: &Path) -> Result<Vec<Entry>> {
-    let context = |source| Error::Io { context: format!("read {}", path.display()), source };
+    let context = |source| Error::Io {
+        context: format!("read {}", path.display()),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(context)?;
     ledger::read_jsonl(std::io::BufReader::new(file)).map_err(context)
 }
@@ -145,7 +159,9 @@ fn rebound_binary(given: Option<&Path>) -> Result<PathBuf> {
     if let Some(path) = given {
         return Ok(path.to_owned());
     }
-    let sibling = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("rebound")));
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("rebound")));
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
@@ -165,14 +181,25 @@ async fn run(args: &Args) -> Result<Vec<bool>> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         u64::from(now.subsec_nanos()) ^ now.as_secs()
     });
-    eprintln!("rebound-chaos: seed {seed} (replay with --seed {seed}), rebound {}", rebound.display());
+    eprintln!(
+        "rebound-chaos: seed {seed} (replay with --seed {seed}), rebound {}",
+        rebound.display()
+    );
     let mut rng = StdRng::seed_from_u64(seed);
     let scenarios = match (args.schedule, args.fault) {
         (Some(Named::Ci), _) => {
             let twice: Vec<Fault> = Fault::EMBEDDED.iter().chain(&Fault::EMBEDDED).copied().collect();
             vec![
-                Scenario { name: "cluster", embedded: false, schedule: Schedule::each_once(&Fault::CLUSTER, &mut rng) },
-                Scenario { name: "embedded", embedded: true, schedule: Schedule::each_once(&twice, &mut rng) },
+                Scenario {
+                    name: "cluster",
+                    embedded: false,
+                    schedule: Schedule::each_once(&Fault::CLUSTER, &mut rng),
+                },
+                Scenario {
+                    name: "embedded",
+                    embedded: true,
+                    schedule: Schedule::each_once(&twice, &mut rng),
+                },
             ]
         }
         (None, Some(fault)) => vec![Scenario {
@@ -184,16 +211,25 @@ async fn run(args: &Args) -> Result<Vec<bool>> {
     };
     let mut passed = Vec::new();
     for scenario in &scenarios {
-        let (report, drained, entries) = run_scenario(scenario, &rebound, &mut rng, seed, args.drain_timeout).await?;
+        let (report, drained, entries) =
+            run_scenario(scenario, &rebound, &mut rng, seed, args.drain_timeout).await?;
         let ok = self::report(scenario.name, &report, Some(drained));
         let path = match &args.ledger {
-            Some(path) if scenarios.len() > 1 => Some(path.with_extension(format!("{}.jsonl", scenario.name))),
+            Some(path) if scenarios.len() > 1 => {
+                Some(path.with_extension(format!("{}.jsonl", scenario.name)))
+            }
             Some(path) => Some(path.clone()),
-            None if !ok => Some(PathBuf::from(format!("rebound-chaos-{seed}-{}.jsonl", scenario.name))),
+            None if !ok => Some(PathBuf::from(format!(
+                "rebound-chaos-{seed}-{}.jsonl",
+                scenario.name
+            ))),
             None => None,
         };
         if let Some(path) = path {
-            let context = |source| Error::Io { context: format!("write {}", path.display()), source };
+            let context = |source| Error::Io {
+                context: format!("write {}", path.display()),
+                source,
+            };
             let file = std::fs::File::create(&path).map_err(context)?;
             ledger::write_jsonl(&entries, std::io::BufWriter::new(file)).map_err(context)?;
             println!("  ledger:       {}", path.display());
@@ -217,10 +253,16 @@ async fn run_scenario(
     } else {
         Topology::Cluster(Cluster::start(rebound).await?)
     };
-    eprintln!("rebound-chaos: {}: serving; logs in {}", scenario.name, topology.dir().display());
+    eprintln!(
+        "rebound-chaos: {}: serving; logs in {}",
+        scenario.name,
+        topology.dir().display()
+    );
     let ledger = Arc::new(Ledger::new());
     let control = Arc::new(Control::default());
-    ledger.record(Event::Phase { name: "workload".into() });
+    ledger.record(Event::Phase {
+        name: "workload".into(),
+    });
     let mut tasks = workload::start(topology.nodes(), ledger.clone(), control.clone(), seed);
     scenario.schedule.run(&mut topology, rng, &ledger).await?;
 
@@ -234,9 +276,11 @@ async fn run_scenario(
     eprintln!("rebound-chaos: {}: healed; draining", scenario.name);
     let drained = drain(&ledger, drain_timeout).await;
     control.done.store(true, Ordering::Relaxed);
-    if tokio::time::timeout(Duration::from_secs(30), async { while tasks.join_next().await.is_some() {} })
-        .await
-        .is_err()
+    if tokio::time::timeout(Duration::from_secs(30), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
     {
         tasks.abort_all();
     }
@@ -279,7 +323,12 @@ fn awaited(entries: &[Entry]) -> usize {
                 delivered.insert(*msg);
                 awaited.insert(*msg);
             }
-            Event::SettleConfirmed { msg, outcome: Outcome::Ack, .. } | Event::SettleFailed { msg, .. } => {
+            Event::SettleConfirmed {
+                msg,
+                outcome: Outcome::Ack,
+                ..
+            }
+            | Event::SettleFailed { msg, .. } => {
                 awaited.remove(msg);
             }
             _ => {}
@@ -312,8 +361,13 @@ async fn record_depths(nodes: &[(String, String)], ledger: &Ledger) -> Result<()
                 break;
             }
         }
-        let info = answer.ok_or_else(|| Error::Missing(format!("no node answered how many messages {queue} holds")))?;
-        ledger.record(Event::QueueDepth { queue: queue.into(), messages: info.messages, scheduled: info.scheduled });
+        let info = answer
+            .ok_or_else(|| Error::Missing(format!("no node answered how many messages {queue} holds")))?;
+        ledger.record(Event::QueueDepth {
+            queue: queue.into(),
+            messages: info.messages,
+            scheduled: info.scheduled,
+        });
     }
     Ok(())
 }
@@ -326,9 +380,22 @@ fn report(name: &str, report: &Report, drained: Option<bool>) -> bool {
         "  sends:        {} messages in {} attempts: {} acknowledged, {} refused, {} unconfirmed ({} of them delivered)",
         report.sent, report.attempts, report.acked, report.failed, report.unconfirmed, report.recovered
     );
-    println!("  deliveries:   {} ({} messages delivered more than once)", report.deliveries, report.redelivered);
-    println!("  faults:       {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
-    let counts: Vec<String> = Kind::ALL.iter().map(|k| format!("{} {}", k.name(), report.count(*k))).collect();
+    println!(
+        "  deliveries:   {} ({} messages delivered more than once)",
+        report.deliveries, report.redelivered
+    );
+    println!(
+        "  faults:       {}",
+        if faults.is_empty() {
+            "none".into()
+        } else {
+            faults.join(", ")
+        }
+    );
+    let counts: Vec<String> = Kind::ALL
+        .iter()
+        .map(|k| format!("{} {}", k.name(), report.count(*k)))
+        .collect();
     println!("  checks:       {}", counts.join(", "));
     println!(
         "  longest gap:  {:.1} s without an acknowledged send, {:.1} s without a delivery",
@@ -336,14 +403,80 @@ fn report(name: &str, report: &Report, drained: Option<bool>) -> bool {
         report.longest_delivery_gap_ms as f64 / 1000.0
     );
     if let Some(drained) = drained {
-        println!("  drained:      {}", if drained { "yes" } else { "no: some acknowledged messages never came (reported lost)" });
+        println!(
+            "  drained:      {}",
+            if drained {
+                "yes"
+            } else {
+                "no: some acknowledged messages never came (reported lost)"
+            }
+        );
     }
     for anomaly in report.anomalies.iter().take(SHOWN) {
         println!("  {anomaly}");
     }
     if report.anomalies.len() > SHOWN {
-        println!("  ... and {} more (see the ledger)", report.anomalies.len() - SHOWN);
+        println!(
+            "  ... and {} more (see the ledger)",
+            report.anomalies.len() - SHOWN
+        );
     }
-    println!("  result:       {}", if report.passed() { "PASS" } else { "FAIL" });
+    println!(
+        "  result:       {}",
+        if report.passed() { "PASS" } else { "FAIL" }
+    );
     report.passed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_seconds_minutes_and_hours() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("3 days").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn the_drain_waits_for_nacked_and_unsettled_messages() {
+        let ledger = Ledger::new();
+        let msg = MessageRef { producer: 1, seq: 1 };
+        ledger.record(Event::SendAcked {
+            msg,
+            message_id: 1,
+            duplicate: false,
+        });
+        assert_eq!(awaited(&ledger.snapshot()), 1);
+        let delivered = Event::Delivered {
+            consumer: 1,
+            stream: 1,
+            msg,
+            queue: "q".into(),
+            message_id: 1,
+            delivery_count: 1,
+            node: "n1".into(),
+            wall_ms: 0,
+        };
+        ledger.record(delivered.clone());
+        ledger.record(Event::SettleConfirmed {
+            stream: 1,
+            msg,
+            delivery_count: 1,
+            outcome: Outcome::Nack,
+        });
+        assert_eq!(awaited(&ledger.snapshot()), 1);
+        ledger.record(delivered);
+        ledger.record(Event::SettleConfirmed {
+            stream: 1,
+            msg,
+            delivery_count: 1,
+            outcome: Outcome::Ack,
+        });
+        assert_eq!(awaited(&ledger.snapshot()), 0);
+    }
 }

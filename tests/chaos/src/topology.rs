@@ -46,7 +46,12 @@ pub enum Error {
     #[error("`{command}` failed: {detail}")]
     Command { command: String, detail: String },
     #[error("{what} did not {doing} within {within:?}; its log: {log}")]
-    Timeout { what: String, doing: &'static str, within: Duration, log: String },
+    Timeout {
+        what: String,
+        doing: &'static str,
+        within: Duration,
+        log: String,
+    },
     #[error("{0}")]
     Missing(String),
     #[error("{context}: {source}")]
@@ -67,13 +72,20 @@ pub fn run(mut command: impl BorrowMut<Command>) -> Result<()> {
     let output = command
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::Command { command: shown.clone(), detail: e.to_string() })?;
+        .map_err(|e| Error::Command {
+            command: shown.clone(),
+            detail: e.to_string(),
+        })?;
     if output.status.success() {
         return Ok(());
     }
     Err(Error::Command {
         command: shown,
-        detail: format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()),
+        detail: format!(
+            "{}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ),
     })
 }
 
@@ -99,7 +111,8 @@ fn scratch_dir() -> Result<TempDir> {
         .prefix("rebound-chaos-")
         .tempdir()
         .map_err(io("create a temporary directory"))?;
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).map_err(io("chmod the temporary directory"))?;
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
+        .map_err(io("chmod the temporary directory"))?;
     Ok(dir)
 }
 
@@ -122,7 +135,10 @@ impl Net {
         };
         run(cmd("ip", &["link", "add", &net.tag, "type", "bridge"]))?;
         run(cmd("ip", &["link", "set", &net.tag, "up"]))?;
-        run(cmd("ip", &["addr", "add", &format!("{}.1/24", net.prefix), "dev", &net.tag]))?;
+        run(cmd(
+            "ip",
+            &["addr", "add", &format!("{}.1/24", net.prefix), "dev", &net.tag],
+        ))?;
         Ok(net)
     }
 
@@ -133,11 +149,19 @@ impl Net {
         let ip = format!("{}.{host}", self.prefix);
         run(cmd("ip", &["netns", "add", &ns]))?;
         self.namespaces.push(ns.clone());
-        run(cmd("ip", &["link", "add", &ns, "type", "veth", "peer", "name", "eth0", "netns", &ns]))?;
+        run(cmd(
+            "ip",
+            &[
+                "link", "add", &ns, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+            ],
+        ))?;
         run(cmd("ip", &["link", "set", &ns, "master", &self.tag, "up"]))?;
         run(cmd("ip", &["-n", &ns, "link", "set", "lo", "up"]))?;
         run(cmd("ip", &["-n", &ns, "link", "set", "eth0", "up"]))?;
-        run(cmd("ip", &["-n", &ns, "addr", "add", &format!("{ip}/24"), "dev", "eth0"]))?;
+        run(cmd(
+            "ip",
+            &["-n", &ns, "addr", "add", &format!("{ip}/24"), "dev", "eth0"],
+        ))?;
         Ok((ns, ip))
     }
 }
@@ -179,22 +203,43 @@ impl Postgres {
             .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
             .filter(|bin| bin.join("initdb").exists())
             .max()
-            .ok_or_else(|| Error::Missing("no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)".into()))?;
+            .ok_or_else(|| {
+                Error::Missing("no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)".into())
+            })?;
         fs::create_dir(dir).map_err(io("create PostgreSQL's directory"))?;
         run(cmd("chown", &["postgres:", &dir.to_string_lossy()]))?;
         let data = dir.join("data");
         let mut initdb = as_postgres(&bin.join("initdb"));
-        initdb.arg("-D").arg(&data).args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"]);
+        initdb.arg("-D").arg(&data).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+        ]);
         run(&mut initdb)?;
         OpenOptions::new()
             .append(true)
             .open(data.join("pg_hba.conf"))
             .and_then(|mut hba| writeln!(hba, "host all all {subnet}.0/24 trust"))
             .map_err(io("write pg_hba.conf"))?;
-        let mut pg = Postgres { bin, data, log: dir.join("server.log"), ns, ip, running: false };
+        let mut pg = Postgres {
+            bin,
+            data,
+            log: dir.join("server.log"),
+            ns,
+            ip,
+            running: false,
+        };
         pg.start()?;
-        let mut createdb = cmd("ip", &["netns", "exec", &pg.ns, "runuser", "-u", "postgres", "--"]);
-        createdb.arg(pg.bin.join("createdb")).args(["-h", &pg.ip, "-p", &PG_PORT.to_string(), "rebound"]);
+        let mut createdb = cmd(
+            "ip",
+            &["netns", "exec", &pg.ns, "runuser", "-u", "postgres", "--"],
+        );
+        createdb
+            .arg(pg.bin.join("createdb"))
+            .args(["-h", &pg.ip, "-p", &PG_PORT.to_string(), "rebound"]);
         run(&mut createdb)?;
         Ok(pg)
     }
@@ -211,8 +256,16 @@ impl Postgres {
             self.ip,
             self.data.parent().expect("data has a parent").display()
         );
-        let mut start = cmd("ip", &["netns", "exec", &self.ns, "runuser", "-u", "postgres", "--"]);
-        start.arg(self.bin.join("pg_ctl")).arg("-D").arg(&self.data).arg("-l").arg(&self.log);
+        let mut start = cmd(
+            "ip",
+            &["netns", "exec", &self.ns, "runuser", "-u", "postgres", "--"],
+        );
+        start
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-l")
+            .arg(&self.log);
         start.args(["-w", "-t", "60", "start", "-o", &options]);
         run(&mut start)?;
         self.running = true;
@@ -281,7 +334,9 @@ impl Node {
         if self.ns.is_some() {
             command.arg(&self.program);
         }
-        command.args(&self.args).envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = File::create(&self.out).map_err(io("create the node's stdout file"))?;
         let log = OpenOptions::new()
             .create(true)
@@ -289,7 +344,9 @@ impl Node {
             .open(&self.log)
             .map_err(io("open the node's log"))?;
         command.stdin(Stdio::null()).stdout(out).stderr(log);
-        let child = command.spawn().map_err(io(format!("start {}", self.program.display())))?;
+        let child = command
+            .spawn()
+            .map_err(io(format!("start {}", self.program.display())))?;
         self.child = Some(child);
         self.paused = false;
         let deadline = Instant::now() + STARTUP;
@@ -343,11 +400,16 @@ impl Node {
     }
 
     fn signal(&self, signal: libc::c_int) -> Result<()> {
-        let child = self.child.as_ref().ok_or_else(|| Error::Missing(format!("node {} is not running", self.name)))?;
+        let child = self
+            .child
+            .as_ref()
+            .ok_or_else(|| Error::Missing(format!("node {} is not running", self.name)))?;
         let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
         // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
         if unsafe { libc::kill(pid, signal) } != 0 {
-            return Err(io(format!("signal {signal} to node {}", self.name))(std::io::Error::last_os_error()));
+            return Err(io(format!("signal {signal} to node {}", self.name))(
+                std::io::Error::last_os_error(),
+            ));
         }
         Ok(())
     }
@@ -355,7 +417,10 @@ impl Node {
     /// Moves the node's wall clock `offset_s` seconds from the true time
     /// (libfaketime reads the file again within a second).
     pub fn set_clock(&self, offset_s: i64) -> Result<()> {
-        let path = self.clock.as_ref().ok_or_else(|| Error::Missing(format!("node {} runs without libfaketime", self.name)))?;
+        let path = self
+            .clock
+            .as_ref()
+            .ok_or_else(|| Error::Missing(format!("node {} runs without libfaketime", self.name)))?;
         fs::write(path, format!("{offset_s:+}\n")).map_err(io("write the clock file"))
     }
 
@@ -394,7 +459,9 @@ fn config() -> String {
          [[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 1000\nredelivery-delay = 100\n",
     );
     for queue in QUEUES {
-        toml.push_str(&format!("\n[[addresses]]\nname = \"{queue}\"\n  [[addresses.queues]]\n  name = \"{queue}\"\n"));
+        toml.push_str(&format!(
+            "\n[[addresses]]\nname = \"{queue}\"\n  [[addresses.queues]]\n  name = \"{queue}\"\n"
+        ));
     }
     toml
 }
@@ -415,7 +482,9 @@ impl Cluster {
     pub async fn start(rebound: &Path) -> Result<Cluster> {
         require_root()?;
         if !Path::new(LIBFAKETIME).exists() {
-            return Err(Error::Missing(format!("no {LIBFAKETIME} (apt-get install faketime)")));
+            return Err(Error::Missing(format!(
+                "no {LIBFAKETIME} (apt-get install faketime)"
+            )));
         }
         let dir = scratch_dir()?;
         let mut net = Net::create()?;
@@ -431,9 +500,23 @@ impl Cluster {
             let clock = dir.path().join(format!("{name}.clock"));
             fs::write(&clock, "+0\n").map_err(io("write a clock file"))?;
             let args = [
-                "serve", "--config", &config_file.to_string_lossy(), "--listen", &listen, "--advertise", &listen,
-                "--http-listen", "", "--storage", "postgres", "--postgres-url", &pg.url(), "--node-id", &name,
-                "--cluster-lease", LEASE,
+                "serve",
+                "--config",
+                &config_file.to_string_lossy(),
+                "--listen",
+                &listen,
+                "--advertise",
+                &listen,
+                "--http-listen",
+                "",
+                "--storage",
+                "postgres",
+                "--postgres-url",
+                &pg.url(),
+                "--node-id",
+                &name,
+                "--cluster-lease",
+                LEASE,
             ];
             // Only the wall clock jumps, as under a stepped NTP clock; the
             // monotonic clock (leases, timeouts) stays true.
@@ -460,7 +543,12 @@ impl Cluster {
                 paused: false,
             });
         }
-        let mut cluster = Cluster { nodes, pg, _net: net, dir };
+        let mut cluster = Cluster {
+            nodes,
+            pg,
+            _net: net,
+            dir,
+        };
         for node in &mut cluster.nodes {
             node.start().await?;
         }
@@ -507,7 +595,11 @@ impl Cluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let logs: Vec<String> = self.nodes.iter().map(|n| format!("{}:\n{}", n.name, n.log_tail())).collect();
+                let logs: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|n| format!("{}:\n{}", n.name, n.log_tail()))
+                    .collect();
                 return Err(Error::Timeout {
                     what: "the cluster".into(),
                     doing: "serve every queue",
@@ -527,14 +619,19 @@ impl Cluster {
         let Ok(Some(queues)) = tokio::time::timeout(Duration::from_secs(5), list).await else {
             return false;
         };
-        QUEUES
-            .iter()
-            .all(|q| queues.iter().any(|info| info.name == *q && !info.served_by.is_empty()))
+        QUEUES.iter().all(|q| {
+            queues
+                .iter()
+                .any(|info| info.name == *q && !info.served_by.is_empty())
+        })
     }
 
     /// The addresses of the nodes other than `node`.
     pub fn peers_of(&self, node: usize) -> Vec<String> {
-        (0..self.nodes.len()).filter(|&i| i != node).map(|i| self.nodes[i].ip.clone()).collect()
+        (0..self.nodes.len())
+            .filter(|&i| i != node)
+            .map(|i| self.nodes[i].ip.clone())
+            .collect()
     }
 }
 
@@ -566,7 +663,17 @@ impl Single {
         let dir = scratch_dir()?;
         let data = dir.path().join("data");
         fs::create_dir(&data).map_err(io("create the data dir"))?;
-        run(cmd("mount", &["-t", "tmpfs", "-o", &format!("size={TMPFS_BYTES},mode=0700"), "tmpfs", &data.to_string_lossy()]))?;
+        run(cmd(
+            "mount",
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={TMPFS_BYTES},mode=0700"),
+                "tmpfs",
+                &data.to_string_lossy(),
+            ],
+        ))?;
         let tmpfs = Tmpfs { path: data.clone() };
         let config_file = dir.path().join("rebound.toml");
         fs::write(&config_file, config()).map_err(io("write the node's config"))?;
@@ -577,8 +684,15 @@ impl Single {
             .port();
         let listen = format!("127.0.0.1:{port}");
         let args = [
-            "serve", "--config", &config_file.to_string_lossy(), "--listen", &listen, "--http-listen", "",
-            "--data-dir", &data.to_string_lossy(),
+            "serve",
+            "--config",
+            &config_file.to_string_lossy(),
+            "--listen",
+            &listen,
+            "--http-listen",
+            "",
+            "--data-dir",
+            &data.to_string_lossy(),
         ];
         let mut node = Node {
             name: "embedded".into(),

@@ -14,8 +14,8 @@ use rebound_client::{Client, Code, Consumer, Delivery, Error, OutgoingMessage};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use rebound_chaos::ledger::{Event, Ledger, MessageRef, Outcome, wall_ms};
 use crate::topology::QUEUES;
+use rebound_chaos::ledger::{Event, Ledger, MessageRef, Outcome, wall_ms};
 
 /// Producers of the run.
 const PRODUCERS: u32 = 3;
@@ -55,19 +55,37 @@ pub struct Control {
 type Nodes = Arc<Vec<(String, String)>>;
 
 /// Starts the producers and consumers; they run until `control` says.
-pub fn start(nodes: Vec<(String, String)>, ledger: Arc<Ledger>, control: Arc<Control>, seed: u64) -> JoinSet<()> {
+pub fn start(
+    nodes: Vec<(String, String)>,
+    ledger: Arc<Ledger>,
+    control: Arc<Control>,
+    seed: u64,
+) -> JoinSet<()> {
     let nodes: Nodes = Arc::new(nodes);
     let mut tasks = JoinSet::new();
     for producer in 1..=PRODUCERS {
         let rng = StdRng::seed_from_u64(seed ^ u64::from(producer) << 32);
-        tasks.spawn(produce(producer, nodes.clone(), ledger.clone(), control.clone(), rng));
+        tasks.spawn(produce(
+            producer,
+            nodes.clone(),
+            ledger.clone(),
+            control.clone(),
+            rng,
+        ));
     }
     let mut consumer = 0;
     for queue in QUEUES {
         for _ in 0..CONSUMERS_PER_QUEUE {
             consumer += 1;
             let rng = StdRng::seed_from_u64(seed ^ u64::from(consumer) << 40);
-            tasks.spawn(consume(consumer, queue, nodes.clone(), ledger.clone(), control.clone(), rng));
+            tasks.spawn(consume(
+                consumer,
+                queue,
+                nodes.clone(),
+                ledger.clone(),
+                control.clone(),
+                rng,
+            ));
         }
     }
     tasks
@@ -125,7 +143,10 @@ fn refused(error: &Error) -> bool {
 }
 
 async fn produce(producer: u32, nodes: Nodes, ledger: Arc<Ledger>, control: Arc<Control>, mut rng: StdRng) {
-    let mut links = Links { clients: vec![None; nodes.len()], nodes };
+    let mut links = Links {
+        clients: vec![None; nodes.len()],
+        nodes,
+    };
     let mut seq = 0;
     while !control.stop_sending.load(Ordering::Relaxed) {
         seq += 1;
@@ -159,16 +180,29 @@ async fn produce(producer: u32, nodes: Nodes, ledger: Arc<Ledger>, control: Arc<
             let outcome = tokio::time::timeout(SEND_TIMEOUT, client.send_outcome(message.clone())).await;
             match outcome {
                 Ok(Ok(sent)) => {
-                    ledger.record(Event::SendAcked { msg, message_id: sent.id, duplicate: sent.duplicate });
+                    ledger.record(Event::SendAcked {
+                        msg,
+                        message_id: sent.id,
+                        duplicate: sent.duplicate,
+                    });
                     break;
                 }
-                Ok(Err(e)) if refused(&e) => ledger.record(Event::SendFailed { msg, error: e.to_string() }),
+                Ok(Err(e)) if refused(&e) => ledger.record(Event::SendFailed {
+                    msg,
+                    error: e.to_string(),
+                }),
                 Ok(Err(e)) => {
-                    ledger.record(Event::SendUnconfirmed { msg, error: e.to_string() });
+                    ledger.record(Event::SendUnconfirmed {
+                        msg,
+                        error: e.to_string(),
+                    });
                     links.forget(i);
                 }
                 Err(_) => {
-                    ledger.record(Event::SendUnconfirmed { msg, error: format!("no answer within {SEND_TIMEOUT:?}") });
+                    ledger.record(Event::SendUnconfirmed {
+                        msg,
+                        error: format!("no answer within {SEND_TIMEOUT:?}"),
+                    });
                     links.forget(i);
                 }
             }
@@ -181,7 +215,14 @@ async fn produce(producer: u32, nodes: Nodes, ledger: Arc<Ledger>, control: Arc<
     }
 }
 
-async fn consume(consumer: u32, queue: &'static str, nodes: Nodes, ledger: Arc<Ledger>, control: Arc<Control>, mut rng: StdRng) {
+async fn consume(
+    consumer: u32,
+    queue: &'static str,
+    nodes: Nodes,
+    ledger: Arc<Ledger>,
+    control: Arc<Control>,
+    mut rng: StdRng,
+) {
     while !control.done.load(Ordering::Relaxed) {
         let Some((node, client)) = connect(&nodes, &mut rng).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -193,11 +234,23 @@ async fn consume(consumer: u32, queue: &'static str, nodes: Nodes, ledger: Arc<L
             continue;
         };
         let id = ledger.next_stream();
-        let ended = Attached { consumer, stream: id, queue, node: &node, ledger: &ledger, control: &control }
-            .run(&mut stream, &mut rng)
-            .await;
+        let ended = Attached {
+            consumer,
+            stream: id,
+            queue,
+            node: &node,
+            ledger: &ledger,
+            control: &control,
+        }
+        .run(&mut stream, &mut rng)
+        .await;
         if let Some(error) = ended {
-            ledger.record(Event::StreamEnded { consumer, stream: id, node, error });
+            ledger.record(Event::StreamEnded {
+                consumer,
+                stream: id,
+                node,
+                error,
+            });
         }
     }
 }
@@ -238,9 +291,17 @@ impl Attached<'_> {
     }
 
     /// Logs a delivery, settles it and waits for the confirmation.
-    async fn settle(&self, stream: &mut Consumer, delivery: &Delivery, rng: &mut StdRng) -> Result<(), String> {
+    async fn settle(
+        &self,
+        stream: &mut Consumer,
+        delivery: &Delivery,
+        rng: &mut StdRng,
+    ) -> Result<(), String> {
         let Some(msg) = MessageRef::parse(&delivery.message.body) else {
-            return Err(format!("a message the harness did not send: {:?}", delivery.message.body));
+            return Err(format!(
+                "a message the harness did not send: {:?}",
+                delivery.message.body
+            ));
         };
         let count = delivery.delivery_count;
         self.ledger.record(Event::Delivered {
@@ -253,9 +314,23 @@ impl Attached<'_> {
             node: self.node.into(),
             wall_ms: wall_ms(),
         });
-        let outcome = if count < 3 && rng.random_bool(NACK_RATE) { Outcome::Nack } else { Outcome::Ack };
-        self.ledger.record(Event::SettleSent { stream: self.stream, msg, delivery_count: count, outcome });
-        let failed = |error: String| Event::SettleFailed { stream: self.stream, msg, outcome, error };
+        let outcome = if count < 3 && rng.random_bool(NACK_RATE) {
+            Outcome::Nack
+        } else {
+            Outcome::Ack
+        };
+        self.ledger.record(Event::SettleSent {
+            stream: self.stream,
+            msg,
+            delivery_count: count,
+            outcome,
+        });
+        let failed = |error: String| Event::SettleFailed {
+            stream: self.stream,
+            msg,
+            outcome,
+            error,
+        };
         let sent = match outcome {
             Outcome::Ack => stream.ack(&[delivery.id]).await,
             Outcome::Nack => stream.nack(&[delivery.id], "rebound-chaos").await,
@@ -266,11 +341,17 @@ impl Attached<'_> {
         }
         match tokio::time::timeout(SETTLE_TIMEOUT, stream.flush()).await {
             Ok(Ok(unknown)) if unknown.contains(&delivery.id) => {
-                self.ledger.record(failed("the broker did not know the delivery".into()));
+                self.ledger
+                    .record(failed("the broker did not know the delivery".into()));
                 Ok(())
             }
             Ok(Ok(_)) => {
-                self.ledger.record(Event::SettleConfirmed { stream: self.stream, msg, delivery_count: count, outcome });
+                self.ledger.record(Event::SettleConfirmed {
+                    stream: self.stream,
+                    msg,
+                    delivery_count: count,
+                    outcome,
+                });
                 Ok(())
             }
             Ok(Err(e)) => {
