@@ -211,9 +211,11 @@ pub struct Report {
     pub redelivered: usize,
     /// Faults injected, by type.
     pub faults: BTreeMap<String, u32>,
-    /// Longest time without an acknowledged send during the workload.
+    /// Consumer streams that ended with an error (each attached again).
+    pub streams_ended: usize,
+    /// Longest time one queue went without an acknowledged send during the workload.
     pub longest_send_gap_ms: u64,
-    /// Longest time without a delivery during the workload.
+    /// Longest time one queue went without a delivery during the workload.
     pub longest_delivery_gap_ms: u64,
     pub anomalies: Vec<Anomaly>,
 }
@@ -517,9 +519,9 @@ fn check_group_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>, a
     }
 }
 
-/// The longest stretches (µs) without an acknowledged send and without a
-/// delivery, from the `workload` phase to the `drain` phase (the whole
-/// ledger without them).
+/// The longest stretches (µs) one queue went without an acknowledged send
+/// and without a delivery, from the `workload` phase to the `drain` phase
+/// (the whole ledger without them).
 fn availability_gaps(entries: &[Entry]) -> (u64, u64) {
     let phase = |name: &str| {
         entries.iter().find_map(|e| match &e.event {
@@ -529,22 +531,36 @@ fn availability_gaps(entries: &[Entry]) -> (u64, u64) {
     };
     let from = phase("workload").or(entries.first().map(|e| e.t_us)).unwrap_or(0);
     let to = phase("drain").or(entries.last().map(|e| e.t_us)).unwrap_or(0);
-    let longest = |pick: fn(&Event) -> bool| {
-        let mut last = from;
-        let mut longest = 0;
-        for e in entries
-            .iter()
-            .filter(|e| e.t_us >= from && e.t_us <= to && pick(&e.event))
-        {
-            longest = longest.max(e.t_us - last);
-            last = e.t_us;
+    let mut queue_of: HashMap<MessageRef, &str> = HashMap::new();
+    let mut sends: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut deliveries: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.t_us >= from && e.t_us <= to) {
+        match &e.event {
+            Event::SendAttempted { msg, queue, .. } => {
+                queue_of.insert(*msg, queue);
+            }
+            Event::SendAcked { msg, .. } => {
+                if let Some(queue) = queue_of.get(msg) {
+                    sends.entry(queue).or_default().push(e.t_us);
+                }
+            }
+            Event::Delivered { queue, .. } => deliveries.entry(queue).or_default().push(e.t_us),
+            _ => {}
         }
-        longest.max(to.saturating_sub(last))
+    }
+    let longest = |per_queue: &BTreeMap<&str, Vec<u64>>| {
+        let gap = |times: &Vec<u64>| {
+            let mut last = from;
+            let mut longest = 0;
+            for &t in times {
+                longest = longest.max(t - last);
+                last = t;
+            }
+            longest.max(to - last)
+        };
+        per_queue.values().map(gap).max().unwrap_or(to - from)
     };
-    (
-        longest(|e| matches!(e, Event::SendAcked { .. })),
-        longest(|e| matches!(e, Event::Delivered { .. })),
-    )
+    (longest(&sends), longest(&deliveries))
 }
 
 #[cfg(test)]

@@ -398,7 +398,7 @@ fn report(name: &str, report: &Report, drained: Option<bool>) -> bool {
         .collect();
     println!("  checks:       {}", counts.join(", "));
     println!(
-        "  longest gap:  {:.1} s without an acknowledged send, {:.1} s without a delivery",
+        "  longest gap:  {:.1} s without an acknowledged send, {:.1} s without a delivery (one queue)",
         report.longest_send_gap_ms as f64 / 1000.0,
         report.longest_delivery_gap_ms as f64 / 1000.0
     );
