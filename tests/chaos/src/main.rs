@@ -111,7 +111,7 @@ async fn main() -> ExitCode {
     }
     let outcome = tokio::select! {
         outcome = run(&args) => outcome,
-        signal = interrupted() => Err(Error::Missing(format!("interrupted by {signal}; everything the run made is removed"))),
+        signal = interrupted() => Err(Error::Interrupted(signal)),
     };
     match outcome {
         Ok(passed) => verdict(&passed),
@@ -362,7 +362,7 @@ async fn record_depths(nodes: &[(String, String)], ledger: &Ledger) -> Result<()
             }
         }
         let info = answer
-            .ok_or_else(|| Error::Missing(format!("no node answered how many messages {queue} holds")))?;
+            .ok_or_else(|| Error::Unanswered(format!("no node answered how many messages {queue} holds")))?;
         ledger.record(Event::QueueDepth {
             queue: queue.into(),
             messages: info.messages,

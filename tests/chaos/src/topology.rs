@@ -52,8 +52,14 @@ pub enum Error {
         within: Duration,
         log: String,
     },
+    /// Something the run needs is not there (a package, a binary, a running node).
     #[error("{0}")]
     Missing(String),
+    /// The brokers did not answer what the run asked of them.
+    #[error("{0}")]
+    Unanswered(String),
+    #[error("interrupted by {0}; everything the run made is removed")]
+    Interrupted(&'static str),
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
 }
