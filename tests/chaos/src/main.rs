@@ -381,8 +381,8 @@ fn report(name: &str, report: &Report, drained: Option<bool>) -> bool {
         report.sent, report.attempts, report.acked, report.failed, report.unconfirmed, report.recovered
     );
     println!(
-        "  deliveries:   {} ({} messages delivered more than once)",
-        report.deliveries, report.redelivered
+        "  deliveries:   {} ({} messages delivered more than once); {} consumer streams ended by an error",
+        report.deliveries, report.redelivered, report.streams_ended
     );
     println!(
         "  faults:       {}",
