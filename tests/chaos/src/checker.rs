@@ -329,6 +329,7 @@ pub fn check(entries: &[Entry]) -> Report {
                     confirmed_us: entry.t_us,
                 });
             }
+            Event::StreamEnded { .. } => report.streams_ended += 1,
             Event::QueueDepth {
                 queue,
                 messages,
@@ -713,6 +714,12 @@ mod tests {
             fault: "kill".into(),
             target: "n1".into(),
         })
+        .at(Event::StreamEnded {
+            consumer: 0,
+            stream: 1,
+            node: "n1".into(),
+            error: "UNAVAILABLE".into(),
+        })
         .at(Event::Phase { name: "drain".into() });
         s
     }
@@ -725,7 +732,10 @@ mod tests {
             (report.sent, report.acked, report.unconfirmed, report.recovered),
             (7, 6, 1, 1)
         );
-        assert_eq!((report.deliveries, report.redelivered), (8, 1));
+        assert_eq!(
+            (report.deliveries, report.redelivered, report.streams_ended),
+            (8, 1, 1)
+        );
         assert_eq!(report.faults.get("kill"), Some(&1));
     }
 
