@@ -334,6 +334,7 @@ pub fn check(entries: &[Entry]) -> Report {
                 queue,
                 messages,
                 scheduled,
+                ..
             } if messages + scheduled > 0 => {
                 report.anomalies.push(Anomaly::Stranded {
                     queue: queue.clone(),
@@ -957,11 +958,13 @@ mod tests {
             queue: "chaos.b".into(),
             messages: 0,
             scheduled: 0,
+            served_by: "n1".into(),
         })
         .at(Event::QueueDepth {
             queue: Q.into(),
             messages: 2,
             scheduled: 1,
+            served_by: "n2".into(),
         });
         let found = only(&s.check(), Kind::Stranded);
         assert_eq!(

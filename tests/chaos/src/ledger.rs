@@ -119,11 +119,13 @@ pub enum Event {
         node: String,
         error: String,
     },
-    /// What a queue held once the run was drained and its consumers gone.
+    /// What a queue held once the run was drained and its consumers gone,
+    /// as the node serving it said.
     QueueDepth {
         queue: String,
         messages: u64,
         scheduled: u64,
+        served_by: String,
     },
     /// A fault began.
     FaultStarted { fault: String, target: String },

@@ -367,6 +367,7 @@ async fn record_depths(nodes: &[(String, String)], ledger: &Ledger) -> Result<()
             queue: queue.into(),
             messages: info.messages,
             scheduled: info.scheduled,
+            served_by: info.served_by,
         });
     }
     Ok(())
