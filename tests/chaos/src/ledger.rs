@@ -125,6 +125,8 @@ pub enum Event {
         queue: String,
         messages: u64,
         scheduled: u64,
+        /// Empty in ledgers written before it was recorded.
+        #[serde(default)]
         served_by: String,
     },
     /// A fault began.
