@@ -12,6 +12,8 @@
 //!   send order;
 //! - **count decreased**: a message's delivery count going down;
 //! - **scheduled early**: a scheduled message delivered before its time;
+//! - **stored twice**: one send delivered as two broker messages (two ids),
+//!   although each attempt carried the same duplicate id;
 //! - **stranded**: messages still in a queue once the run was drained (an
 //!   ack whose confirmation was lost leaves the ledger unsure whether the
 //!   message is gone; the queue's depth says).
@@ -47,10 +49,11 @@ pub enum Kind {
     CountDecreased,
     ScheduledEarly,
     Stranded,
+    StoredTwice,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Lost,
         Kind::Unexpected,
         Kind::Resurrected,
@@ -60,6 +63,7 @@ impl Kind {
         Kind::CountDecreased,
         Kind::ScheduledEarly,
         Kind::Stranded,
+        Kind::StoredTwice,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +77,7 @@ impl Kind {
             Kind::CountDecreased => "count decreased",
             Kind::ScheduledEarly => "scheduled early",
             Kind::Stranded => "stranded",
+            Kind::StoredTwice => "stored twice",
         }
     }
 }
@@ -121,6 +126,10 @@ pub enum Anomaly {
         queue: String,
         messages: u64,
     },
+    StoredTwice {
+        msg: MessageRef,
+        ids: [u64; 2],
+    },
 }
 
 impl Anomaly {
@@ -135,6 +144,7 @@ impl Anomaly {
             Anomaly::CountDecreased { .. } => Kind::CountDecreased,
             Anomaly::ScheduledEarly { .. } => Kind::ScheduledEarly,
             Anomaly::Stranded { .. } => Kind::Stranded,
+            Anomaly::StoredTwice { .. } => Kind::StoredTwice,
         }
     }
 }
@@ -178,6 +188,12 @@ impl fmt::Display for Anomaly {
                 write!(
                     f,
                     "scheduled early: {msg} delivered {early_by_ms} ms before its time"
+                )
+            }
+            Anomaly::StoredTwice { msg, ids: [a, b] } => {
+                write!(
+                    f,
+                    "stored twice: {msg} was delivered as broker messages {a} and {b}"
                 )
             }
             Anomaly::Stranded { queue, messages } => {
@@ -253,6 +269,7 @@ struct Delivery {
     t_us: u64,
     stream: u64,
     msg: MessageRef,
+    message_id: u64,
     queue: String,
     count: u32,
     wall_ms: u64,
@@ -262,6 +279,7 @@ struct Delivery {
 #[derive(Debug)]
 struct Ack {
     stream: u64,
+    message_id: u64,
     count: u32,
     delivered_us: u64,
     confirmed_us: u64,
@@ -298,6 +316,7 @@ pub fn check(entries: &[Entry]) -> Report {
                 stream,
                 msg,
                 queue,
+                message_id,
                 delivery_count,
                 wall_ms,
                 ..
@@ -306,6 +325,7 @@ pub fn check(entries: &[Entry]) -> Report {
                     t_us: entry.t_us,
                     stream: *stream,
                     msg: *msg,
+                    message_id: *message_id,
                     queue: queue.clone(),
                     count: *delivery_count,
                     wall_ms: *wall_ms,
@@ -317,17 +337,19 @@ pub fn check(entries: &[Entry]) -> Report {
                 delivery_count,
                 outcome: Outcome::Ack,
             } => {
-                let delivered_us = deliveries
+                let acked = deliveries
                     .iter()
                     .rev()
-                    .find(|d| d.stream == *stream && d.msg == *msg && d.count == *delivery_count)
-                    .map_or(entry.t_us, |d| d.t_us);
-                acks.entry(*msg).or_default().push(Ack {
-                    stream: *stream,
-                    count: *delivery_count,
-                    delivered_us,
-                    confirmed_us: entry.t_us,
-                });
+                    .find(|d| d.stream == *stream && d.msg == *msg && d.count == *delivery_count);
+                if let Some(acked) = acked {
+                    acks.entry(*msg).or_default().push(Ack {
+                        stream: *stream,
+                        message_id: acked.message_id,
+                        count: *delivery_count,
+                        delivered_us: acked.t_us,
+                        confirmed_us: entry.t_us,
+                    });
+                }
             }
             Event::StreamEnded { .. } => report.streams_ended += 1,
             Event::QueueDepth {
@@ -388,14 +410,33 @@ pub fn check(entries: &[Entry]) -> Report {
             }),
             Some(_) => {}
         }
-        check_after_acks(*msg, ds, acks.get(msg).map_or(&[], Vec::as_slice), anomalies);
-        for pair in ds.windows(2) {
-            if pair[1].count < pair[0].count {
-                anomalies.push(Anomaly::CountDecreased {
-                    msg: *msg,
-                    from: pair[0].count,
-                    to: pair[1].count,
-                });
+        let mut ids: Vec<u64> = ds.iter().map(|d| d.message_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if let [first, second, ..] = ids[..] {
+            anomalies.push(Anomaly::StoredTwice {
+                msg: *msg,
+                ids: [first, second],
+            });
+        }
+        // Each stored copy is a message of its own to the broker.
+        for id in ids {
+            let copy: Vec<&Delivery> = ds.iter().copied().filter(|d| d.message_id == id).collect();
+            let acks: Vec<&Ack> = acks
+                .get(msg)
+                .into_iter()
+                .flatten()
+                .filter(|a| a.message_id == id)
+                .collect();
+            check_after_acks(*msg, &copy, &acks, anomalies);
+            for pair in copy.windows(2) {
+                if pair[1].count < pair[0].count {
+                    anomalies.push(Anomaly::CountDecreased {
+                        msg: *msg,
+                        from: pair[0].count,
+                        to: pair[1].count,
+                    });
+                }
             }
         }
         if let Some(at) = sends.get(msg).and_then(|s| s.deliver_at_ms)
@@ -421,9 +462,9 @@ pub fn check(entries: &[Entry]) -> Report {
 }
 
 /// Deliveries of `msg` that a confirmed ack should have ruled out.
-fn check_after_acks(msg: MessageRef, deliveries: &[&Delivery], acks: &[Ack], anomalies: &mut Vec<Anomaly>) {
+fn check_after_acks(msg: MessageRef, deliveries: &[&Delivery], acks: &[&Ack], anomalies: &mut Vec<Anomaly>) {
     for d in deliveries {
-        let itself = |a: &&Ack| a.stream == d.stream && a.count == d.count;
+        let itself = |a: &&&Ack| a.stream == d.stream && a.count == d.count;
         let after = acks
             .iter()
             .filter(|a| !itself(a))
@@ -620,12 +661,24 @@ mod tests {
         }
 
         fn deliver_at(&mut self, stream: u64, m: MessageRef, count: u32, wall_ms: u64) -> &mut Self {
+            self.deliver_copy(stream, m, count, wall_ms, m.seq)
+        }
+
+        /// A delivery of the copy of `m` the broker stored as `message_id`.
+        fn deliver_copy(
+            &mut self,
+            stream: u64,
+            m: MessageRef,
+            count: u32,
+            wall_ms: u64,
+            message_id: u64,
+        ) -> &mut Self {
             self.at(Event::Delivered {
                 consumer: 0,
                 stream,
                 msg: m,
                 queue: Q.into(),
-                message_id: m.seq,
+                message_id,
                 delivery_count: count,
                 node: "n1".into(),
                 wall_ms,
@@ -831,6 +884,23 @@ mod tests {
             .deliver(2, msg(1, 1), 2)
             .ack(2, msg(1, 1), 2);
         assert!(s.check().passed());
+    }
+
+    #[test]
+    fn one_send_delivered_as_two_broker_messages_is_stored_twice() {
+        let mut s = Script::default();
+        s.send(msg(1, 1))
+            .consume(1, msg(1, 1))
+            .deliver_copy(2, msg(1, 1), 1, 0, 99)
+            .ack(2, msg(1, 1), 1);
+        let found = only(&s.check(), Kind::StoredTwice);
+        assert_eq!(
+            found,
+            [Anomaly::StoredTwice {
+                msg: msg(1, 1),
+                ids: [1, 99]
+            }]
+        );
     }
 
     #[test]
