@@ -110,6 +110,7 @@ pub enum Anomaly {
     },
     GroupOrder {
         msg: MessageRef,
+        queue: String,
         group: String,
         after: MessageRef,
     },
@@ -172,12 +173,15 @@ impl fmt::Display for Anomaly {
             Anomaly::Reordered { msg, queue, after } => {
                 write!(f, "reordered: {msg} first delivered from {queue} after {after}")
             }
-            Anomaly::GroupOrder { msg, group, after } => {
-                write!(
-                    f,
-                    "group order: {msg} of group {group} first delivered after {after}"
-                )
-            }
+            Anomaly::GroupOrder {
+                msg,
+                queue,
+                group,
+                after,
+            } => write!(
+                f,
+                "group order: {msg} of group {group} first delivered from {queue} after {after}"
+            ),
             Anomaly::CountDecreased { msg, from, to } => {
                 write!(
                     f,
@@ -538,10 +542,11 @@ fn check_producer_order(
     }
 }
 
-/// Per group, first deliveries of acknowledged messages follow send order
+/// Per queue and group, first deliveries of acknowledged messages follow send order
 /// (a group is delivered one message at a time, so strictly).
 fn check_group_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>, anomalies: &mut Vec<Anomaly>) {
-    let mut max: HashMap<&str, MessageRef> = HashMap::new();
+    // A group is a queue's: the same group id on two queues is two groups.
+    let mut max: HashMap<(&str, &str), MessageRef> = HashMap::new();
     for d in firsts {
         let Some(sent) = sends.get(&d.msg).filter(|s| s.acked) else {
             continue;
@@ -549,14 +554,15 @@ fn check_group_order(firsts: &[&Delivery], sends: &BTreeMap<MessageRef, Sent>, a
         let Some(group) = sent.group.as_deref() else {
             continue;
         };
-        match max.get(group) {
+        match max.get(&(d.queue.as_str(), group)) {
             Some(after) if after.seq > d.msg.seq => anomalies.push(Anomaly::GroupOrder {
                 msg: d.msg,
+                queue: d.queue.clone(),
                 group: group.to_owned(),
                 after: *after,
             }),
             _ => {
-                max.insert(group, d.msg);
+                max.insert((d.queue.as_str(), group), d.msg);
             }
         }
     }
@@ -959,6 +965,39 @@ mod tests {
     }
 
     #[test]
+    fn one_group_id_on_two_queues_is_two_groups() {
+        let other = "chaos.b";
+        let mut s = Script::default();
+        s.send_with(msg(1, 1), Some("g"), None)
+            .at(Event::SendAttempted {
+                msg: msg(1, 2),
+                queue: other.into(),
+                node: "n1".into(),
+                group: Some("g".into()),
+                deliver_at_ms: None,
+            })
+            .at(Event::SendAcked {
+                msg: msg(1, 2),
+                message_id: 2,
+                duplicate: false,
+            })
+            .at(Event::Delivered {
+                consumer: 0,
+                stream: 2,
+                msg: msg(1, 2),
+                queue: other.into(),
+                message_id: 2,
+                delivery_count: 1,
+                node: "n1".into(),
+                wall_ms: 0,
+            })
+            .ack(2, msg(1, 2), 1)
+            .consume(1, msg(1, 1));
+        let report = s.check();
+        assert!(report.passed(), "{:?}", report.anomalies);
+    }
+
+    #[test]
     fn a_group_holds_its_order_across_redeliveries() {
         let mut s = Script::default();
         s.send_with(msg(1, 1), Some("g"), None)
@@ -981,6 +1020,7 @@ mod tests {
             found,
             [Anomaly::GroupOrder {
                 msg: msg(1, 1),
+                queue: Q.into(),
                 group: "g".into(),
                 after: msg(1, 2)
             }]
