@@ -64,6 +64,10 @@ struct Args {
     /// Checks a ledger written by an earlier run instead of running.
     #[arg(long, value_name = "LEDGER")]
     check: Option<PathBuf>,
+    /// Where to keep the nodes' and PostgreSQL's logs (a directory per
+    /// scenario); without it they go with the run's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
     /// How long draining may take once the producers stopped.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     drain_timeout: Duration,
@@ -211,8 +215,7 @@ async fn run(args: &Args) -> Result<Vec<bool>> {
     };
     let mut passed = Vec::new();
     for scenario in &scenarios {
-        let (report, drained, entries) =
-            run_scenario(scenario, &rebound, &mut rng, seed, args.drain_timeout).await?;
+        let (report, drained, entries) = run_scenario(scenario, args, &rebound, &mut rng, seed).await?;
         let ok = self::report(scenario.name, &report, Some(drained));
         let path = match &args.ledger {
             Some(path) if scenarios.len() > 1 => {
@@ -242,10 +245,10 @@ async fn run(args: &Args) -> Result<Vec<bool>> {
 /// One scenario: topology up, workload and faults, heal, drain, check.
 async fn run_scenario(
     scenario: &Scenario,
+    args: &Args,
     rebound: &Path,
     rng: &mut StdRng,
     seed: u64,
-    drain_timeout: Duration,
 ) -> Result<(Report, bool, Vec<Entry>)> {
     eprintln!("rebound-chaos: {}: starting", scenario.name);
     let mut topology = if scenario.embedded {
@@ -274,7 +277,7 @@ async fn run_scenario(
     ledger.record(Event::Phase { name: "drain".into() });
     control.draining.store(true, Ordering::Relaxed);
     eprintln!("rebound-chaos: {}: healed; draining", scenario.name);
-    let drained = drain(&ledger, drain_timeout).await;
+    let drained = drain(&ledger, args.drain_timeout).await;
     control.done.store(true, Ordering::Relaxed);
     if tokio::time::timeout(Duration::from_secs(30), async {
         while tasks.join_next().await.is_some() {}
@@ -286,6 +289,11 @@ async fn run_scenario(
     }
     record_depths(&topology.nodes(), &ledger).await?;
     ledger.record(Event::Phase { name: "done".into() });
+    if let Some(logs) = &args.logs {
+        let to = logs.join(scenario.name);
+        topology.save_logs(&to)?;
+        println!("  logs:         {}", to.display());
+    }
     let entries = ledger.snapshot();
     Ok((checker::check(&entries), drained, entries))
 }

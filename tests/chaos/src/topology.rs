@@ -442,6 +442,13 @@ impl Node {
         )
     }
 
+    /// Copies its log into `dir`, as `<name>.log`.
+    fn save_log(&self, dir: &Path) -> Result<()> {
+        let to = dir.join(format!("{}.log", self.name));
+        fs::copy(&self.log, &to).map_err(io(format!("copy the log of {} to {}", self.name, to.display())))?;
+        Ok(())
+    }
+
     /// The last lines of its log, for an error message.
     pub fn log_tail(&self) -> String {
         let log = fs::read_to_string(&self.log).unwrap_or_default();
@@ -803,6 +810,19 @@ impl Topology {
         match self {
             Topology::Cluster(c) => c.wait_serving(within).await,
             Topology::Embedded(s) => s.wait_serving(within).await,
+        }
+    }
+
+    /// Copies the nodes' logs (and PostgreSQL's) into `dir`, creating it.
+    pub fn save_logs(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+        match self {
+            Topology::Cluster(c) => {
+                let to = dir.join("postgres.log");
+                fs::copy(&c.pg.log, &to).map_err(io(format!("copy PostgreSQL's log to {}", to.display())))?;
+                c.nodes.iter().try_for_each(|n| n.save_log(dir))
+            }
+            Topology::Embedded(s) => s.node.save_log(dir),
         }
     }
 
