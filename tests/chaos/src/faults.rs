@@ -234,7 +234,7 @@ async fn inject_embedded(fault: Fault, single: &mut Single, rng: &mut StdRng, le
             healed
         }
         Fault::EmbeddedDiskFull => {
-            let hold = secs(rng, 3.0..6.0);
+            let hold = secs(rng, 5.0..10.0);
             let healed = started(ledger, fault, "the data dir's tmpfs".into(), hold);
             single.fill_disk()?;
             tokio::time::sleep(hold).await;

@@ -466,9 +466,10 @@ impl Drop for Node {
 /// The config every node runs with: the workload's queues, redelivery soon
 /// after a nack, and never a dead letter (a message dead-lettered would look
 /// lost). Anonymous clients are served on the namespaces' private addresses.
-fn config() -> String {
-    let mut toml = String::from(
-        "allow-anonymous = true\npersist-delivery-count-before-delivery = true\n\n\
+/// `top` adds top-level keys.
+fn config(top: &str) -> String {
+    let mut toml = format!(
+        "allow-anonymous = true\npersist-delivery-count-before-delivery = true\n{top}\n\
          [[address-settings]]\nmatch = \"#\"\nmax-delivery-attempts = 1000\nredelivery-delay = 100\n",
     );
     for queue in QUEUES {
@@ -504,7 +505,7 @@ impl Cluster {
         let (pg_ns, pg_ip) = net.add("pg", 2)?;
         let pg = Postgres::create(&dir.path().join("pg"), pg_ns, pg_ip, &net.prefix)?;
         let config_file = dir.path().join("rebound.toml");
-        fs::write(&config_file, config()).map_err(io("write the nodes' config"))?;
+        fs::write(&config_file, config("")).map_err(io("write the nodes' config"))?;
         let mut nodes = Vec::new();
         for i in 1..=3u8 {
             let name = format!("n{i}");
@@ -689,7 +690,11 @@ impl Single {
         ))?;
         let tmpfs = Tmpfs { path: data.clone() };
         let config_file = dir.path().join("rebound.toml");
-        fs::write(&config_file, config()).map_err(io("write the node's config"))?;
+        // Journal segments of 64 KiB: at the workload's rate one fills every
+        // few seconds, and the checkpoint at its end writes new files, so a
+        // full disk is felt within a fault's hold.
+        let config = config("journal-file-size = 65536\n");
+        fs::write(&config_file, config).map_err(io("write the node's config"))?;
         // A free port, kept over restarts so that clients keep their URL.
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
