@@ -237,6 +237,9 @@ async fn run(args: &Args) -> Result<Vec<bool>> {
             ledger::write_jsonl(&entries, std::io::BufWriter::new(file)).map_err(context)?;
             println!("  ledger:       {}", path.display());
         }
+        if let Some(logs) = &args.logs {
+            println!("  logs:         {}", logs.join(scenario.name).display());
+        }
         passed.push(ok);
     }
     Ok(passed)
@@ -290,9 +293,7 @@ async fn run_scenario(
     record_depths(&topology.nodes(), &ledger).await?;
     ledger.record(Event::Phase { name: "done".into() });
     if let Some(logs) = &args.logs {
-        let to = logs.join(scenario.name);
-        topology.save_logs(&to)?;
-        println!("  logs:         {}", to.display());
+        topology.save_logs(&logs.join(scenario.name))?;
     }
     let entries = ledger.snapshot();
     Ok((checker::check(&entries), drained, entries))
