@@ -17,4 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 cargo build -p rebound-cli -p rebound-chaos
-exec target/debug/rebound-chaos --schedule ci --rebound target/debug/rebound "$@"
+# The anomalies of open defects (RELIABILITY.md, "Open defects") are reported and
+# do not fail the run; lost, unexpected, resurrected and stranded messages do.
+exec target/debug/rebound-chaos --schedule ci --rebound target/debug/rebound \
+  --known reordered --known group-order --known stored-twice \
+  --known concurrent --known count-decreased --known scheduled-early "$@"
