@@ -16,6 +16,8 @@
 //!   [`address_size`]: the bytes held per address and broker-wide, as running
 //!   totals; [`memory`]: the memory the default `global-max-size` is half of.
 //! - [`duplicates`]: the per-address duplicate-id caches (`_AMQ_DUPL_ID`).
+//! - [`outage`]: a queue's outage mode (paused by its consumers, then probed).
+//! - [`time`]: wall-clock time as the broker stores it (milliseconds since the epoch).
 //! - [`explain`]: the redelivery policy of an address as a readable schedule.
 //! - [`transactions`]: the open transactions and what each has gathered.
 //! - [`settings`]: the address-settings in force, cached per address.

@@ -21,11 +21,14 @@
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
 //! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
 //! | `peers.rs` | the registry kept in step with what other nodes create and delete |
+//! | `shared_sizes.rs` | address sizes across the nodes of a cluster, for address limits |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //! | `wipe.rs` | emptying a deleted queue in bounded commits before it goes |
 //!
-//! These files call each other's methods but never import each other's modules
-//! (only the types they share), so the imports of the engine form no circle.
+//! These files call each other's methods; a few import a helper type or
+//! function of another (`forward.rs` the placing of `send.rs`, `settle.rs`,
+//! `manage.rs` and `transact.rs` the ops of `ops.rs` and `forward.rs`), never
+//! in a circle.
 //!
 //! Durability: every change that must survive a restart becomes storage [`Op`]s
 //! committed *before* the in-memory state shows it (a send is acknowledged, a dead

@@ -20,6 +20,8 @@
 //! postgres/cluster.rs       several brokers: membership, queue leases, queue ids
 //! postgres/fence.rs         owner writes only under a lease held (fencing)
 //! postgres/inbox.rs         messages stored for a queue another node serves
+//! postgres/duplicate_ids.rs duplicate ids shared by the nodes: which are stored
+//! postgres/sizes.rs         the address sizes each node publishes for the others
 //! ```
 //!
 //! # Tables
