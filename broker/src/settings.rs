@@ -4,7 +4,7 @@
 //! send and every failed delivery need the result, so it is kept per address until
 //! the settings change (a reload replaces the repository and empties the cache at
 //! once, and the next lookup sees the new values).
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -43,6 +43,14 @@ impl Settings {
         let s = Arc::new(self.repository().effective(address));
         cache.insert(address.to_owned(), s.clone());
         s
+    }
+
+    /// Every address an `address-settings` entry names as its dead-letter address.
+    pub fn dead_letter_addresses(&self) -> HashSet<String> {
+        self.repository()
+            .iter()
+            .filter_map(|(_, entry)| entry.dead_letter_address.clone().flatten())
+            .collect()
     }
 
     /// The effective settings of an address with where each value came from.

@@ -120,6 +120,76 @@ async fn overview_and_queues_table_show_the_broker() {
     );
 }
 
+/// The names of a page of the queues table.
+fn names(page: &Value) -> Vec<&str> {
+    page["queues"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a page of queues: {page}"))
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_broker_sorts_filters_and_pages_the_queues_table() {
+    let broker = Broker::start_with_config(POISON_CONFIG).await;
+    let client = broker.client().await;
+    poison(&client, "c.five", &["bad"], "db down").await;
+    for (name, count) in [("a.one", 1), ("a.two", 2), ("b.three", 2), ("b.four", 3)] {
+        for n in 0..count {
+            client
+                .send(OutgoingMessage::new(name, format!("{n}")))
+                .await
+                .unwrap();
+        }
+    }
+
+    // Sorted by name by default, a page at a time; tokens lead on and back.
+    let (status, first) = get(&broker, "/api/queues?limit=2").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(names(&first), ["DLQ.c.five", "a.one"]);
+    assert_eq!((first["total"].as_u64(), first["shown"].as_u64()), (Some(6), Some(6)));
+    assert_eq!(first["prev_page_token"], Value::Null);
+    let token = first["next_page_token"].as_str().expect("a next page").to_owned();
+    let (_, second) = get(&broker, &format!("/api/queues?limit=2&page_token={token}")).await;
+    assert_eq!(names(&second), ["a.two", "b.four"]);
+    let back = second["prev_page_token"].as_str().expect("a previous page").to_owned();
+    let (_, again) = get(&broker, &format!("/api/queues?limit=2&page_token={back}")).await;
+    assert_eq!(names(&again), names(&first));
+    let (_, last) = get(&broker, "/api/queues?limit=2&page_token=4").await;
+    assert_eq!((names(&last), &last["next_page_token"]), (vec!["b.three", "c.five"], &Value::Null));
+
+    // Sorted by a figure, either way, ties by name; filtered on name or address.
+    let (_, fullest) = get(&broker, "/api/queues?sort=messages&dir=desc&limit=3").await;
+    assert_eq!(names(&fullest), ["b.four", "a.two", "b.three"]);
+    let (_, emptiest) = get(&broker, "/api/queues?sort=messages&limit=3").await;
+    assert_eq!(names(&emptiest), ["c.five", "DLQ.c.five", "a.one"]);
+    let (_, filtered) = get(&broker, "/api/queues?filter=B.&sort=name&dir=desc").await;
+    assert_eq!(names(&filtered), ["b.three", "b.four"]);
+    assert_eq!((filtered["total"].as_u64(), filtered["shown"].as_u64()), (Some(2), Some(6)));
+    let (_, on_dla) = get(&broker, "/api/queues?filter=dla").await;
+    assert_eq!(names(&on_dla), ["DLQ.c.five"]);
+    let (_, dead) = get(&broker, "/api/queues?dead_letters=true").await;
+    assert_eq!(names(&dead), ["DLQ.c.five"]);
+
+    // The overview names the dead-letter queues that hold messages.
+    let (_, o) = get(&broker, "/api/overview").await;
+    assert_eq!(o["dead_letters_waiting"]["count"], 1, "{o}");
+    assert_eq!(o["dead_letters_waiting"]["queues"][0]["name"], "DLQ.c.five", "{o}");
+    assert_eq!(o["dead_letters_waiting"]["queues"][0]["messages"], 1, "{o}");
+
+    for (path, why) in [
+        ("/api/queues?page_token=x", "page_token"),
+        ("/api/queues?limit=0", "limit 0"),
+        ("/api/queues?limit=501", "limit 501"),
+        ("/api/queues?sort=colour", "colour"),
+    ] {
+        let (status, v) = get(&broker, path).await;
+        assert_eq!(status, 400, "{path}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(why), "{path}: {v}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     let broker = Broker::start_with_config(POISON_CONFIG).await;

@@ -76,6 +76,12 @@ fn page<T>(items: impl Iterator<Item = T>, name: impl Fn(&T) -> &str, after: &st
 }
 
 impl Broker {
+    /// The queues `shown` keeps, in no particular order (for a caller that sorts
+    /// them its own way).
+    pub fn queues_where(&self, shown: impl Fn(&Queue) -> bool) -> Vec<Arc<Queue>> {
+        self.read().queues.values().filter(|q| shown(q)).cloned().collect()
+    }
+
     /// Up to `limit` of the queues `shown` keeps whose names sort after `after`
     /// (empty: from the first), by name. A caller lists only what it may see.
     pub fn queues_page(&self, after: &str, limit: usize, shown: impl Fn(&Queue) -> bool) -> Page<Arc<Queue>> {

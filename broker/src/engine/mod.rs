@@ -233,6 +233,11 @@ impl Broker {
         self.settings.for_address(address)
     }
 
+    /// The addresses the address-settings dead-letter to: their queues hold dead letters.
+    pub fn dead_letter_addresses(&self) -> std::collections::HashSet<String> {
+        self.settings.dead_letter_addresses()
+    }
+
     /// The `[limits]` in force (a reload may change them).
     pub fn limits(&self) -> Limits {
         self.settings.limits()

@@ -1,6 +1,7 @@
 //! The console's read-only API: overview, queues, a queue's messages and settings,
 //! a dead-letter queue's groups, an address's redelivery plan.
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -14,6 +15,7 @@ use super::rates::Totals;
 use super::{browse_address, browse_queue, browse_queues, forward, groups, json};
 use crate::explain;
 use crate::http::HttpState;
+use crate::outage::Status;
 use crate::queue::Queue;
 use crate::security::access::Caller;
 
@@ -23,6 +25,10 @@ const MAX_PAGE: usize = 200;
 const MAX_BROWSE_DEPTH: usize = 10_000;
 /// Dead letters grouped at most (the first ones of the queue); the answer says so.
 pub const MAX_GROUPED: usize = 10_000;
+
+/// Dead-letter queues and queues in outage the overview names at most (it
+/// counts them all).
+const OVERVIEW_ROWS: usize = 20;
 
 /// The settings the redelivery explainer shows beside the plan.
 const REDELIVERY_KEYS: [&str; 12] = [
@@ -75,12 +81,21 @@ pub(super) async fn overview(
         ..Gauges::default()
     };
     let mut elsewhere = Vec::new();
+    let dead_letter_addresses = broker.dead_letter_addresses();
+    let mut waiting = Vec::new();
+    let mut in_outage = Vec::new();
     for queue in &queues {
         if broker.serving_node(&queue.name).is_some() {
             elsewhere.push(json!({ "name": queue.name }));
             continue;
         }
         let snap = queue.snapshot();
+        if snap.messages > 0 && dead_letter_addresses.contains(queue.address.as_str()) {
+            waiting.push((snap.messages, queue));
+        }
+        if let Status::Outage { since_ms, next_probe_ms } = snap.outage {
+            in_outage.push((since_ms, next_probe_ms, queue));
+        }
         gauges.messages += snap.messages;
         gauges.delivering += snap.delivering;
         gauges.scheduled += snap.scheduled;
@@ -96,6 +111,22 @@ pub(super) async fn overview(
         gauges.consumers += gauge("consumers");
         gauges.bytes += gauge("bytes");
     }
+    // The fullest dead-letter queues and the longest outages, a few of each.
+    let counted = (waiting.len(), in_outage.len());
+    waiting.sort_by(|(a, qa), (b, qb)| b.cmp(a).then_with(|| qa.name.cmp(&qb.name)));
+    in_outage.sort_by(|(a, _, qa), (b, _, qb)| a.cmp(b).then_with(|| qa.name.cmp(&qb.name)));
+    let waiting: Vec<Value> = waiting
+        .iter()
+        .take(OVERVIEW_ROWS)
+        .map(|(messages, q)| json!({"name": q.name, "address": q.address, "messages": messages}))
+        .collect();
+    let in_outage: Vec<Value> = in_outage
+        .iter()
+        .take(OVERVIEW_ROWS)
+        .map(|(since_ms, next_probe_ms, q)| {
+            json!({"name": q.name, "address": q.address, "outage_since_ms": since_ms, "next_probe_at_ms": next_probe_ms})
+        })
+        .collect();
     let listening = state.console.listening;
     Ok(Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -109,37 +140,172 @@ pub(super) async fn overview(
         "totals": latest,
         "rates": rates,
         "sample_every_ms": super::rates::EVERY.as_millis() as u64,
+        "dead_letters_waiting": {"count": counted.0, "queues": waiting},
+        "outages": {"count": counted.1, "queues": in_outage},
     })))
 }
 
-/// Every queue with its live counts, rates, and the settings matches that apply;
-/// on a cluster, a queue another node serves as that node shows it.
-pub(super) async fn queues(State(state): State<HttpState>, caller: Caller, headers: HeaderMap) -> ApiResult {
+/// Rows of the queues table one page shows unless asked otherwise, and at most.
+const DEFAULT_ROWS: usize = 50;
+const MAX_ROWS: usize = 500;
+
+/// A column the queues table sorts by.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Column {
+    #[default]
+    Name,
+    Address,
+    RoutingType,
+    State,
+    Messages,
+    Delivering,
+    Scheduled,
+    Consumers,
+    InPerS,
+    OutPerS,
+    DeadLettered,
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Direction {
+    #[default]
+    Asc,
+    Desc,
+}
+
+#[derive(Deserialize)]
+pub(super) struct TableQuery {
+    #[serde(default)]
+    sort: Column,
+    #[serde(default)]
+    dir: Direction,
+    /// Kept: the queues whose name or address contains it, ignoring case.
+    #[serde(default)]
+    filter: String,
+    /// Kept: only the queues on a dead-letter address.
+    #[serde(default)]
+    dead_letters: bool,
+    /// Kept: only the queues this node serves, all of them (what one node of a
+    /// cluster asks another for, `forward.rs`).
+    #[serde(default)]
+    served_here: bool,
+    /// Where the page starts, as the previous answer gave it; empty: the first.
+    #[serde(default)]
+    page_token: String,
+    limit: Option<usize>,
+}
+
+/// One page of the queues, sorted and filtered on the server, with their live
+/// counts, rates, and the settings matches that apply; `total` counts the
+/// queues that pass the filter. On a cluster, a queue another node serves
+/// shows as that node shows it (sorted by this node's figures for it).
+pub(super) async fn queues(
+    State(state): State<HttpState>,
+    caller: Caller,
+    headers: HeaderMap,
+    query: Result<Query<TableQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(table) = query?;
     let broker = &state.broker;
+    let offset = match table.page_token.as_str() {
+        "" => 0,
+        token => token.parse::<usize>().map_err(|_| {
+            ApiError::BadRequest(format!(
+                "page_token {token:?} is not one this API gave: pass back a next_page_token or prev_page_token"
+            ))
+        })?,
+    };
+    let limit = match table.limit {
+        _ if table.served_here => usize::MAX,
+        Some(limit) if !(1..=MAX_ROWS).contains(&limit) => {
+            return Err(ApiError::BadRequest(format!(
+                "limit {limit} is out of range: a page holds 1 to {MAX_ROWS} queues"
+            )));
+        }
+        limit => limit.unwrap_or(DEFAULT_ROWS),
+    };
     let queues = browse_queues(&state, &caller);
-    let mut per_address: HashMap<&str, (Vec<String>, Option<String>)> = HashMap::new();
-    for queue in &queues {
-        per_address.entry(&queue.address).or_insert_with(|| {
-            let resolved = broker.resolve_settings(&queue.address);
-            let dla = resolved.settings.dead_letter_address.clone();
-            (json::matches(&resolved), dla)
-        });
-    }
-    let dead_letter_addresses: BTreeSet<&str> = per_address
-        .values()
-        .filter_map(|(_, dla)| dla.as_deref())
+    let shown = queues.len();
+    let dead_letter_addresses = broker.dead_letter_addresses();
+    let needle = table.filter.trim().to_lowercase();
+    let kept: Vec<Arc<Queue>> = queues
+        .into_iter()
+        .filter(|q| {
+            (needle.is_empty() || q.name.to_lowercase().contains(&needle) || q.address.to_lowercase().contains(&needle))
+                && (!table.dead_letters || dead_letter_addresses.contains(q.address.as_str()))
+                && (!table.served_here || broker.serving_node(&q.name).is_none())
+        })
         .collect();
-    let mut rows: Vec<Value> = queues
+    let kept = sorted(&state, &kept, table.sort, table.dir);
+    let total = kept.len();
+    let page = kept.get(offset.min(total)..).unwrap_or_default();
+    let page = &page[..page.len().min(limit)];
+    let mut per_address: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut rows: Vec<Value> = page
         .iter()
         .map(|queue| {
+            let matches = per_address
+                .entry(&queue.address)
+                .or_insert_with(|| json::matches(&broker.resolve_settings(&queue.address)));
             let mut row = with_rates(&state, queue);
-            row["settings_matches"] = json!(per_address[queue.address.as_str()].0);
+            row["settings_matches"] = json!(matches);
             row["dead_letter_queue"] = json!(dead_letter_addresses.contains(queue.address.as_str()));
             row
         })
         .collect();
     forward::rows_of_serving_nodes(&state, &headers, &mut rows).await;
-    Ok(Json(json!({ "queues": rows })))
+    let end = offset + page.len();
+    Ok(Json(json!({
+        "queues": rows,
+        "total": total,
+        "shown": shown,
+        "offset": offset,
+        "next_page_token": (end < total).then(|| end.to_string()),
+        "prev_page_token": (offset > 0).then(|| offset.saturating_sub(limit).to_string()),
+    })))
+}
+
+/// What a queue sorts by in one column.
+#[derive(PartialEq, PartialOrd)]
+enum Key<'a> {
+    Text(&'a str),
+    Number(f64),
+}
+
+/// The queues sorted by `column` (each queue's figures read once), then by name.
+fn sorted(state: &HttpState, queues: &[Arc<Queue>], column: Column, dir: Direction) -> Vec<Arc<Queue>> {
+    let figure = |q: &Queue| -> f64 {
+        let snap = q.snapshot();
+        match column {
+            Column::State => f64::from(u8::from(snap.outage != Status::Normal)),
+            Column::Messages => snap.messages as f64,
+            Column::Delivering => snap.delivering as f64,
+            Column::Scheduled => snap.scheduled as f64,
+            Column::Consumers => f64::from(snap.consumers),
+            // DeadLettered: the text and rate columns do not read a snapshot.
+            _ => snap.counters.dead_lettered as f64,
+        }
+    };
+    let keys: Vec<Key> = queues
+        .iter()
+        .map(|q| match column {
+            Column::Name => Key::Text(&q.name),
+            Column::Address => Key::Text(&q.address),
+            Column::RoutingType => Key::Text(q.routing_type.as_str()),
+            Column::InPerS => Key::Number(state.console.sampler.queue(&q.name).in_per_s),
+            Column::OutPerS => Key::Number(state.console.sampler.queue(&q.name).out_per_s),
+            _ => Key::Number(figure(q)),
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..queues.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let by_column = keys[a].partial_cmp(&keys[b]).unwrap_or(std::cmp::Ordering::Equal);
+        let by_column = if dir == Direction::Desc { by_column.reverse() } else { by_column };
+        by_column.then_with(|| queues[a].name.cmp(&queues[b].name))
+    });
+    order.into_iter().map(|i| queues[i].clone()).collect()
 }
 
 /// One queue: its counts and its effective settings with their sources.

@@ -115,7 +115,7 @@ pub(super) async fn rows_of_serving_nodes(state: &HttpState, headers: &HeaderMap
     let asked = by_node.keys().map(|http| async move {
         let request = forward_request(
             http,
-            "/api/queues",
+            "/api/queues?served_here=true",
             headers,
             axum::http::Method::GET,
             Body::empty(),

@@ -100,11 +100,13 @@ fn browse_queue(state: &HttpState, caller: &Caller, name: &str) -> Result<Arc<Qu
     Ok(state.broker.queue(name)?)
 }
 
-/// The queues `caller` may look at (the overview's gauges, the queues table).
+/// The queues `caller` may look at (the overview's gauges, the queues table),
+/// in no particular order.
 fn browse_queues(state: &HttpState, caller: &Caller) -> Vec<Arc<Queue>> {
     let policy = state.security.policy();
-    let shown = |queue: &Queue| access::may_browse(&policy, caller, &queue.address);
-    state.broker.queues_page("", usize::MAX, shown).items
+    state
+        .broker
+        .queues_where(|queue| access::may_browse(&policy, caller, &queue.address))
 }
 
 /// An address `caller` wants to look at (its settings, its redelivery plan).

@@ -27,6 +27,19 @@ function put(node, ...children) {
   node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
 }
 
+// Sets a node's text only when it changes, so that an unchanged refresh touches
+// nothing (and announces nothing).
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+// Marks that a view finished drawing from fresh data (performance entries
+// "drawn:<view>"), for the console's render-time test.
+function drawn(view) {
+  performance.clearMarks("drawn:" + view);
+  performance.mark("drawn:" + view);
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 function svg(tag, attrs) {
   const node = document.createElementNS(SVG, tag);
@@ -154,8 +167,8 @@ class Overview {
   }
   fail(e) { errorBox(this.root, e); }
   async refresh() {
-    const [o, q] = await Promise.all([api("/api/overview"), api("/api/queues")]);
-    const dlqs = q.queues.filter((x) => x.dead_letter_queue && x.messages > 0);
+    const o = await api("/api/overview");
+    const dlqs = o.dead_letters_waiting;
     const last = o.rates[o.rates.length - 1] || {};
     const card = (k, v, cls) => el("div", { class: "card " + (cls || "") }, el("div", { class: "k", text: k }), el("div", { class: "v" + (typeof v === "string" && v.length > 12 ? " small" : ""), text: v }));
     put(this.root, 
@@ -190,12 +203,13 @@ class Overview {
       ),
       el("div", { class: "panel" },
         el("h2", { text: "Dead letters waiting" }),
-        dlqs.length
-          ? el("table", { id: "waiting" }, el("tbody", {}, dlqs.map((x) => el("tr", {},
+        dlqs.count
+          ? el("table", { id: "waiting" }, el("tbody", {}, dlqs.queues.map((x) => el("tr", {},
             el("td", {}, el("a", { href: hashFor("dead-letters", x.name), text: x.name })),
             el("td", { class: "muted", text: "on " + x.address }),
             el("td", { class: "num" }, el("span", { class: "count-pill", text: fmt.int(x.messages) }))))))
-          : el("div", { class: "muted", text: "None: no dead-letter queue holds a message." })),
+          : el("div", { class: "muted", text: "None: no dead-letter queue holds a message." }),
+        dlqs.count > dlqs.queues.length ? el("p", { class: "muted", text: `The fullest ${dlqs.queues.length} of ${fmt.int(dlqs.count)}; the Dead letters page lists them all.` }) : null),
       el("div", { class: "panel" },
         el("h2", { text: "Totals since start" }),
         el("table", {}, el("tbody", {},
@@ -205,6 +219,7 @@ class Overview {
             ["bytes queued", fmt.bytes(o.gauges.bytes)]]
             .map(([k, v]) => el("tr", {}, el("td", { class: "muted", text: k }), el("td", { class: "num", text: typeof v === "number" ? fmt.int(v) : v })))))),
     );
+    drawn("overview");
   }
 }
 
@@ -252,58 +267,93 @@ const QUEUE_COLUMNS = [
   ["filter", "Filter"], ["settings_matches", "Settings match"],
 ];
 
+const QUEUE_ROWS = 50;
+
+// One page of the queues at a time, sorted and filtered by the broker; a refresh
+// replaces only the rows whose figures changed.
 class Queues {
   constructor(root) {
     this.root = root;
-    this.sort = { key: "name", asc: true };
-    this.filter = "";
-    this.search = el("input", { type: "search", id: "queue-filter", placeholder: "Filter by queue or address…", oninput: () => { this.filter = this.search.value; this.draw(); } });
-    this.table = el("div", {});
+    this.sort = { key: "name", dir: "asc" };
+    this.token = "";
+    let typing;
+    this.search = el("input", { type: "search", id: "queue-filter", "aria-label": "Filter queues by queue or address", placeholder: "Filter by queue or address…", oninput: () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => { this.token = ""; tick(); }, 200);
+    } });
+    this.count = el("span", { class: "muted", id: "queue-count", role: "status" });
+    this.prev = el("button", { id: "queues-prev", onclick: () => this.turn(this.page.prev_page_token), text: "← Previous" });
+    this.next = el("button", { id: "queues-next", onclick: () => this.turn(this.page.next_page_token), text: "Next →" });
+    this.headers = QUEUE_COLUMNS.map(([key, label, cls]) => el("th", { class: cls, scope: "col" },
+      el("button", { class: "sort", "data-sort": key, onclick: () => this.sortBy(key, cls === "num"), text: label })));
+    this.body = el("tbody", {});
+    this.empty = el("div", { class: "empty", hidden: true });
+    this.table = el("table", { id: "queues" }, el("thead", {}, el("tr", {}, this.headers)), this.body);
+    this.box = el("div", { class: "panel" }, this.table, this.empty);
     root.append(el("h1", { text: "Addresses and queues" }),
-      el("p", { class: "sub", text: "Live counts; rates over the last sample interval. Click a column to sort." }),
-      el("div", { class: "toolbar" }, this.search, el("span", { class: "grow" }), el("span", { class: "muted", id: "queue-count" })),
-      el("div", { class: "panel" }, this.table));
+      el("p", { class: "sub", text: "Live counts; rates over the last sample interval. Sort by any column; the broker sorts and pages." }),
+      el("div", { class: "toolbar" }, this.search, el("span", { class: "grow" }), this.count, this.prev, this.next),
+      this.box);
   }
-  fail(e) { put(this.table, el("div", { class: "error-box", text: e.message })); }
+  fail(e) { put(this.empty, el("div", { class: "error-box", text: e.message })); this.empty.hidden = false; }
+  sortBy(key, numeric) {
+    const dir = key === this.sort.key ? (this.sort.dir === "asc" ? "desc" : "asc") : numeric ? "desc" : "asc";
+    this.sort = { key, dir };
+    this.token = "";
+    tick();
+  }
+  turn(token) {
+    this.token = token;
+    tick();
+  }
   async refresh() {
-    this.rows = (await api("/api/queues")).queues;
+    const query = new URLSearchParams({ sort: this.sort.key, dir: this.sort.dir, filter: this.search.value.trim(), page_token: this.token, limit: QUEUE_ROWS });
+    this.page = await api("/api/queues?" + query);
     this.draw();
   }
   draw() {
-    if (!this.rows) return;
-    const needle = this.filter.trim().toLowerCase();
-    const rows = this.rows.filter((q) => !needle || q.name.toLowerCase().includes(needle) || q.address.toLowerCase().includes(needle));
-    const { key, asc } = this.sort;
-    rows.sort((a, b) => {
-      const va = a[key], vb = b[key];
-      const c = typeof va === "number" ? va - vb : String(va || "").localeCompare(String(vb || ""));
-      return asc ? c : -c;
+    const p = this.page;
+    const shown = p.queues.length ? `${fmt.int(p.offset + 1)}–${fmt.int(p.offset + p.queues.length)} of ${fmt.int(p.total)} queues` : `0 of ${fmt.int(p.total)} queues`;
+    setText(this.count, shown + (p.total < p.shown ? ` (filtered from ${fmt.int(p.shown)})` : ""));
+    this.prev.disabled = !p.prev_page_token;
+    this.next.disabled = !p.next_page_token;
+    for (const th of this.headers) {
+      const key = th.firstChild.getAttribute("data-sort");
+      if (key === this.sort.key) th.setAttribute("aria-sort", this.sort.dir === "asc" ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    }
+    const old = new Map([...this.body.children].map((tr) => [tr.getAttribute("data-queue"), tr]));
+    const rows = p.queues.map((q) => {
+      const sig = JSON.stringify(q);
+      const kept = old.get(q.name);
+      if (kept && kept.sig === sig) return kept;
+      const tr = queueRow(q);
+      tr.sig = sig;
+      return tr;
     });
-    document.getElementById("queue-count").textContent = rows.length + " of " + this.rows.length + " queues";
-    const head = el("tr", {}, ...QUEUE_COLUMNS.map(([k, label, cls]) => el("th", {
-      class: ["sortable", cls, k === key ? "sorted" : "", k === key && asc ? "asc" : ""].filter(Boolean).join(" "),
-      text: label,
-      onclick: () => { this.sort = { key: k, asc: k === key ? !asc : typeof this.rows[0]?.[k] !== "number" }; this.draw(); },
-    })));
-    const body = rows.map((q) => el("tr", { "data-queue": q.name },
-      el("td", {}, queueLink(q.name), q.dead_letter_queue ? el("a", { class: "badge dlq", href: hashFor("dead-letters", q.name), text: "dead letters" }) : null,
-        q.served_by ? el("span", { class: "badge", title: "the node serving this queue" + (q.unreachable ? " (unreachable: its figures are not shown)" : ""), text: q.served_by }) : null),
-      el("td", {}, el("a", { href: hashFor("redelivery", q.address), title: "redelivery policy", text: q.address })),
-      el("td", {}, el("span", { class: "badge", text: q.routing_type })),
-      el("td", { class: "num", text: fmt.int(q.messages) }),
-      el("td", { class: "num", text: fmt.int(q.delivering) }),
-      el("td", { class: "num", text: fmt.int(q.scheduled) }),
-      el("td", { class: "num", text: fmt.int(q.consumers) }),
-      el("td", { class: "num", text: fmt.rate(q.in_per_s) }),
-      el("td", { class: "num", text: fmt.rate(q.out_per_s) }),
-      el("td", { class: "num" + (q.dead_lettered ? " skip" : ""), text: fmt.int(q.dead_lettered) }),
-      el("td", { class: "mono", text: q.filter || "" }),
-      el("td", {}, q.settings_matches.length ? q.settings_matches.map((m) => el("span", { class: "badge match", text: m })) : el("span", { class: "muted", text: "defaults" })),
-    ));
-    put(this.table, rows.length
-      ? el("table", { id: "queues" }, el("thead", {}, head), el("tbody", {}, body))
-      : el("div", { class: "empty", text: this.rows.length ? "No queue matches." : "No queues yet." }));
+    if (rows.length !== this.body.children.length || rows.some((tr, i) => this.body.children[i] !== tr)) this.body.replaceChildren(...rows);
+    this.table.hidden = !rows.length;
+    this.empty.hidden = rows.length > 0;
+    if (!rows.length) put(this.empty, p.shown ? "No queue matches." : "No queues yet.");
+    drawn("queues");
   }
+}
+
+function queueRow(q) {
+  return el("tr", { "data-queue": q.name },
+    el("td", {}, queueLink(q.name), q.dead_letter_queue ? el("a", { class: "badge dlq", href: hashFor("dead-letters", q.name), text: "dead letters" }) : null,
+      q.served_by ? el("span", { class: "badge", title: "the node serving this queue" + (q.unreachable ? " (unreachable: its figures are not shown)" : ""), text: q.served_by }) : null),
+    el("td", {}, el("a", { href: hashFor("redelivery", q.address), title: "redelivery policy", text: q.address })),
+    el("td", {}, el("span", { class: "badge", text: q.routing_type })),
+    el("td", { class: "num", text: fmt.int(q.messages) }),
+    el("td", { class: "num", text: fmt.int(q.delivering) }),
+    el("td", { class: "num", text: fmt.int(q.scheduled) }),
+    el("td", { class: "num", text: fmt.int(q.consumers) }),
+    el("td", { class: "num", text: fmt.rate(q.in_per_s) }),
+    el("td", { class: "num", text: fmt.rate(q.out_per_s) }),
+    el("td", { class: "num" + (q.dead_lettered ? " skip" : ""), text: fmt.int(q.dead_lettered) }),
+    el("td", { class: "mono", text: q.filter || "" }),
+    el("td", {}, q.settings_matches.length ? q.settings_matches.map((m) => el("span", { class: "badge match", text: m })) : el("span", { class: "muted", text: "defaults" })));
 }
 
 // ---------- one queue ----------
@@ -352,6 +402,7 @@ class QueuePage {
           : "normal")));
     this.drawMessages(page);
     put(this.settings, settingsTable(q.settings));
+    drawn("queue");
   }
   drawMessages(page) {
     const rows = [];
@@ -460,8 +511,8 @@ class DeadLetters {
   }
   async pick() {
     this.bar = null;
-    const queues = (await api("/api/queues")).queues;
-    const dlqs = queues.filter((q) => q.dead_letter_queue);
+    const page = await api("/api/queues?dead_letters=true&sort=messages&dir=desc&limit=500");
+    const dlqs = page.queues;
     put(this.root, el("h1", { text: "Dead letters" }),
       el("p", { class: "sub", text: "Queues on a dead-letter address of some address's settings. Any queue can be opened as dead letters from its page." }),
       el("div", { class: "panel" }, dlqs.length
@@ -470,7 +521,9 @@ class DeadLetters {
             el("td", {}, el("a", { href: hashFor("dead-letters", q.name), class: "dlq-link", text: q.name })),
             el("td", { class: "num" }, el("span", { class: "count-pill", text: fmt.int(q.messages) })),
             el("td", { text: q.address })))))
-        : el("div", { class: "empty", text: "No dead-letter queues yet." })));
+        : el("div", { class: "empty", text: "No dead-letter queues yet." }),
+        page.next_page_token ? el("p", { class: "muted", text: `The fullest ${dlqs.length} of ${fmt.int(page.total)}; the Queues page pages through them all.` }) : null));
+    drawn("dead-letters");
   }
   key(g) { return JSON.stringify([g.orig_address, g.orig_queue, g.reason, g.last_failure]); }
   selection() {
@@ -517,6 +570,7 @@ class DeadLetters {
       : el("div", { class: "empty", text: "No dead letters here." }));
     put(this.previewBox, this.previewPanel());
     this.drawBar();
+    drawn("dead-letters");
   }
   groupRows(g) {
     const key = this.key(g);
@@ -637,7 +691,11 @@ class Redelivery {
   constructor(root, address) {
     this.root = root;
     this.address = address;
-    this.input = el("input", { type: "text", id: "address", list: "addresses", placeholder: "address, e.g. orders", value: address || "" });
+    let typing;
+    this.input = el("input", { type: "text", id: "address", list: "addresses", "aria-label": "Address", placeholder: "address, e.g. orders", value: address || "", oninput: () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => this.suggest().catch((e) => this.fail(e)), 200);
+    } });
     this.list = el("datalist", { id: "addresses" });
     this.out = el("div", {});
     const go = (e) => { e.preventDefault(); location.hash = hashFor("redelivery", this.input.value.trim()); };
@@ -647,11 +705,15 @@ class Redelivery {
       this.out);
   }
   fail(e) { put(this.out, el("div", { class: "error-box", text: e.message })); }
+  // Offers the addresses that contain what is typed (the first ones by name).
+  async suggest() {
+    this.suggested = true;
+    const query = new URLSearchParams({ filter: this.input.value.trim(), sort: "address", limit: 100 });
+    const queues = (await api("/api/queues?" + query)).queues;
+    put(this.list, [...new Set(queues.map((q) => q.address))].map((a) => el("option", { value: a })));
+  }
   async refresh() {
-    if (!this.list.childElementCount) {
-      const queues = (await api("/api/queues")).queues;
-      for (const a of [...new Set(queues.map((q) => q.address))].sort()) this.list.append(el("option", { value: a }));
-    }
+    if (!this.suggested) await this.suggest();
     if (!this.address) return;
     if (this.drawn) return; // a plan changes only with the config
     const r = await api(`/api/addresses/${encodeURIComponent(this.address)}/redelivery`);
@@ -688,5 +750,6 @@ class Redelivery {
         el("p", { class: "muted", text: "A consumer's own retry-after replaces these delays (capped by max-retry-after). Retried dead letters come back at most max-redrive times." })),
       el("div", { class: "panel" }, el("h2", { text: "The settings behind it" }), settingsTable(r.settings)));
     for (const bar of this.out.querySelectorAll(".bar")) bar.style.width = (Number(bar.getAttribute("data-w")) * 100).toFixed(1) + "%";
+    drawn("redelivery");
   }
 }
