@@ -82,7 +82,7 @@ pub enum QueueCommand {
         #[command(flatten)]
         selection: SelectionArgs,
     },
-    /// Remove the selected messages (counted as dropped).
+    /// Remove the selected messages (counted as removed).
     Remove {
         #[command(flatten)]
         server: ServerArgs,

@@ -246,7 +246,7 @@ pub fn routing_name(routing_type: RoutingType) -> &'static str {
 /// added them; then the paged messages and bytes (included in `messages` and
 /// `bytes`), and whether they are still being counted after a restart; then,
 /// on a cluster, the node serving the queue (null on a single broker).
-pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 23] {
+pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 25] {
     let ms = |value: u64| (value > 0).then_some(value);
     [
         ("name", q.name.clone().into()),
@@ -264,6 +264,8 @@ pub fn queue_fields(q: &QueueInfo) -> [(&'static str, serde_json::Value); 23] {
         ("dead_lettered", q.dead_lettered.into()),
         ("dropped", q.dropped.into()),
         ("expired", q.expired.into()),
+        ("removed", q.removed.into()),
+        ("moved_out", q.moved_out.into()),
         ("bytes", q.bytes.into()),
         ("state", if q.outage { "outage" } else { "normal" }.into()),
         ("outage_since_ms", ms(q.outage_since_ms).into()),

@@ -27,7 +27,7 @@ const RECEIVE_KEYS: [&str; 12] = [
 ];
 
 /// The keys of `rebound queue list --json` and `queue stat --json`.
-const QUEUE_KEYS: [&str; 23] = [
+const QUEUE_KEYS: [&str; 25] = [
     "name",
     "address",
     "routing_type",
@@ -43,6 +43,8 @@ const QUEUE_KEYS: [&str; 23] = [
     "dead_lettered",
     "dropped",
     "expired",
+    "removed",
+    "moved_out",
     "bytes",
     "state",
     "outage_since_ms",

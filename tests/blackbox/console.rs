@@ -336,7 +336,8 @@ async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
         .collect();
     let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
     assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
-    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 1);
+    let dlq = client.queue("DLQ.orders").await.unwrap();
+    assert_eq!((dlq.messages, dlq.moved_out, dlq.dropped), (1, 2, 0), "retried: moved out");
     let mut consumer = client.consume("orders", 10).await.unwrap();
     let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
         .await
@@ -385,6 +386,22 @@ async fn dead_letters_are_moved_and_removed_by_ids_or_filter() {
     .await;
     assert_eq!((status, &removed["removed"]), (200, &json!(2)), "{removed}");
     assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 0);
+
+    // The DLQ's figures add up: 3 in, 1 moved out, 2 removed, none dropped;
+    // the same in the API, over gRPC and in the metrics.
+    let (_, dlq) = get(&broker, "/api/queues/DLQ.orders").await;
+    let figures = |q: &Value| ["added", "moved_out", "removed", "dropped"].map(|k| q[k].as_u64());
+    assert_eq!(figures(&dlq), [Some(3), Some(1), Some(2), Some(0)], "{dlq}");
+    let info = client.queue("DLQ.orders").await.unwrap();
+    assert_eq!((info.added, info.moved_out, info.removed, info.dropped), (3, 1, 2, 0));
+    let scraped = broker.scrape().await;
+    for line in [
+        r#"rebound_queue_moved_out_total{address="DLA",queue="DLQ.orders",routing_type="anycast"} 1"#,
+        r#"rebound_queue_removed_total{address="DLA",queue="DLQ.orders",routing_type="anycast"} 2"#,
+        r#"rebound_queue_dropped_total{address="DLA",queue="DLQ.orders",routing_type="anycast"} 0"#,
+    ] {
+        assert!(scraped.lines().any(|l| l == line), "{line} in\n{scraped}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

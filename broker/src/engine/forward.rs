@@ -130,7 +130,7 @@ impl Broker {
         }
         queue.count(|c| match reason {
             Reason::Expired => c.expired += 1,
-            Reason::Moved => {}
+            Reason::Moved => c.moved_out += 1,
             _ => c.dead_lettered += 1,
         });
         info!(

@@ -295,7 +295,7 @@ impl Broker {
         self.remove_messages(&selection).await
     }
 
-    /// Removes the selected messages; counted as dropped.
+    /// Removes the selected messages; counted as removed.
     pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
         let queue = self.managed_queue(&selection.queue)?;
         let filter = self.client_filter(&selection.filter)?;
@@ -307,7 +307,7 @@ impl Broker {
             let chunk;
             (chunk, at) = self.walk(&queue, &scan, at)?;
             let entries = chunk.iter().filter_map(|b| Broker::take(&queue, b)).collect();
-            removed += self.drop_entries(&queue, entries).await?;
+            removed += self.remove_entries(&queue, entries).await?;
         }
         Ok(removed)
     }
@@ -326,10 +326,10 @@ impl Broker {
         queue.take_idle(browsed.entry.id)
     }
 
-    async fn drop_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
+    async fn remove_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
         let removed = entries.len() as u64;
         self.remove(queue, entries).await?;
-        queue.count(|c| c.dropped += removed);
+        queue.count(|c| c.removed += removed);
         Ok(removed)
     }
 
@@ -367,7 +367,10 @@ impl Broker {
                     .move_entry(&queue, entry, state.due_ms(), copy, |reg, copy| reg.route(copy))
                     .await
                 {
-                    Ok(Moved::Done) => moved += 1,
+                    Ok(Moved::Done) => {
+                        moved += 1;
+                        queue.count(|c| c.moved_out += 1);
+                    }
                     // A scheduled message put back keeps its time.
                     Ok(Moved::NoTarget(entry)) => {
                         queue.requeue([(entry, state.due_ms())], now);
@@ -457,9 +460,12 @@ impl Broker {
                     reg.queues.get(&target).cloned().into_iter().collect()
                 };
                 let due_ms = browsed.state.due_ms();
-                if let Moved::NoTarget(taken) = self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
-                    dlq.requeue([(taken, due_ms)], now_ms());
-                    outcome.skipped = Some(format!("queue '{target}' no longer exists"));
+                match self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
+                    Moved::Done => dlq.count(|c| c.moved_out += 1),
+                    Moved::NoTarget(taken) => {
+                        dlq.requeue([(taken, due_ms)], now_ms());
+                        outcome.skipped = Some(format!("queue '{target}' no longer exists"));
+                    }
                 }
                 moving += usize::from(outcome.skipped.is_none());
                 outcomes.push(outcome);

@@ -237,6 +237,8 @@ pub fn queue_info(queue: &Queue, served_by: String) -> pb::QueueInfo {
         redelivered: snap.counters.redelivered,
         dead_lettered: snap.counters.dead_lettered,
         dropped: snap.counters.dropped,
+        removed: snap.counters.removed,
+        moved_out: snap.counters.moved_out,
         expired: snap.counters.expired,
         bytes: snap.bytes,
         paged_messages: snap.paged,

@@ -95,7 +95,7 @@ const GAUGES: [Figure; 10] = [
 ];
 
 /// The per-queue counters (named without `_total`, which the encoding adds).
-const COUNTERS: [Figure; 6] = [
+const COUNTERS: [Figure; 8] = [
     (
         "queue_added",
         "Messages added (sent, moved or dead-lettered here).",
@@ -115,8 +115,18 @@ const COUNTERS: [Figure; 6] = [
     ("queue_expired", "Messages that expired.", |s| s.counters.expired),
     (
         "queue_dropped",
-        "Messages dropped (no dead-letter or expiry address).",
+        "Messages dropped (no dead-letter or expiry address, a redelivery-schedule delete step).",
         |s| s.counters.dropped,
+    ),
+    (
+        "queue_removed",
+        "Messages an operator removed (remove, purge).",
+        |s| s.counters.removed,
+    ),
+    (
+        "queue_moved_out",
+        "Messages moved to another address (an operator's move or retry, a redelivery-schedule move step).",
+        |s| s.counters.moved_out,
     ),
 ];
 

@@ -96,8 +96,14 @@ pub struct Counters {
     pub acked: u64,
     pub redelivered: u64,
     pub dead_lettered: u64,
+    /// Taken out for good by the broker: nowhere to go, or a schedule's `delete`.
     pub dropped: u64,
     pub expired: u64,
+    /// Removed by an operator (remove, purge).
+    pub removed: u64,
+    /// Moved to another address by an operator (move, retry) or by the
+    /// redelivery-schedule's `move` step.
+    pub moved_out: u64,
 }
 
 /// A point-in-time view of a queue, for stats.

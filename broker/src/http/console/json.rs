@@ -41,6 +41,8 @@ pub fn queue(queue: &Queue) -> Json {
         "dead_lettered": c.dead_lettered,
         "expired": c.expired,
         "dropped": c.dropped,
+        "removed": c.removed,
+        "moved_out": c.moved_out,
         "state": if snap.outage == Status::Normal { "normal" } else { "outage" },
         "outage_since_ms": match snap.outage {
             Status::Outage { since_ms, .. } => Some(since_ms),

@@ -34,6 +34,8 @@ pub struct Totals {
     pub dead_lettered: u64,
     pub expired: u64,
     pub dropped: u64,
+    pub removed: u64,
+    pub moved_out: u64,
     pub commits: u64,
     pub ops: u64,
     pub syncs: u64,
@@ -59,6 +61,8 @@ impl Totals {
         self.dead_lettered += c.dead_lettered;
         self.expired += c.expired;
         self.dropped += c.dropped;
+        self.removed += c.removed;
+        self.moved_out += c.moved_out;
     }
 
     /// The counters of `queues` summed now, with the store's figures.

@@ -215,6 +215,7 @@ class Overview {
         el("table", {}, el("tbody", {},
           ...[["added", o.totals.added], ["acked", o.totals.acked], ["redelivered (nacks)", o.totals.redelivered],
             ["dead-lettered", o.totals.dead_lettered], ["expired", o.totals.expired], ["dropped", o.totals.dropped],
+            ["removed by an operator", o.totals.removed], ["moved out (move, retry)", o.totals.moved_out],
             ["store commits", o.store.commits], ["store ops", o.store.ops], ["fsyncs", o.store.syncs],
             ["bytes queued", fmt.bytes(o.gauges.bytes)]]
             .map(([k, v]) => el("tr", {}, el("td", { class: "muted", text: k }), el("td", { class: "num", text: typeof v === "number" ? fmt.int(v) : v })))))),
@@ -394,6 +395,7 @@ class QueuePage {
         card("Scheduled", fmt.int(q.scheduled)), card("Consumers", fmt.int(q.consumers)),
         card("In / s", fmt.rate(q.in_per_s)), card("Out / s", fmt.rate(q.out_per_s)),
         card("Redelivered", fmt.int(q.redelivered)), card("Dead-lettered", fmt.int(q.dead_lettered)),
+        card("Removed", fmt.int(q.removed)), card("Moved out", fmt.int(q.moved_out)),
         card("Bytes", fmt.bytes(q.bytes)),
         card("Paged", fmt.int(q.paged_messages) + " · " + fmt.bytes(q.paged_bytes) + (q.counting ? " · counting" : "")),
         card("State", q.state === "outage"
