@@ -224,6 +224,32 @@ impl Outage {
         None
     }
 
+    /// An operator ends the outage: delivery resumes at once.
+    pub fn resume(&mut self, now_ms: u64) -> Option<Change> {
+        let current = self.current.take()?;
+        self.failing.clear();
+        self.recent.clear();
+        self.recent_failures = 0;
+        Some(Change::Left {
+            lasted_ms: now_ms.saturating_sub(current.since_ms),
+        })
+    }
+
+    /// An operator asks for the next probe now rather than at the end of the
+    /// pause; false when there is no outage, or a probe is already out.
+    pub fn probe_now(&mut self) -> bool {
+        match &mut self.current {
+            Some(Current {
+                phase: Phase::Paused { until_ms },
+                ..
+            }) => {
+                *until_ms = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn status(&self) -> Status {
         match self.current {
             None => Status::Normal,

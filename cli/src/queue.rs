@@ -156,7 +156,7 @@ impl From<SelectionArgs> for Selection {
 
 /// Columns of `queue list`: the counters that matter at a glance, in
 /// [`queue_fields`] order.
-const LIST_COLUMNS: [&str; 14] = [
+const LIST_COLUMNS: [&str; 15] = [
     "name",
     "address",
     "routing_type",
@@ -165,6 +165,7 @@ const LIST_COLUMNS: [&str; 14] = [
     "delivering",
     "scheduled",
     "consumers",
+    "state",
     "added",
     "acked",
     "redelivered",

@@ -329,7 +329,7 @@ async fn queue_create_list_stat_browse_purge_delete() {
         "{table}"
     );
     assert!(
-        columns.contains(&"DEAD-LETTERED") && columns.contains(&"EXPIRED"),
+        columns.contains(&"DEAD-LETTERED") && columns.contains(&"EXPIRED") && columns.contains(&"STATE"),
         "{table}"
     );
     let row: Vec<&str> = table

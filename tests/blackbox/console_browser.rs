@@ -120,6 +120,33 @@ async fn browse(script: &str, args: &[&str]) -> String {
     stdout
 }
 
+/// A queue in outage mode, seen and handled from the browser: the overview and
+/// the queues table show it, its messages show as paused, a probe goes now and
+/// delivery resumes (`console_outage.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_sees_an_outage_and_resumes_the_queue_from_the_browser() {
+    if let Some(reason) = missing_tools().await {
+        return crate::support::skipped(&reason);
+    }
+    let broker = Broker::start_with_config(&crate::console_security::config()).await;
+    let client = login(&broker, "admin").await;
+    for body in ["order 1", "order 2"] {
+        client.send(OutgoingMessage::new("orders", body)).await.unwrap();
+    }
+    let mut consumer = client.consume("orders", 1).await.unwrap();
+    let d = next(&mut consumer).await;
+    consumer
+        .nack_pausing_queue(&[d.id], "db down", Duration::from_secs(600))
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
+    assert!(client.queue("orders").await.unwrap().outage);
+
+    let url = broker.http_url().await;
+    browse("console_outage.py", &[url.as_str(), "orders"]).await;
+    assert!(!client.queue("orders").await.unwrap().outage, "resumed from the browser");
+}
+
 /// Queues the console is measured with; `REBOUND_CONSOLE_QUEUES` sets another
 /// number (BENCHMARKS.md has the figures at 100,000).
 const SCALE_QUEUES: usize = 10_000;

@@ -2,6 +2,8 @@
 //! and its API) asks for an HTTP basic login against the broker's users, and
 //! applies their permissions as gRPC does; `/health/*` needs none; without users
 //! the endpoint, like gRPC, serves only on loopback unless `allow-anonymous`.
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use rebound_client::Client;
 use serde_json::{Value, json};
 
@@ -361,4 +363,77 @@ async fn the_endpoint_answers_only_its_own_host_names() {
         let answer = http_exchange_as("GET", &url, None, None, Some(host)).await;
         assert_eq!(answer.status, status, "{host}: {}", answer.body);
     }
+}
+
+/// A queue in outage mode shows as such everywhere (its state, the overview, its
+/// held-back messages as paused); one who may `manage` it sends the next probe
+/// now or resumes it, audited; one who may not is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outage_shows_and_an_operator_probes_and_resumes_the_queue() {
+    let broker = Broker::start_with_config(&config()).await;
+    let admin = login(&broker, "admin").await;
+    for body in ["a", "b"] {
+        admin
+            .send(rebound_client::OutgoingMessage::new("orders", body))
+            .await
+            .unwrap();
+    }
+    admin
+        .send(rebound_client::OutgoingMessage::new("billing", "c"))
+        .await
+        .unwrap();
+    let mut consumer = admin.consume("orders", 10).await.unwrap();
+    let got = crate::messaging::receive(&mut consumer, 2, Duration::from_secs(5)).await;
+    let ids: Vec<u64> = got.iter().map(|d| d.id).collect();
+    consumer
+        .nack_pausing_queue(&ids, "db down", Duration::from_secs(600))
+        .await
+        .unwrap();
+    consumer.flush().await.unwrap();
+
+    let (status, table) = get_json(&broker, "admin", "/api/queues?sort=state&dir=desc").await;
+    assert_eq!(status, 200, "{table}");
+    let first = &table["queues"][0];
+    assert_eq!((&first["name"], &first["state"]), (&json!("orders"), &json!("outage")), "{table}");
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(first["next_probe_at_ms"].as_u64().unwrap() > now_ms, "{first}");
+    let (_, overview) = get_json(&broker, "admin", "/api/overview").await;
+    assert_eq!(overview["outages"]["count"], 1, "{overview}");
+    assert_eq!(overview["outages"]["queues"][0]["name"], "orders", "{overview}");
+    let (_, page) = get_json(&broker, "admin", "/api/queues/orders/messages").await;
+    let states: Vec<&Value> = page["messages"].as_array().unwrap().iter().map(|m| &m["state"]).collect();
+    assert_eq!(states, [&json!("paused"), &json!("paused")], "{page}");
+
+    // ops may browse orders but not manage it.
+    let (status, v) = post_as(&broker, "ops", "/api/queues/orders/probe", json!({})).await;
+    assert_eq!(status, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("manage"), "{v}");
+
+    let (status, v) = post_as(&broker, "admin", "/api/queues/orders/probe", json!({})).await;
+    assert_eq!((status, &v["probing"]), (200, &json!(true)), "{v}");
+    let probe = crate::messaging::receive(&mut consumer, 1, Duration::from_secs(10)).await;
+    assert_eq!(probe.len(), 1, "the probe went at once, not after the 600 s pause");
+    let (_, v) = post_as(&broker, "admin", "/api/queues/orders/probe", json!({})).await;
+    assert_eq!(v["probing"], false, "a probe is already out: {v}");
+
+    let (status, v) = post_as(&broker, "admin", "/api/queues/orders/resume", json!({})).await;
+    assert_eq!((status, &v["resumed"]), (200, &json!(true)), "{v}");
+    assert!(!admin.queue("orders").await.unwrap().outage);
+    let rest = crate::messaging::receive(&mut consumer, 1, Duration::from_secs(10)).await;
+    assert_eq!(rest.len(), 1, "delivery resumed");
+    let (_, v) = post_as(&broker, "admin", "/api/queues/billing/resume", json!({})).await;
+    assert_eq!(v["resumed"], false, "billing was not in outage: {v}");
+
+    for operation in ["probe-now", "resume"] {
+        let log = broker
+            .wait_for_log(&format!("operation=\"{operation}\" address=\"orders\" queue=\"orders\""))
+            .await;
+        assert!(log.contains("management operation"), "{log}");
+    }
+}
+
+async fn get_json(broker: &Broker, user: &str, path: &str) -> (u16, Value) {
+    let answer = get_as(broker, user, path).await;
+    let value = serde_json::from_str(&answer.body).unwrap_or_else(|e| panic!("{path}: {e}: {}", answer.body));
+    (answer.status, value)
 }

@@ -91,9 +91,9 @@ def credentials():
     return {"username": user, "password": os.environ.get("REBOUND_CONSOLE_PASSWORD", "")}
 
 
-def main():
-    url, queue, dlq, body, reason = sys.argv[1:6]
-    screenshot = sys.argv[6] if len(sys.argv) > 6 else None
+def walk(run, *args):
+    """Runs `run(page, *args)` in a fresh headless Chromium, logged in when the
+    broker has users; exits 1 with why (and where) when it fails."""
     with tempfile.TemporaryDirectory(prefix="rebound-chromium-") as profile, sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
             profile,
@@ -105,12 +105,18 @@ def main():
         browser.set_default_timeout(TIMEOUT_MS)
         page = browser.new_page()
         try:
-            run(page, url, queue, dlq, body, reason, screenshot)
+            run(page, *args)
         except Exception as e:
             print(f"FAILED at {page.url}: {e}", file=sys.stderr)
             sys.exit(1)
         finally:
             browser.close()
+
+
+def main():
+    url, queue, dlq, body, reason = sys.argv[1:6]
+    screenshot = sys.argv[6] if len(sys.argv) > 6 else None
+    walk(run, url, queue, dlq, body, reason, screenshot)
     print("console e2e: ok")
 
 

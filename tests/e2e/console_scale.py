@@ -18,12 +18,9 @@ debug broker answers a page of 10,000 queues ten times slower.
 """
 import json
 import sys
-import tempfile
 import time
 
-from playwright.sync_api import sync_playwright
-
-from console import ARGS, CHROMIUM, TIMEOUT_MS, credentials
+from console import walk
 
 RENDER_MS = 300
 IDLE_CPU = 0.05
@@ -101,23 +98,7 @@ def run(page, url, queue, whole):
 def main():
     whole = "--whole" in sys.argv
     url, queue = [a for a in sys.argv[1:] if a != "--whole"]
-    with tempfile.TemporaryDirectory(prefix="rebound-chromium-") as profile, sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            args=ARGS,
-            viewport={"width": 1280, "height": 760},
-            http_credentials=credentials(),
-        )
-        browser.set_default_timeout(TIMEOUT_MS)
-        page = browser.new_page()
-        try:
-            run(page, url, queue, whole)
-        except Exception as e:
-            print(f"FAILED at {page.url}: {e}", file=sys.stderr)
-            sys.exit(1)
-        finally:
-            browser.close()
+    walk(run, url, queue, whole)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,9 @@ impl<'a> Operation<'a> {
             Kind::DeleteAddress => Permission::DeleteAddress,
             Kind::CreateQueue => Permission::CreateQueue,
             Kind::DeleteQueue => Permission::DeleteQueue,
-            Kind::Purge | Kind::Remove | Kind::Move | Kind::Retry => Permission::Manage,
+            Kind::Purge | Kind::Remove | Kind::Move | Kind::Retry | Kind::Resume | Kind::Probe => {
+                Permission::Manage
+            }
         };
         let mut needs = Vec::new();
         let mut add = |permission, address| {
@@ -226,6 +228,8 @@ mod tests {
             (Kind::Remove, Manage),
             (Kind::Move, Manage),
             (Kind::Retry, Manage),
+            (Kind::Resume, Manage),
+            (Kind::Probe, Manage),
         ];
         for (kind, permission) in cases {
             assert_eq!(op(kind).needs(), [(permission, "a")], "{}", kind.name());

@@ -48,6 +48,10 @@ pub enum Kind {
     Remove,
     Move,
     Retry,
+    /// End a queue's outage.
+    Resume,
+    /// Send an outage's next probe now.
+    Probe,
 }
 
 impl Kind {
@@ -64,6 +68,8 @@ impl Kind {
             Kind::Remove => "remove",
             Kind::Move => "move",
             Kind::Retry => "retry",
+            Kind::Resume => "resume",
+            Kind::Probe => "probe-now",
         }
     }
 }

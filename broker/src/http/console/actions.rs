@@ -1,5 +1,6 @@
 //! The console's actions on a queue's messages: retry (dead letters back to the
-//! queue they failed on), move to another address, remove.
+//! queue they failed on), move to another address, remove; and on a queue in
+//! outage mode: resume its delivery, or send its next probe now.
 //!
 //! They call the engine's operations, with the CLI's guarantees: one commit per
 //! message, `max-redrive`, messages being delivered left alone. Each takes a
@@ -150,6 +151,34 @@ pub(super) async fn move_to(
     let work = state.broker.move_messages(&selection, &request.to_address);
     let moved = audit::carried_out(&caller, &operation, count, work).await?;
     Ok(Json(json!({"dry_run": false, "moved": moved})))
+}
+
+/// Ends a queue's outage: delivery resumes at once. `resumed` is false when the
+/// queue was not in outage mode.
+pub(super) async fn resume(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let operation = Operation::on_queue(&state.broker, Kind::Resume, &name);
+    let queue = manage_queue(&state, &caller, &operation)?;
+    let work = async { Ok(state.broker.resume_queue(&queue)) };
+    let resumed = audit::carried_out(&caller, &operation, |_| None, work).await?;
+    Ok(Json(json!({"resumed": resumed})))
+}
+
+/// Sends a paused queue's next probe now. `probing` is false when the queue is
+/// not in outage mode or its probe is already out.
+pub(super) async fn probe(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let operation = Operation::on_queue(&state.broker, Kind::Probe, &name);
+    let queue = manage_queue(&state, &caller, &operation)?;
+    let work = async { Ok(state.broker.probe_queue_now(&queue)) };
+    let probing = audit::carried_out(&caller, &operation, |_| None, work).await?;
+    Ok(Json(json!({"probing": probing})))
 }
 
 /// Removes messages for good.

@@ -360,11 +360,19 @@ pub(super) async fn messages(
     let depth = (page.offset + limit + 1).min(MAX_BROWSE_DEPTH);
     let browsed = state.broker.browse(&queue.name, &page.filter, depth)?;
     let more = browsed.len() > page.offset + limit;
+    // A queue in outage mode holds its ready messages back.
+    let paused = queue.snapshot().outage != Status::Normal;
     let messages: Vec<Value> = browsed
         .iter()
         .skip(page.offset)
         .take(limit)
-        .map(json::message)
+        .map(|b| {
+            let mut message = json::message(b);
+            if paused && message["state"] == "ready" {
+                message["state"] = json!("paused");
+            }
+            message
+        })
         .collect();
     Ok(Json(json!({
         "queue": queue.name,

@@ -80,6 +80,8 @@ pub(super) fn routes(state: &HttpState) -> Router<HttpState> {
         .route("/api/queues/{queue}/retry", post(actions::retry))
         .route("/api/queues/{queue}/move", post(actions::move_to))
         .route("/api/queues/{queue}/remove", post(actions::remove))
+        .route("/api/queues/{queue}/resume", post(actions::resume))
+        .route("/api/queues/{queue}/probe", post(actions::probe))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             forward::to_serving_node,

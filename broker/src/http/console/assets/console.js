@@ -182,6 +182,7 @@ class Overview {
         card("Messages", fmt.int(o.gauges.messages)),
         card("Delivering", fmt.int(o.gauges.delivering)),
         card("Scheduled", fmt.int(o.gauges.scheduled)),
+        card("In outage", fmt.int(o.outages.count), o.outages.count ? "bad" : ""),
         card("Connections", fmt.int(o.connections)),
         card("Consumers", fmt.int(o.gauges.consumers)),
         card("Transactions", fmt.int(o.open_transactions)),
@@ -201,6 +202,13 @@ class Overview {
           el("span", { class: "s-redelivered", text: "redelivered" }),
           el("span", { class: "s-dead", text: "dead-lettered" })),
       ),
+      o.outages.count ? el("div", { class: "panel", id: "outages" },
+        el("h2", { text: "Queues in outage: delivery paused" }),
+        el("table", {}, el("tbody", {}, o.outages.queues.map((x) => el("tr", {},
+          el("td", {}, queueLink(x.name)),
+          el("td", { class: "muted", text: "since " + fmt.time(x.outage_since_ms) }),
+          el("td", { text: probeText(x) }))))),
+        o.outages.count > o.outages.queues.length ? el("p", { class: "muted", text: `The longest ${o.outages.queues.length} of ${fmt.int(o.outages.count)}; sort the Queues page by State for all.` }) : null) : null,
       el("div", { class: "panel" },
         el("h2", { text: "Dead letters waiting" }),
         dlqs.count
@@ -261,11 +269,12 @@ function rateChart(rates) {
 
 // ---------- queues ----------
 
+// [key, header, class]; the broker sorts by every column but the last two.
 const QUEUE_COLUMNS = [
-  ["name", "Queue"], ["address", "Address"], ["routing_type", "Routing"], ["messages", "Messages", "num"],
+  ["name", "Queue"], ["address", "Address"], ["routing_type", "Routing"], ["state", "State"], ["messages", "Messages", "num"],
   ["delivering", "Delivering", "num"], ["scheduled", "Scheduled", "num"], ["consumers", "Consumers", "num"],
   ["in_per_s", "In/s", "num"], ["out_per_s", "Out/s", "num"], ["dead_lettered", "Dead-lettered", "num"],
-  ["filter", "Filter"], ["settings_matches", "Settings match"],
+  ["filter", "Filter", "unsorted"], ["settings_matches", "Settings match", "unsorted"],
 ];
 
 const QUEUE_ROWS = 50;
@@ -286,7 +295,7 @@ class Queues {
     this.prev = el("button", { id: "queues-prev", onclick: () => this.turn(this.page.prev_page_token), text: "← Previous" });
     this.next = el("button", { id: "queues-next", onclick: () => this.turn(this.page.next_page_token), text: "Next →" });
     this.headers = QUEUE_COLUMNS.map(([key, label, cls]) => el("th", { class: cls, scope: "col" },
-      el("button", { class: "sort", "data-sort": key, onclick: () => this.sortBy(key, cls === "num"), text: label })));
+      cls === "unsorted" ? label : el("button", { class: "sort", "data-sort": key, onclick: () => this.sortBy(key, cls === "num"), text: label })));
     this.body = el("tbody", {});
     this.empty = el("div", { class: "empty", hidden: true });
     this.table = el("table", { id: "queues" }, el("thead", {}, el("tr", {}, this.headers)), this.body);
@@ -319,7 +328,7 @@ class Queues {
     this.prev.disabled = !p.prev_page_token;
     this.next.disabled = !p.next_page_token;
     for (const th of this.headers) {
-      const key = th.firstChild.getAttribute("data-sort");
+      const key = th.firstElementChild?.getAttribute("data-sort");
       if (key === this.sort.key) th.setAttribute("aria-sort", this.sort.dir === "asc" ? "ascending" : "descending");
       else th.removeAttribute("aria-sort");
     }
@@ -340,12 +349,25 @@ class Queues {
   }
 }
 
+// A queue's state: normal, or in outage since when and what comes next.
+function stateOf(q) {
+  if (q.state !== "outage") return el("span", { class: "badge ready", text: "normal" });
+  return el("span", { class: "badge outage", title: "delivery paused since " + fmt.time(q.outage_since_ms) + "; " + probeText(q), text: "outage" });
+}
+
+// When an outage's next probe goes: a time in the past is a probe about to go.
+function probeText(q) {
+  if (!q.next_probe_at_ms) return "a probe is out";
+  return q.next_probe_at_ms <= Date.now() ? "probe due now" : "next probe " + fmt.ago(q.next_probe_at_ms);
+}
+
 function queueRow(q) {
   return el("tr", { "data-queue": q.name },
     el("td", {}, queueLink(q.name), q.dead_letter_queue ? el("a", { class: "badge dlq", href: hashFor("dead-letters", q.name), text: "dead letters" }) : null,
       q.served_by ? el("span", { class: "badge", title: "the node serving this queue" + (q.unreachable ? " (unreachable: its figures are not shown)" : ""), text: q.served_by }) : null),
     el("td", {}, el("a", { href: hashFor("redelivery", q.address), title: "redelivery policy", text: q.address })),
     el("td", {}, el("span", { class: "badge", text: q.routing_type })),
+    el("td", {}, stateOf(q)),
     el("td", { class: "num", text: fmt.int(q.messages) }),
     el("td", { class: "num", text: fmt.int(q.delivering) }),
     el("td", { class: "num", text: fmt.int(q.scheduled) }),
@@ -399,12 +421,26 @@ class QueuePage {
         card("Bytes", fmt.bytes(q.bytes)),
         card("Paged", fmt.int(q.paged_messages) + " · " + fmt.bytes(q.paged_bytes) + (q.counting ? " · counting" : "")),
         card("State", q.state === "outage"
-          ? "outage since " + new Date(q.outage_since_ms).toLocaleTimeString() + (q.next_probe_at_ms
-            ? " · next probe " + new Date(q.next_probe_at_ms).toLocaleTimeString() : " · probe out")
-          : "normal")));
+          ? "outage since " + new Date(q.outage_since_ms).toLocaleTimeString() + " · " + probeText(q)
+          : "normal")),
+      q.state === "outage" ? el("div", { class: "toolbar outage-bar" },
+        el("span", { class: "badge outage", text: "outage" }),
+        el("span", { text: "Delivery is paused: one probe message goes at a time until one succeeds." }),
+        el("span", { class: "grow" }),
+        el("button", { id: "probe-now", disabled: !q.next_probe_at_ms, onclick: () => this.act("probe", (a) => a.probing ? "Probe sent." : "A probe is already out."), text: "Probe now" }),
+        el("button", { class: "primary", id: "resume", onclick: () => this.act("resume", (a) => a.resumed ? "Delivery resumed." : "The queue was not in outage."), text: "Resume delivery" })) : null);
     this.drawMessages(page);
     put(this.settings, settingsTable(q.settings));
     drawn("queue");
+  }
+  // An action on the queue itself (resume, probe); `said` words its answer.
+  async act(kind, said) {
+    try {
+      toast(said(await api(`/api/queues/${encodeURIComponent(this.name)}/${kind}`, {})));
+      tick();
+    } catch (e) {
+      toast(e.message, true);
+    }
   }
   drawMessages(page) {
     const rows = [];
