@@ -64,6 +64,11 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
     )
     .await;
     poison(&client, "orders", &["order 1044"], "timeout after 30 s").await;
+    // One cause, ids and timings apart: one group.
+    let gateway = ["after 6242 ms (request id 9f75ef68)", "after 17 ms (request id 0c1d2e3f)"];
+    for (body, detail) in ["order 1046", "order 1047"].into_iter().zip(gateway) {
+        poison(&client, "orders", &[body], &format!("gateway timeout {detail}")).await;
+    }
     poison(&client, "billing", &["invoice 77"], "card declined").await;
     // One that its consumer rejects outright: it dies at once, with its reason.
     client
@@ -94,7 +99,10 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
         bodies(&client, "orders").await,
         ["order 1041", "order 1042", "order 1043", "order 1045"]
     );
-    assert_eq!(bodies(&client, "DLQ.orders").await, ["order 1040", "order 1044"]);
+    assert_eq!(
+        bodies(&client, "DLQ.orders").await,
+        ["order 1040", "order 1044", "order 1046", "order 1047"]
+    );
 }
 
 /// Runs `tests/e2e/<script>` with `args`, logged in as `admin`; its output,

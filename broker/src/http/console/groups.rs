@@ -5,8 +5,11 @@
 //! A group is the original address and queue (`_AMQ_ORIG_*`), the reason it died
 //! (`_REBOUND_DEAD_LETTER_REASON`) and the reason of its last failed delivery (from
 //! `_REBOUND_FAILURES`): "max-delivery-attempts" alone says little, the consumer's
-//! last words say what broke. Groups carry the ids of their messages, so that an
-//! action on a group acts on exactly those.
+//! last words say what broke. Reasons are compared with what varies from one
+//! message to the next masked ([`mask`]: "gateway timeout after 6242 ms (request
+//! id 9f75ef68)" and "... 17 ms (request id 0c1d2e3f)" are one cause), and a
+//! group shows the original text of one of its messages. Groups carry the ids
+//! of their messages, so that an action on a group acts on exactly those.
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -19,8 +22,12 @@ use crate::engine::Browsed;
 pub struct Group {
     pub orig_address: Option<String>,
     pub orig_queue: Option<String>,
+    /// Masked.
     pub reason: Option<String>,
     pub last_failure: Option<String>,
+    /// The reasons of one of the messages as written.
+    pub example_reason: Option<String>,
+    pub example_failure: Option<String>,
     pub count: u64,
     /// When the first and the last of them arrived on the dead-letter queue.
     pub first_seen_ms: u64,
@@ -40,11 +47,13 @@ pub fn group(messages: &[Browsed]) -> Vec<Group> {
             Some((address, queue)) => (Some(address.to_owned()), Some(queue.to_owned())),
             None => (None, None),
         };
+        let reason = dead_letter::reason(record).map(str::to_owned);
+        let failure = dead_letter::failures(record).pop().map(|f| f.reason);
         let key = (
             orig_address,
             orig_queue,
-            dead_letter::reason(record).map(str::to_owned),
-            dead_letter::failures(record).pop().map(|f| f.reason),
+            reason.as_deref().map(mask),
+            failure.as_deref().map(mask),
         );
         let seen = record.timestamp_ms;
         let group = groups.entry(key.clone()).or_insert_with(|| Group {
@@ -52,6 +61,8 @@ pub fn group(messages: &[Browsed]) -> Vec<Group> {
             orig_queue: key.1,
             reason: key.2,
             last_failure: key.3,
+            example_reason: reason,
+            example_failure: failure,
             count: 0,
             first_seen_ms: seen,
             last_seen_ms: seen,
@@ -72,6 +83,66 @@ pub fn group(messages: &[Browsed]) -> Vec<Group> {
         ))
     });
     groups
+}
+
+/// `text` with what tells one occurrence of a cause from another masked: UUIDs
+/// and hex ids (six hex digits or more, a digit among them) as `<id>`, numbers
+/// (decimals included) as `<n>`.
+pub fn mask(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if !c.is_ascii_alphanumeric() {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let word = rest
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .map_or(rest, |end| &rest[..end]);
+        let hex = |s: &str| s.chars().all(|c| c.is_ascii_hexdigit());
+        let taken = if is_uuid(rest) {
+            out.push_str("<id>");
+            36
+        } else if word.len() >= 6 && hex(word) && word.contains(|c: char| c.is_ascii_digit()) && !word.chars().all(|c| c.is_ascii_digit()) {
+            out.push_str("<id>");
+            word.len()
+        } else if word.chars().all(|c| c.is_ascii_digit()) {
+            out.push_str("<n>");
+            // A decimal's fraction belongs to it.
+            match rest[word.len()..].strip_prefix('.') {
+                Some(fraction) if fraction.starts_with(|c: char| c.is_ascii_digit()) => {
+                    word.len() + 1 + fraction.find(|c: char| !c.is_ascii_digit()).unwrap_or(fraction.len())
+                }
+                _ => word.len(),
+            }
+        } else {
+            // Letters with digits (`id42`, `v2`): only the digits vary.
+            let mut digits = false;
+            for c in word.chars() {
+                match c.is_ascii_digit() {
+                    true if !digits => out.push_str("<n>"),
+                    true => {}
+                    false => out.push(c),
+                }
+                digits = c.is_ascii_digit();
+            }
+            word.len()
+        };
+        rest = &rest[taken..];
+    }
+    out
+}
+
+/// Whether `text` starts with a UUID (8-4-4-4-12 hex digits).
+fn is_uuid(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 36
+        && bytes[..36].iter().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => *b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+        && !bytes.get(36).is_some_and(u8::is_ascii_alphanumeric)
 }
 
 #[cfg(test)]
@@ -159,6 +230,42 @@ mod tests {
             ]
         );
         assert_eq!(groups[2].reason.as_deref(), Some("rejected: bad json"));
+    }
+
+    #[test]
+    fn numbers_hex_ids_and_uuids_are_masked() {
+        let cases = [
+            ("gateway timeout after 6242 ms (request id 9f75ef68)", "gateway timeout after <n> ms (request id <id>)"),
+            ("took 1.5 s", "took <n> s"),
+            ("order 3fa85f64-5717-4562-b3fc-2c963f66afa6 failed", "order <id> failed"),
+            ("HTTP/2 502 from shard7", "HTTP/<n> <n> from shard<n>"),
+            ("db down: connection refused", "db down: connection refused"),
+            ("decade facade", "decade facade"),
+            ("café 12€", "café <n>€"),
+        ];
+        for (text, masked) in cases {
+            assert_eq!(mask(text), masked, "{text}");
+        }
+    }
+
+    #[test]
+    fn one_cause_with_varying_ids_is_one_group_with_an_example() {
+        let failure = |reason: &str| format!(r#"[{{"at_ms":1,"reason":"{reason}"}}]"#);
+        let messages = [
+            dead(1, 100, "orders", "max-delivery-attempts", &failure("timeout after 6242 ms (request id 9f75ef68)")),
+            dead(2, 200, "orders", "max-delivery-attempts", &failure("timeout after 17 ms (request id 0c1d2e3f)")),
+        ];
+        let groups = group(&messages);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let g = &groups[0];
+        assert_eq!(
+            (g.count, g.last_failure.as_deref(), g.example_failure.as_deref()),
+            (
+                2,
+                Some("timeout after <n> ms (request id <id>)"),
+                Some("timeout after 6242 ms (request id 9f75ef68)")
+            )
+        );
     }
 
     #[test]

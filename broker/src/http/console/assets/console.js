@@ -529,6 +529,11 @@ function settingsTable(settings) {
 
 // ---------- dead letters ----------
 
+// A group's reason as one of its messages wrote it, when masking changed it.
+function example(masked, original) {
+  return original && original !== masked ? el("div", { class: "muted example", text: "e.g. " + original }) : null;
+}
+
 class DeadLetters {
   constructor(root, name) {
     this.root = root;
@@ -628,8 +633,8 @@ class DeadLetters {
       el("td", {}, g.orig_queue ? queueLink(g.orig_queue) : el("span", { class: "muted", text: "unknown" }),
         g.orig_address && g.orig_address !== g.orig_queue ? el("div", { class: "muted", text: "address " + g.orig_address }) : null,
         g.orig_address ? el("div", {}, el("a", { class: "policy-link", href: hashFor("redelivery", g.orig_address), title: "the redelivery policy these messages went through", text: "policy" })) : null),
-      el("td", { class: "group-reason", text: g.reason || "—" }),
-      el("td", { class: "group-failure", text: g.last_failure || "—" }),
+      el("td", { class: "group-reason" }, g.reason || "—", example(g.reason, g.example_reason)),
+      el("td", { class: "group-failure" }, g.last_failure || "—", example(g.last_failure, g.example_failure)),
       el("td", { class: "nowrap muted", title: fmt.time(g.first_seen_ms), text: fmt.ago(g.first_seen_ms) }),
       el("td", { class: "nowrap", title: fmt.time(g.last_seen_ms), text: fmt.ago(g.last_seen_ms) }))];
     if (open) {
