@@ -75,6 +75,20 @@ def run(page, url, queue, dlq, body, reason, screenshot):
     group.locator("input.group-check").check()
     expect(page.locator("#selection")).to_contain_text("selected")
 
+    # A removal's confirmation names the messages it takes; a toast keeps off
+    # its buttons. Cancelled.
+    page.click("#remove")
+    preview = page.locator("#preview")
+    expect(preview.locator("h2")).to_have_text("Remove 3 messages?")
+    expect(preview.locator(".ids li")).to_have_count(3)
+    page.evaluate("toast('a toast over the confirmation?', true)")
+    toast, confirm = page.locator("#toast").bounding_box(), page.locator("#confirm").bounding_box()
+    overlaps = not (toast["x"] + toast["width"] <= confirm["x"] or confirm["x"] + confirm["width"] <= toast["x"]
+                    or toast["y"] + toast["height"] <= confirm["y"] or confirm["y"] + confirm["height"] <= toast["y"])
+    assert not overlaps, f"the toast {toast} covers the confirm button {confirm}"
+    page.click("#cancel")
+    expect(preview).to_have_count(0)
+
     # Retry: the preview says where each message goes; then confirm.
     page.click("#retry")
     preview = page.locator("#preview")

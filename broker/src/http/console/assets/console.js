@@ -529,6 +529,17 @@ function settingsTable(settings) {
 
 // ---------- dead letters ----------
 
+// Which messages a move or removal takes, as the confirmation names them.
+const LISTED_IDS = 100;
+function selectionList(body) {
+  if (!body.ids) return el("p", { class: "selection-list" }, "The messages that match the selector ", el("code", { text: body.filter }), ".");
+  const ids = [...body.ids].sort((a, b) => a - b);
+  return el("div", { class: "selection-list" },
+    el("span", { class: "muted", text: "Messages " }),
+    el("ul", { class: "ids" }, ids.slice(0, LISTED_IDS).map((id) => el("li", { class: "mono", text: id }))),
+    ids.length > LISTED_IDS ? el("span", { class: "muted", text: `… and ${ids.length - LISTED_IDS} more` }) : null);
+}
+
 // A group's reason as one of its messages wrote it, when masking changed it.
 function example(masked, original) {
   return original && original !== masked ? el("div", { class: "muted example", text: "e.g. " + original }) : null;
@@ -709,6 +720,7 @@ class DeadLetters {
     const verb = p.kind === "move" ? "Move" : "Remove";
     return el("div", { class: "panel preview" + (p.kind === "remove" ? " removal" : ""), id: "preview" },
       el("h2", { text: `${verb} ${p.answer.count} message${p.answer.count === 1 ? "" : "s"}` + (p.kind === "move" ? " to " + p.body.to_address : "") + "?" }),
+      selectionList(p.body),
       el("p", { class: "muted", text: p.kind === "remove" ? "Removed messages are gone for good." : "Each message moves in one commit; messages being delivered stay." }),
       el("div", { class: "toolbar" }, el("span", { class: "grow" }), cancel,
         el("button", { class: p.kind === "remove" ? "danger solid" : "primary", id: "confirm", disabled: !p.answer.count, onclick: () => this.confirm({ ...p.body, dry_run: false }), text: `Confirm ${verb.toLowerCase()}` })));
