@@ -405,6 +405,39 @@ async fn dead_letters_are_moved_and_removed_by_ids_or_filter() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
+    let broker = Broker::start().await;
+    let client = broker.client().await;
+    let items: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let big = format!("{{\"items\": [{}]}}", items.join(", "));
+    client.send(OutgoingMessage::new("big", big.clone())).await.unwrap();
+    let (_, page) = get(&broker, "/api/queues/big/messages").await;
+    let m = &page["messages"][0];
+    assert_eq!(m["body_truncated"], true, "{m}");
+    let url = format!("{}/api/queues/big/messages/{}/body", broker.http_url().await, m["id"]);
+    let answer = crate::support::http_exchange("GET", &url, None, None).await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, big.as_str()));
+    let head = answer.head.to_lowercase();
+    assert!(head.contains(&format!("content-disposition: attachment; filename=\"message-{}.bin\"", m["id"])), "{head}");
+
+    // Past the console's window of 10,000 messages, the answer says it ends there.
+    for _ in 0..11 {
+        let batch = (0..1000).map(|i| OutgoingMessage::new("deep", format!("{i}")).durable(false)).collect();
+        client.send_batch(batch).await.unwrap();
+    }
+    let (_, early) = get(&broker, "/api/queues/deep/messages?limit=50").await;
+    assert_eq!((&early["more"], &early["window_ended"]), (&json!(true), &json!(false)), "{early}");
+    let (_, last) = get(&broker, "/api/queues/deep/messages?offset=9950&limit=50").await;
+    assert_eq!(last["messages"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        (&last["more"], &last["window_ended"], &last["window"]),
+        (&json!(false), &json!(true), &json!(10_000)),
+        "{}",
+        last["window"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_get_a_4xx_with_a_clear_error() {
     let broker = Broker::start_with_config(POISON_CONFIG).await;
     let client = broker.client().await;

@@ -10,7 +10,7 @@
 //! the dead-letter page to `docs/console-dead-letters.png`.
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rebound_client::{Client, OutgoingMessage, RoutingType};
 
@@ -84,6 +84,15 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
     consumer.close().await.unwrap();
     client
         .send(OutgoingMessage::new("orders", "order 1045").property("customer", "acme"))
+        .await
+        .unwrap();
+    let numbers: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let report = format!("{{\"items\":[{}]}}", numbers.join(","));
+    client.send(OutgoingMessage::new("reports", report)).await.unwrap();
+    let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
+    let tomorrow_ms = tomorrow.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    client
+        .send(OutgoingMessage::new("reports", "later").deliver_at_ms(tomorrow_ms))
         .await
         .unwrap();
 

@@ -6,7 +6,7 @@ message and whose dead-letter queue DLQ holds the poisoned messages of QUEUE:
     python3 console.py URL QUEUE DLQ BODY REASON [SCREENSHOT.png]
 
 It walks the console as an operator would: finds the queue in the table, browses a
-message, opens the dead letters of the queue (where the test's gateway timeouts,
+message, goes through the queue REPORTS by position and message id, opens the dead letters of the queue (where the test's gateway timeouts,
 each with its own timing and request id, make one group), previews a retry and
 confirms it.
 The Rust test then checks over gRPC that the messages are back on QUEUE. Exit 0 on
@@ -14,8 +14,10 @@ success; on failure it prints why (and leaves a screenshot next to the test's
 temporary directory when asked to).
 """
 import os
+import re
 import sys
 import tempfile
+from datetime import datetime
 
 from playwright.sync_api import expect, sync_playwright
 
@@ -30,6 +32,8 @@ ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 15_000
+# A queue of the test's: a JSON body of 1,000 numbers, then a message scheduled for later.
+REPORTS = "reports"
 # The group of the test's "gateway timeout after <ms> ms (request id <hex>)" dead letters.
 GATEWAY_MASKED = "gateway timeout after <n> ms (request id <id>)"
 
@@ -54,6 +58,31 @@ def run(page, url, queue, dlq, body, reason, screenshot):
     expect(first).to_be_visible()
     first.click()
     expect(page.locator("#messages tr.detail pre.body")).to_have_text(body)
+
+    # A queue's tools for many messages: go to a position, open a message by its
+    # id, read its whole body (JSON indented), see a scheduled delivery's time.
+    page.goto(f"{url}/#/queue/{REPORTS}")
+    page.fill("#goto-position", "2")
+    page.press("#goto-position", "Enter")
+    expect(page.locator(".pager")).to_contain_text("messages 2–2")
+    page.locator("#messages tr.message-row").first.click()
+    due = page.locator("#messages tr.detail dt:text-is('_AMQ_SCHED_DELIVERY') + dd")
+    due_text = due.inner_text()
+    due_ms = int(re.search(r"\((\d+)\)", due_text)[1])
+    assert str(datetime.fromtimestamp(due_ms / 1000).year) in due_text, f"not a time: {due_text}"
+    page.fill("#goto-position", "1")
+    page.press("#goto-position", "Enter")
+    expect(page.locator(".pager")).to_contain_text("messages 1–2")
+    big_id = page.locator("#messages tr.message-row").first.get_attribute("data-id")
+    page.fill("#open-id", big_id)
+    page.press("#open-id", "Enter")
+    found = page.locator("#found")
+    expect(found.locator("h2").first).to_have_text("Message " + big_id)
+    expect(found.locator("a.download")).to_have_attribute("href", re.compile(rf"/messages/{big_id}/body$"))
+    found.locator(".show-body").click()
+    expect(found.locator(".show-body")).to_have_count(0)
+    whole = found.locator("pre.body").inner_text()
+    assert whole.startswith('{\n  "items": [\n    0,') and whole.endswith("    999\n  ]\n}"), whole[-80:]
 
     # The dead letters of the queue, grouped; the group of REASON, opened.
     page.click("nav >> text=Dead letters")

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -374,12 +375,31 @@ pub(super) async fn messages(
             message
         })
         .collect();
+    // The walk stopped at its depth with messages left behind it.
+    let window_ended = !more && browsed.len() == MAX_BROWSE_DEPTH && queue.snapshot().messages > MAX_BROWSE_DEPTH as u64;
     Ok(Json(json!({
         "queue": queue.name,
         "offset": page.offset,
         "messages": messages,
         "more": more,
+        "window": MAX_BROWSE_DEPTH,
+        "window_ended": window_ended,
     })))
+}
+
+/// A message's whole body, as a download.
+pub(super) async fn body(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path((name, id)): Path<(String, u64)>,
+) -> Result<Response, ApiError> {
+    let queue = browse_queue(&state, &caller, &name)?;
+    let message = state.broker.message(&queue.name, id)?;
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+        (header::CONTENT_DISPOSITION, format!("attachment; filename=\"message-{id}.bin\"")),
+    ];
+    Ok((headers, message.record.body.clone()).into_response())
 }
 
 /// One message, with its failure history when it is a dead letter.

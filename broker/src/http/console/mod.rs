@@ -76,6 +76,7 @@ pub(super) fn routes(state: &HttpState) -> Router<HttpState> {
         .route("/api/queues/{queue}", get(api::queue))
         .route("/api/queues/{queue}/messages", get(api::messages))
         .route("/api/queues/{queue}/messages/{id}", get(api::message))
+        .route("/api/queues/{queue}/messages/{id}/body", get(api::body))
         .route("/api/queues/{queue}/dead-letters", get(api::dead_letters))
         .route("/api/queues/{queue}/retry", post(actions::retry))
         .route("/api/queues/{queue}/move", post(actions::move_to))

@@ -393,10 +393,27 @@ class QueuePage {
     this.head = el("div", {});
     this.list = el("div", {});
     this.settings = el("div", {});
-    this.filterInput = el("input", { type: "search", placeholder: "Selector, e.g. color = 'red'", onchange: () => { this.filter = this.filterInput.value; this.offset = 0; tick(); } });
+    this.filterInput = el("input", { type: "search", "aria-label": "Selector", placeholder: "Selector, e.g. color = 'red'", onchange: () => { this.filter = this.filterInput.value; this.offset = 0; tick(); } });
+    const position = el("input", { type: "number", min: 1, id: "goto-position", "aria-label": "Go to position", placeholder: "position" });
+    const id = el("input", { type: "number", min: 1, id: "open-id", "aria-label": "Open message id", placeholder: "message id" });
+    this.found = el("div", {});
+    const go = (e) => { e.preventDefault(); this.offset = Math.max(0, Number(position.value) - 1); tick(); };
+    const open = async (e) => {
+      e.preventDefault();
+      try {
+        const m = await api(`/api/queues/${encodeURIComponent(this.name)}/messages/${Number(id.value)}`);
+        put(this.found, el("div", { class: "panel", id: "found" }, messageDetail(m, this.name)));
+      } catch (err) {
+        toast(err.message, true);
+      }
+    };
     root.append(this.head,
       el("div", { class: "panel" },
-        el("div", { class: "toolbar" }, el("h2", { text: "Messages" }), el("span", { class: "grow" }), this.filterInput),
+        el("div", { class: "toolbar" }, el("h2", { text: "Messages" }), el("span", { class: "grow" }),
+          el("form", { class: "inline", onsubmit: go }, position, el("button", { type: "submit", text: "Go" })),
+          el("form", { class: "inline", onsubmit: open }, id, el("button", { type: "submit", text: "Open" })),
+          this.filterInput),
+        this.found,
         this.list),
       el("div", { class: "panel" }, el("h2", { text: "Effective address-settings" }), this.settings));
   }
@@ -454,7 +471,7 @@ class QueuePage {
         el("td", { class: "mono muted", text: propertySummary(m.properties) }),
         el("td", { class: "mono", text: (m.body_encoding === "hex" ? "0x " : "") + m.body_preview.slice(0, 80) }),
         el("td", { class: "num muted", text: fmt.bytes(m.body_size) })));
-      if (opened) rows.push(el("tr", { class: "detail" }, el("td", { colspan: 7 }, messageDetail(m))));
+      if (opened) rows.push(el("tr", { class: "detail" }, el("td", { colspan: 7 }, messageDetail(m, this.name))));
     }
     put(this.list, 
       page.messages.length
@@ -462,6 +479,7 @@ class QueuePage {
           el("thead", {}, el("tr", {}, ...["Id", "Priority", "Deliveries", "State", "Properties", "Body", "Size"].map((h, i) => el("th", { class: [1, 2, 6].includes(i) ? "num" : "", text: h })))),
           el("tbody", {}, rows))
         : el("div", { class: "empty", text: this.offset ? "No more messages." : "The queue holds no messages" + (this.filter ? " that match." : ".") }),
+      page.window_ended ? el("p", { class: "window-end", text: `The console browses the first ${fmt.int(page.window)} messages of a queue, and this one holds more: narrow it with a selector, or open a message by its id.` }) : null,
       el("div", { class: "pager" },
         el("span", { class: "muted", text: page.messages.length ? `messages ${this.offset + 1}–${this.offset + page.messages.length}` : "" }),
         el("button", { disabled: this.offset === 0, onclick: () => { this.offset = Math.max(0, this.offset - PAGE); tick(); }, text: "← Previous" }),
@@ -485,7 +503,49 @@ function propertySummary(props) {
     .slice(0, 90);
 }
 
-function messageDetail(m) {
+// Whole bodies fetched on request, by queue and id, so that a refresh keeps them.
+const wholeBodies = new Map();
+
+// A body shown as JSON when it is JSON, indented.
+function pretty(text) {
+  if (!/^\s*[[{]/.test(text)) return text;
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
+}
+
+function bodyView(m, queue) {
+  const url = `/api/queues/${encodeURIComponent(queue)}/messages/${m.id}/body`;
+  const key = queue + "\n" + m.id;
+  const whole = wholeBodies.get(key);
+  const pre = el("pre", { class: "body", text: (m.body_encoding === "text" ? pretty(whole ?? m.body_preview) : m.body_preview) || "(empty)" });
+  const more = m.body_truncated && m.body_encoding === "text" && whole === undefined;
+  const show = more ? el("button", { class: "show-body", text: "Show the whole body", onclick: async () => {
+    try {
+      const response = await fetch(url);
+      if (!response.ok) throw new Error("the body could not be read: " + response.status + " " + response.statusText);
+      wholeBodies.set(key, await response.text());
+      pre.textContent = pretty(wholeBodies.get(key));
+      show.remove();
+    } catch (e) {
+      toast(e.message, true);
+    }
+  } }) : null;
+  const shown = m.body_truncated && whole === undefined ? " · the start only" : "";
+  return [
+    el("div", { class: "toolbar" },
+      el("h2", { text: "Body · " + fmt.bytes(m.body_size) + (m.body_encoding === "hex" ? " · hex" : "") + shown }),
+      el("span", { class: "grow" }), show,
+      el("a", { class: "download", href: url, download: `message-${m.id}.bin`, text: "Download" })),
+    pre,
+  ];
+}
+
+// A property's value; the time of a scheduled delivery as a time.
+function propertyText(k, v) {
+  if (k === "_AMQ_SCHED_DELIVERY" && v.type === "int") return fmt.time(v.value) + "  (" + v.value + ")";
+  return v.value + (v.type === "string" ? "" : "  (" + v.type + ")");
+}
+
+function messageDetail(m, queue) {
   const props = Object.entries(m.properties).sort(([a], [b]) => a.localeCompare(b));
   return el("div", { class: "split" },
     el("div", {},
@@ -496,12 +556,11 @@ function messageDetail(m) {
           ["state", m.state + (m.scheduled_until_ms ? " until " + fmt.time(m.scheduled_until_ms) : "")],
           ["redrives", m.redrives]]
           .flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]),
-        ...props.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v.value + (v.type === "string" ? "" : "  (" + v.type + ")") })])),
+        ...props.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: propertyText(k, v) })])),
     ),
     el("div", {},
       m.failures.length ? el("div", {}, el("h2", { text: "Failure history" }), failureHistory(m)) : null,
-      el("h2", { text: "Body · " + fmt.bytes(m.body_size) + (m.body_encoding === "hex" ? " · hex" : "") + (m.body_truncated ? " · start only" : "") }),
-      el("pre", { class: "body", text: m.body_preview || "(empty)" })));
+      bodyView(m, queue)));
 }
 
 function failureHistory(m) {
@@ -668,7 +727,7 @@ class DeadLetters {
           }
           this.draw();
         }, text: detail ? "hide" : "failure history" }),
-        detail ? el("div", { class: "panel" }, messageDetail(detail)) : null);
+        detail ? el("div", { class: "panel" }, messageDetail(detail, this.name)) : null);
     });
     if (g.message_ids.length > 200) items.push(el("div", { class: "muted", text: "… and " + (g.message_ids.length - 200) + " more (select the group to act on all)" }));
     return el("div", {}, items);
