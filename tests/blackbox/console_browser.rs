@@ -164,6 +164,21 @@ async fn an_operator_sees_an_outage_and_resumes_the_queue_from_the_browser() {
     assert!(!client.queue("orders").await.unwrap().outage, "resumed from the browser");
 }
 
+/// The console by keyboard, for a screen reader, in the dark and at 390 px
+/// (`console_a11y.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_works_by_keyboard_in_the_dark_and_on_a_phone() {
+    if let Some(reason) = missing_tools().await {
+        return crate::support::skipped(&reason);
+    }
+    let broker = Broker::start_with_config(&crate::console_security::config()).await;
+    let client = login(&broker, "admin").await;
+    poison(&client, "orders", &["order 1", "order 2"], "db down").await;
+    client.send(OutgoingMessage::new("orders", "order 3")).await.unwrap();
+    let url = broker.http_url().await;
+    browse("console_a11y.py", &[url.as_str(), "orders", "DLQ.orders"]).await;
+}
+
 /// Queues the console is measured with; `REBOUND_CONSOLE_QUEUES` sets another
 /// number (BENCHMARKS.md has the figures at 100,000).
 const SCALE_QUEUES: usize = 10_000;

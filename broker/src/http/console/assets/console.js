@@ -68,7 +68,18 @@ async function api(path, body) {
 
 function setLive(ok, text) {
   document.getElementById("live-dot").className = "dot " + (ok ? "ok" : "bad");
-  document.getElementById("live-text").textContent = text || "live · refreshes every " + REFRESH_MS / 1000 + " s";
+  setText(document.getElementById("live-text"), text || (paused ? "refresh paused" : "live · refreshes every " + REFRESH_MS / 1000 + " s"));
+}
+
+// A row that opens and closes (a message, a dead-letter group): focusable, and
+// toggled by Enter or Space as by a click. `key` finds it again after a redraw.
+function toggleRow(attrs, key, open, toggle) {
+  return el("tr", { ...attrs, tabindex: 0, "data-focus": key, "aria-expanded": String(open), onclick: toggle, onkeydown: (e) => {
+    if (e.target === e.currentTarget && (e.key === "Enter" || e.key === " ")) {
+      e.preventDefault();
+      toggle();
+    }
+  } });
 }
 
 let toastTimer;
@@ -125,6 +136,7 @@ function queueLink(name) {
 
 let current = null; // { name, refresh() }
 let timer = null;
+let paused = false; // the operator paused the auto-refresh
 
 function route() {
   const [view, arg] = location.hash.replace(/^#\/?/, "").split("/");
@@ -141,19 +153,45 @@ function route() {
   tick();
 }
 
+// Refreshes the view now (an operator's action), then every REFRESH_MS unless
+// paused. A redraw keeps the focus where it was (by `data-focus` or id).
 async function tick() {
   clearTimeout(timer);
   const view = current;
+  const focused = document.activeElement;
+  const key = focused && (focused.getAttribute("data-focus") ? `[data-focus="${CSS.escape(focused.getAttribute("data-focus"))}"]` : focused.id ? "#" + CSS.escape(focused.id) : null);
   try {
     await view.refresh();
   } catch (e) {
     view.fail && view.fail(e);
   }
-  if (view === current) timer = setTimeout(tick, REFRESH_MS);
+  if (key && !document.contains(focused)) document.querySelector(key)?.focus();
+  if (view === current) timer = setTimeout(autoRefresh, REFRESH_MS);
+}
+
+// The timed refresh: skipped while paused, or while the operator has text of
+// the view selected (a redraw would clear it).
+function autoRefresh() {
+  const selection = document.getSelection();
+  const selecting = selection && !selection.isCollapsed && document.getElementById("view").contains(selection.anchorNode);
+  if (paused || selecting) timer = setTimeout(autoRefresh, REFRESH_MS);
+  else tick();
+}
+
+function togglePause() {
+  paused = !paused;
+  const button = document.getElementById("refresh-toggle");
+  button.setAttribute("aria-pressed", String(paused));
+  button.textContent = paused ? "Resume refresh" : "Pause refresh";
+  setLive(true);
+  if (!paused) tick();
 }
 
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+window.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("refresh-toggle").addEventListener("click", togglePause);
+  route();
+});
 
 function errorBox(root, e) {
   put(root, el("div", { class: "error-box", text: e.message }));
@@ -463,14 +501,16 @@ class QueuePage {
     const rows = [];
     for (const m of page.messages) {
       const opened = this.open.has(m.id);
-      rows.push(el("tr", { class: "message-row", "data-id": m.id, onclick: () => { opened ? this.open.delete(m.id) : this.open.add(m.id); tick(); }, style: undefined },
+      const row = toggleRow({ class: "message-row", "data-id": m.id }, "m:" + m.id, opened, () => { opened ? this.open.delete(m.id) : this.open.add(m.id); tick(); });
+      rows.push(row);
+      row.append(
         el("td", { class: "mono", text: m.id }),
         el("td", { class: "num", text: m.priority }),
         el("td", { class: "num", text: m.delivery_count }),
         el("td", {}, stateBadge(m)),
         el("td", { class: "mono muted", text: propertySummary(m.properties) }),
         el("td", { class: "mono", text: (m.body_encoding === "hex" ? "0x " : "") + m.body_preview.slice(0, 80) }),
-        el("td", { class: "num muted", text: fmt.bytes(m.body_size) })));
+        el("td", { class: "num muted", text: fmt.bytes(m.body_size) }));
       if (opened) rows.push(el("tr", { class: "detail" }, el("td", { colspan: 7 }, messageDetail(m, this.name))));
     }
     put(this.list, 
@@ -654,8 +694,8 @@ class DeadLetters {
   // from the operator's inputs.
   layout() {
     this.head = el("div", {});
-    this.filterInput = el("input", { type: "text", id: "dl-filter", placeholder: "or a selector, e.g. _AMQ_ORIG_QUEUE = 'orders'", oninput: () => this.drawBar() });
-    this.toInput = el("input", { type: "text", id: "move-to", placeholder: "move to address…" });
+    this.filterInput = el("input", { type: "text", id: "dl-filter", "aria-label": "Selector of the messages to act on", placeholder: "or a selector, e.g. _AMQ_ORIG_QUEUE = 'orders'", oninput: () => this.drawBar() });
+    this.toInput = el("input", { type: "text", id: "move-to", "aria-label": "Address to move to", placeholder: "move to address…" });
     this.selText = el("span", { class: "sel", id: "selection" });
     this.buttons = {
       retry: el("button", { class: "primary", id: "retry", onclick: () => this.dryRun("retry"), text: "Retry…" }),
@@ -689,7 +729,7 @@ class DeadLetters {
     const key = this.key(g);
     const all = g.message_ids.every((id) => this.selected.has(id));
     const some = g.message_ids.some((id) => this.selected.has(id));
-    const box = el("input", { type: "checkbox", class: "group-check", title: "select the whole group", onclick: (e) => {
+    const box = el("input", { type: "checkbox", class: "group-check", "aria-label": `select the ${g.count} messages of the group`, onclick: (e) => {
       e.stopPropagation();
       for (const id of g.message_ids) (box.checked ? this.selected.add(id) : this.selected.delete(id));
       this.draw();
@@ -697,7 +737,12 @@ class DeadLetters {
     box.checked = all;
     box.indeterminate = some && !all;
     const open = this.expanded.has(key);
-    const rows = [el("tr", { class: "group" + (all ? " selected" : ""), "data-queue": g.orig_queue || "", onclick: () => { open ? this.expanded.delete(key) : this.expanded.add(key); this.draw(); } },
+    const row = toggleRow({ class: "group" + (all ? " selected" : ""), "data-queue": g.orig_queue || "" }, "g:" + key, open, () => {
+      open ? this.expanded.delete(key) : this.expanded.add(key);
+      this.draw();
+      document.querySelector(`[data-focus="${CSS.escape("g:" + key)}"]`)?.focus();
+    });
+    row.append(
       el("td", {}, box),
       el("td", { class: "num" }, el("span", { class: "count-pill", text: fmt.int(g.count) })),
       el("td", {}, g.orig_queue ? queueLink(g.orig_queue) : el("span", { class: "muted", text: "unknown" }),
@@ -706,7 +751,8 @@ class DeadLetters {
       el("td", { class: "group-reason" }, g.reason || "—", example(g.reason, g.example_reason)),
       el("td", { class: "group-failure" }, g.last_failure || "—", example(g.last_failure, g.example_failure)),
       el("td", { class: "nowrap muted", title: fmt.time(g.first_seen_ms), text: fmt.ago(g.first_seen_ms) }),
-      el("td", { class: "nowrap", title: fmt.time(g.last_seen_ms), text: fmt.ago(g.last_seen_ms) }))];
+      el("td", { class: "nowrap", title: fmt.time(g.last_seen_ms), text: fmt.ago(g.last_seen_ms) }));
+    const rows = [row];
     if (open) {
       rows.push(el("tr", { class: "detail" }, el("td", {}), el("td", { colspan: 6 }, this.groupMessages(g))));
     }
