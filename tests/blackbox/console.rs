@@ -148,16 +148,25 @@ async fn the_broker_sorts_filters_and_pages_the_queues_table() {
     let (status, first) = get(&broker, "/api/queues?limit=2").await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(names(&first), ["DLQ.c.five", "a.one"]);
-    assert_eq!((first["total"].as_u64(), first["shown"].as_u64()), (Some(6), Some(6)));
+    assert_eq!(
+        (first["total"].as_u64(), first["shown"].as_u64()),
+        (Some(6), Some(6))
+    );
     assert_eq!(first["prev_page_token"], Value::Null);
     let token = first["next_page_token"].as_str().expect("a next page").to_owned();
     let (_, second) = get(&broker, &format!("/api/queues?limit=2&page_token={token}")).await;
     assert_eq!(names(&second), ["a.two", "b.four"]);
-    let back = second["prev_page_token"].as_str().expect("a previous page").to_owned();
+    let back = second["prev_page_token"]
+        .as_str()
+        .expect("a previous page")
+        .to_owned();
     let (_, again) = get(&broker, &format!("/api/queues?limit=2&page_token={back}")).await;
     assert_eq!(names(&again), names(&first));
     let (_, last) = get(&broker, "/api/queues?limit=2&page_token=4").await;
-    assert_eq!((names(&last), &last["next_page_token"]), (vec!["b.three", "c.five"], &Value::Null));
+    assert_eq!(
+        (names(&last), &last["next_page_token"]),
+        (vec!["b.three", "c.five"], &Value::Null)
+    );
 
     // Sorted by a figure, either way, ties by name; filtered on name or address.
     let (_, fullest) = get(&broker, "/api/queues?sort=messages&dir=desc&limit=3").await;
@@ -166,7 +175,10 @@ async fn the_broker_sorts_filters_and_pages_the_queues_table() {
     assert_eq!(names(&emptiest), ["c.five", "DLQ.c.five", "a.one"]);
     let (_, filtered) = get(&broker, "/api/queues?filter=B.&sort=name&dir=desc").await;
     assert_eq!(names(&filtered), ["b.three", "b.four"]);
-    assert_eq!((filtered["total"].as_u64(), filtered["shown"].as_u64()), (Some(2), Some(6)));
+    assert_eq!(
+        (filtered["total"].as_u64(), filtered["shown"].as_u64()),
+        (Some(2), Some(6))
+    );
     let (_, on_dla) = get(&broker, "/api/queues?filter=dla").await;
     assert_eq!(names(&on_dla), ["DLQ.c.five"]);
     let (_, dead) = get(&broker, "/api/queues?dead_letters=true").await;
@@ -175,7 +187,10 @@ async fn the_broker_sorts_filters_and_pages_the_queues_table() {
     // The overview names the dead-letter queues that hold messages.
     let (_, o) = get(&broker, "/api/overview").await;
     assert_eq!(o["dead_letters_waiting"]["count"], 1, "{o}");
-    assert_eq!(o["dead_letters_waiting"]["queues"][0]["name"], "DLQ.c.five", "{o}");
+    assert_eq!(
+        o["dead_letters_waiting"]["queues"][0]["name"], "DLQ.c.five",
+        "{o}"
+    );
     assert_eq!(o["dead_letters_waiting"]["queues"][0]["messages"], 1, "{o}");
 
     for (path, why) in [
@@ -337,7 +352,11 @@ async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
     let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
     assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
     let dlq = client.queue("DLQ.orders").await.unwrap();
-    assert_eq!((dlq.messages, dlq.moved_out, dlq.dropped), (1, 2, 0), "retried: moved out");
+    assert_eq!(
+        (dlq.messages, dlq.moved_out, dlq.dropped),
+        (1, 2, 0),
+        "retried: moved out"
+    );
     let mut consumer = client.consume("orders", 10).await.unwrap();
     let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
         .await
@@ -393,7 +412,10 @@ async fn dead_letters_are_moved_and_removed_by_ids_or_filter() {
     let figures = |q: &Value| ["added", "moved_out", "removed", "dropped"].map(|k| q[k].as_u64());
     assert_eq!(figures(&dlq), [Some(3), Some(1), Some(2), Some(0)], "{dlq}");
     let info = client.queue("DLQ.orders").await.unwrap();
-    assert_eq!((info.added, info.moved_out, info.removed, info.dropped), (3, 1, 2, 0));
+    assert_eq!(
+        (info.added, info.moved_out, info.removed, info.dropped),
+        (3, 1, 2, 0)
+    );
     let scraped = broker.scrape().await;
     for line in [
         r#"rebound_queue_moved_out_total{address="DLA",queue="DLQ.orders",routing_type="anycast"} 1"#,
@@ -410,23 +432,42 @@ async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
     let client = broker.client().await;
     let items: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
     let big = format!("{{\"items\": [{}]}}", items.join(", "));
-    client.send(OutgoingMessage::new("big", big.clone())).await.unwrap();
+    client
+        .send(OutgoingMessage::new("big", big.clone()))
+        .await
+        .unwrap();
     let (_, page) = get(&broker, "/api/queues/big/messages").await;
     let m = &page["messages"][0];
     assert_eq!(m["body_truncated"], true, "{m}");
-    let url = format!("{}/api/queues/big/messages/{}/body", broker.http_url().await, m["id"]);
+    let url = format!(
+        "{}/api/queues/big/messages/{}/body",
+        broker.http_url().await,
+        m["id"]
+    );
     let answer = crate::support::http_exchange("GET", &url, None, None).await;
     assert_eq!((answer.status, answer.body.as_str()), (200, big.as_str()));
     let head = answer.head.to_lowercase();
-    assert!(head.contains(&format!("content-disposition: attachment; filename=\"message-{}.bin\"", m["id"])), "{head}");
+    assert!(
+        head.contains(&format!(
+            "content-disposition: attachment; filename=\"message-{}.bin\"",
+            m["id"]
+        )),
+        "{head}"
+    );
 
     // Past the console's window of 10,000 messages, the answer says it ends there.
     for _ in 0..11 {
-        let batch = (0..1000).map(|i| OutgoingMessage::new("deep", format!("{i}")).durable(false)).collect();
+        let batch = (0..1000)
+            .map(|i| OutgoingMessage::new("deep", format!("{i}")).durable(false))
+            .collect();
         client.send_batch(batch).await.unwrap();
     }
     let (_, early) = get(&broker, "/api/queues/deep/messages?limit=50").await;
-    assert_eq!((&early["more"], &early["window_ended"]), (&json!(true), &json!(false)), "{early}");
+    assert_eq!(
+        (&early["more"], &early["window_ended"]),
+        (&json!(true), &json!(false)),
+        "{early}"
+    );
     let (_, last) = get(&broker, "/api/queues/deep/messages?offset=9950&limit=50").await;
     assert_eq!(last["messages"].as_array().unwrap().len(), 50);
     assert_eq!(

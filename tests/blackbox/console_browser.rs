@@ -65,7 +65,10 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
     .await;
     poison(&client, "orders", &["order 1044"], "timeout after 30 s").await;
     // One cause, ids and timings apart: one group.
-    let gateway = ["after 6242 ms (request id 9f75ef68)", "after 17 ms (request id 0c1d2e3f)"];
+    let gateway = [
+        "after 6242 ms (request id 9f75ef68)",
+        "after 17 ms (request id 0c1d2e3f)",
+    ];
     for (body, detail) in ["order 1046", "order 1047"].into_iter().zip(gateway) {
         poison(&client, "orders", &[body], &format!("gateway timeout {detail}")).await;
     }
@@ -88,7 +91,10 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
         .unwrap();
     let numbers: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
     let report = format!("{{\"items\":[{}]}}", numbers.join(","));
-    client.send(OutgoingMessage::new("reports", report)).await.unwrap();
+    client
+        .send(OutgoingMessage::new("reports", report))
+        .await
+        .unwrap();
     let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
     let tomorrow_ms = tomorrow.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
     client
@@ -99,7 +105,13 @@ async fn an_operator_retries_dead_letters_from_the_browser() {
     let screenshot =
         std::env::var_os("REBOUND_SCREENSHOT").map(|_| root().join("docs/console-dead-letters.png"));
     let url = broker.http_url().await;
-    let mut args = vec![url.as_str(), "orders", "DLQ.orders", "order 1045", "db down: connection refused"];
+    let mut args = vec![
+        url.as_str(),
+        "orders",
+        "DLQ.orders",
+        "order 1045",
+        "db down: connection refused",
+    ];
     args.extend(screenshot.iter().map(|p| p.to_str().expect("a UTF-8 path")));
     browse("console.py", &args).await;
 
@@ -161,7 +173,10 @@ async fn an_operator_sees_an_outage_and_resumes_the_queue_from_the_browser() {
 
     let url = broker.http_url().await;
     browse("console_outage.py", &[url.as_str(), "orders"]).await;
-    assert!(!client.queue("orders").await.unwrap().outage, "resumed from the browser");
+    assert!(
+        !client.queue("orders").await.unwrap().outage,
+        "resumed from the browser"
+    );
 }
 
 /// The console by keyboard, for a screen reader, in the dark and at 390 px
@@ -174,7 +189,10 @@ async fn the_console_works_by_keyboard_in_the_dark_and_on_a_phone() {
     let broker = Broker::start_with_config(&crate::console_security::config()).await;
     let client = login(&broker, "admin").await;
     poison(&client, "orders", &["order 1", "order 2"], "db down").await;
-    client.send(OutgoingMessage::new("orders", "order 3")).await.unwrap();
+    client
+        .send(OutgoingMessage::new("orders", "order 3"))
+        .await
+        .unwrap();
     let url = broker.http_url().await;
     browse("console_a11y.py", &[url.as_str(), "orders", "DLQ.orders"]).await;
 }

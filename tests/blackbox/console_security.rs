@@ -394,14 +394,23 @@ async fn an_outage_shows_and_an_operator_probes_and_resumes_the_queue() {
     let (status, table) = get_json(&broker, "admin", "/api/queues?sort=state&dir=desc").await;
     assert_eq!(status, 200, "{table}");
     let first = &table["queues"][0];
-    assert_eq!((&first["name"], &first["state"]), (&json!("orders"), &json!("outage")), "{table}");
+    assert_eq!(
+        (&first["name"], &first["state"]),
+        (&json!("orders"), &json!("outage")),
+        "{table}"
+    );
     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
     assert!(first["next_probe_at_ms"].as_u64().unwrap() > now_ms, "{first}");
     let (_, overview) = get_json(&broker, "admin", "/api/overview").await;
     assert_eq!(overview["outages"]["count"], 1, "{overview}");
     assert_eq!(overview["outages"]["queues"][0]["name"], "orders", "{overview}");
     let (_, page) = get_json(&broker, "admin", "/api/queues/orders/messages").await;
-    let states: Vec<&Value> = page["messages"].as_array().unwrap().iter().map(|m| &m["state"]).collect();
+    let states: Vec<&Value> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["state"])
+        .collect();
     assert_eq!(states, [&json!("paused"), &json!("paused")], "{page}");
 
     // ops may browse orders but not manage it.
@@ -412,7 +421,11 @@ async fn an_outage_shows_and_an_operator_probes_and_resumes_the_queue() {
     let (status, v) = post_as(&broker, "admin", "/api/queues/orders/probe", json!({})).await;
     assert_eq!((status, &v["probing"]), (200, &json!(true)), "{v}");
     let probe = crate::messaging::receive(&mut consumer, 1, Duration::from_secs(10)).await;
-    assert_eq!(probe.len(), 1, "the probe went at once, not after the 600 s pause");
+    assert_eq!(
+        probe.len(),
+        1,
+        "the probe went at once, not after the 600 s pause"
+    );
     let (_, v) = post_as(&broker, "admin", "/api/queues/orders/probe", json!({})).await;
     assert_eq!(v["probing"], false, "a probe is already out: {v}");
 
@@ -426,7 +439,9 @@ async fn an_outage_shows_and_an_operator_probes_and_resumes_the_queue() {
 
     for operation in ["probe-now", "resume"] {
         let log = broker
-            .wait_for_log(&format!("operation=\"{operation}\" address=\"orders\" queue=\"orders\""))
+            .wait_for_log(&format!(
+                "operation=\"{operation}\" address=\"orders\" queue=\"orders\""
+            ))
             .await;
         assert!(log.contains("management operation"), "{log}");
     }

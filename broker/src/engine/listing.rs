@@ -79,7 +79,12 @@ impl Broker {
     /// The queues `shown` keeps, in no particular order (for a caller that sorts
     /// them its own way).
     pub fn queues_where(&self, shown: impl Fn(&Queue) -> bool) -> Vec<Arc<Queue>> {
-        self.read().queues.values().filter(|q| shown(q)).cloned().collect()
+        self.read()
+            .queues
+            .values()
+            .filter(|q| shown(q))
+            .cloned()
+            .collect()
     }
 
     /// Up to `limit` of the queues `shown` keeps whose names sort after `after`

@@ -94,7 +94,11 @@ pub(super) async fn overview(
         if snap.messages > 0 && dead_letter_addresses.contains(queue.address.as_str()) {
             waiting.push((snap.messages, queue));
         }
-        if let Status::Outage { since_ms, next_probe_ms } = snap.outage {
+        if let Status::Outage {
+            since_ms,
+            next_probe_ms,
+        } = snap.outage
+        {
             in_outage.push((since_ms, next_probe_ms, queue));
         }
         gauges.messages += snap.messages;
@@ -234,7 +238,9 @@ pub(super) async fn queues(
     let kept: Vec<Arc<Queue>> = queues
         .into_iter()
         .filter(|q| {
-            (needle.is_empty() || q.name.to_lowercase().contains(&needle) || q.address.to_lowercase().contains(&needle))
+            (needle.is_empty()
+                || q.name.to_lowercase().contains(&needle)
+                || q.address.to_lowercase().contains(&needle))
                 && (!table.dead_letters || dead_letter_addresses.contains(q.address.as_str()))
                 && (!table.served_here || broker.serving_node(&q.name).is_none())
         })
@@ -303,7 +309,11 @@ fn sorted(state: &HttpState, queues: &[Arc<Queue>], column: Column, dir: Directi
     let mut order: Vec<usize> = (0..queues.len()).collect();
     order.sort_unstable_by(|&a, &b| {
         let by_column = keys[a].partial_cmp(&keys[b]).unwrap_or(std::cmp::Ordering::Equal);
-        let by_column = if dir == Direction::Desc { by_column.reverse() } else { by_column };
+        let by_column = if dir == Direction::Desc {
+            by_column.reverse()
+        } else {
+            by_column
+        };
         by_column.then_with(|| queues[a].name.cmp(&queues[b].name))
     });
     order.into_iter().map(|i| queues[i].clone()).collect()
@@ -361,8 +371,9 @@ pub(super) async fn messages(
     let depth = (page.offset + limit + 1).min(MAX_BROWSE_DEPTH);
     let browsed = state.broker.browse(&queue.name, &page.filter, depth)?;
     let more = browsed.len() > page.offset + limit;
+    let snap = queue.snapshot();
     // A queue in outage mode holds its ready messages back.
-    let paused = queue.snapshot().outage != Status::Normal;
+    let paused = snap.outage != Status::Normal;
     let messages: Vec<Value> = browsed
         .iter()
         .skip(page.offset)
@@ -376,7 +387,7 @@ pub(super) async fn messages(
         })
         .collect();
     // The walk stopped at its depth with messages left behind it.
-    let window_ended = !more && browsed.len() == MAX_BROWSE_DEPTH && queue.snapshot().messages > MAX_BROWSE_DEPTH as u64;
+    let window_ended = !more && browsed.len() == MAX_BROWSE_DEPTH && snap.messages > MAX_BROWSE_DEPTH as u64;
     Ok(Json(json!({
         "queue": queue.name,
         "offset": page.offset,
@@ -397,7 +408,10 @@ pub(super) async fn body(
     let message = state.broker.message(&queue.name, id)?;
     let headers = [
         (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
-        (header::CONTENT_DISPOSITION, format!("attachment; filename=\"message-{id}.bin\"")),
+        (
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"message-{id}.bin\""),
+        ),
     ];
     Ok((headers, message.record.body.clone()).into_response())
 }

@@ -104,7 +104,11 @@ pub fn mask(text: &str) -> String {
         let taken = if is_uuid(rest) {
             out.push_str("<id>");
             36
-        } else if word.len() >= 6 && hex(word) && word.contains(|c: char| c.is_ascii_digit()) && !word.chars().all(|c| c.is_ascii_digit()) {
+        } else if word.len() >= 6
+            && hex(word)
+            && word.contains(|c: char| c.is_ascii_digit())
+            && !word.chars().all(|c| c.is_ascii_digit())
+        {
             out.push_str("<id>");
             word.len()
         } else if word.chars().all(|c| c.is_ascii_digit()) {
@@ -112,7 +116,11 @@ pub fn mask(text: &str) -> String {
             // A decimal's fraction belongs to it.
             match rest[word.len()..].strip_prefix('.') {
                 Some(fraction) if fraction.starts_with(|c: char| c.is_ascii_digit()) => {
-                    word.len() + 1 + fraction.find(|c: char| !c.is_ascii_digit()).unwrap_or(fraction.len())
+                    word.len()
+                        + 1
+                        + fraction
+                            .find(|c: char| !c.is_ascii_digit())
+                            .unwrap_or(fraction.len())
                 }
                 _ => word.len(),
             }
@@ -235,9 +243,15 @@ mod tests {
     #[test]
     fn numbers_hex_ids_and_uuids_are_masked() {
         let cases = [
-            ("gateway timeout after 6242 ms (request id 9f75ef68)", "gateway timeout after <n> ms (request id <id>)"),
+            (
+                "gateway timeout after 6242 ms (request id 9f75ef68)",
+                "gateway timeout after <n> ms (request id <id>)",
+            ),
             ("took 1.5 s", "took <n> s"),
-            ("order 3fa85f64-5717-4562-b3fc-2c963f66afa6 failed", "order <id> failed"),
+            (
+                "order 3fa85f64-5717-4562-b3fc-2c963f66afa6 failed",
+                "order <id> failed",
+            ),
             ("HTTP/2 502 from shard7", "HTTP/<n> <n> from shard<n>"),
             ("db down: connection refused", "db down: connection refused"),
             ("decade facade", "decade facade"),
@@ -252,8 +266,20 @@ mod tests {
     fn one_cause_with_varying_ids_is_one_group_with_an_example() {
         let failure = |reason: &str| format!(r#"[{{"at_ms":1,"reason":"{reason}"}}]"#);
         let messages = [
-            dead(1, 100, "orders", "max-delivery-attempts", &failure("timeout after 6242 ms (request id 9f75ef68)")),
-            dead(2, 200, "orders", "max-delivery-attempts", &failure("timeout after 17 ms (request id 0c1d2e3f)")),
+            dead(
+                1,
+                100,
+                "orders",
+                "max-delivery-attempts",
+                &failure("timeout after 6242 ms (request id 9f75ef68)"),
+            ),
+            dead(
+                2,
+                200,
+                "orders",
+                "max-delivery-attempts",
+                &failure("timeout after 17 ms (request id 0c1d2e3f)"),
+            ),
         ];
         let groups = group(&messages);
         assert_eq!(groups.len(), 1, "{groups:?}");
