@@ -365,6 +365,8 @@ class QueueInfo(_message.Message):
     PAGED_BYTES_FIELD_NUMBER: _builtins.int
     COUNTING_FIELD_NUMBER: _builtins.int
     SERVED_BY_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    MOVED_OUT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     address: _builtins.str
     routing_type: Global___RoutingType.ValueType
@@ -389,8 +391,8 @@ class QueueInfo(_message.Message):
     dead_lettered: _builtins.int
     """Counter: messages moved to the dead-letter address."""
     dropped: _builtins.int
-    """Counter: messages dropped: dead letters or expired messages with nowhere to go,
-    schedule `delete` steps, purges.
+    """Counter: messages the broker dropped: dead letters or expired messages with
+    nowhere to go, schedule `delete` steps (an operator's removals are `removed`).
     """
     expired: _builtins.int
     """Counter: messages that expired."""
@@ -421,6 +423,14 @@ class QueueInfo(_message.Message):
     (the figures are that node's); empty on a single broker, or while no node
     is known to serve it.
     """
+    removed: _builtins.int
+    """Counter: messages an operator removed (RemoveMessages, PurgeQueue)."""
+    moved_out: _builtins.int
+    """Counter: messages moved to another address: an operator's MoveMessages or
+    RetryMessages, or the redelivery-schedule's `move` step. With `acked`,
+    `dead_lettered`, `expired`, `dropped` and `removed`, every way a message
+    leaves the queue.
+    """
     def __init__(
         self,
         *,
@@ -447,10 +457,12 @@ class QueueInfo(_message.Message):
         paged_bytes: _builtins.int = ...,
         counting: _builtins.bool = ...,
         served_by: _builtins.str = ...,
+        removed: _builtins.int = ...,
+        moved_out: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "added", b"added", "address", b"address", "auto_created", b"auto_created", "bytes", b"bytes", "consumers", b"consumers", "counting", b"counting", "dead_lettered", b"dead_lettered", "delivering", b"delivering", "dropped", b"dropped", "durable", b"durable", "expired", b"expired", "messages", b"messages", "name", b"name", "next_probe_at_ms", b"next_probe_at_ms", "outage", b"outage", "outage_since_ms", b"outage_since_ms", "paged_bytes", b"paged_bytes", "paged_messages", b"paged_messages", "redelivered", b"redelivered", "routing_type", b"routing_type", "scheduled", b"scheduled", "served_by", b"served_by"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked", b"acked", "added", b"added", "address", b"address", "auto_created", b"auto_created", "bytes", b"bytes", "consumers", b"consumers", "counting", b"counting", "dead_lettered", b"dead_lettered", "delivering", b"delivering", "dropped", b"dropped", "durable", b"durable", "expired", b"expired", "messages", b"messages", "moved_out", b"moved_out", "name", b"name", "next_probe_at_ms", b"next_probe_at_ms", "outage", b"outage", "outage_since_ms", b"outage_since_ms", "paged_bytes", b"paged_bytes", "paged_messages", b"paged_messages", "redelivered", b"redelivered", "removed", b"removed", "routing_type", b"routing_type", "scheduled", b"scheduled", "served_by", b"served_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
