@@ -53,7 +53,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
 }
 
 async fn take(store: &PostgresStore, broker: &Broker, queue: QueueId) {
-    match broker.take_inbox(queue, store.drain_inbox(queue)).await {
+    match broker.take_inbox(queue, || store.drain_inbox(queue)).await {
         Ok(_) => {}
         // The queue moved meanwhile: its new owner takes them.
         Err(crate::error::BrokerError::Storage(StorageError::Fenced { .. })) => {}

@@ -219,13 +219,16 @@ impl Node {
         let queues = self.broker.durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {
-            // What was sent here for the queue stores an inbox row for its
-            // owner until this node holds the lease, which empties the inbox
-            // (so that the queue's first read finds those messages in id
-            // order with the rest, as they were sent): such sends under way
-            // are let finish first.
-            self.broker.arrivals_committed(queue).await;
             if let Some(epoch) = self.store.acquire(&self.me.id, queue, self.me.lease).await? {
+                // What was sent for the queue before this node held its lease
+                // stored an inbox row, maybe after the lease was taken: such
+                // sends of this node are let finish, and the inbox emptied,
+                // so that the queue's first read finds those messages in id
+                // order with the rest, as they were sent.
+                self.broker.arrivals_committed(queue).await;
+                if let Err(err) = self.store.empty_inbox(queue).await {
+                    warn!(queue, %err, "cannot empty the inbox of a queue just taken; it is drained instead");
+                }
                 self.serving.insert(queue);
                 self.broker.load_queue(queue, epoch);
             }

@@ -13,6 +13,7 @@
 //! registry's write lock: queues are created rarely, and an id must be known
 //! before the queue is.
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +66,11 @@ pub(super) struct Leased {
 /// ago, or its node just went) waits for one before it is answered
 /// UNAVAILABLE: a few rounds of a node that looks again at once.
 const OWNER_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a subscription sent here as the queue's node waits for this
+/// node to serve the queue ([`Broker::served_here_soon`]): it takes its
+/// inbox after its lease, and other nodes may see the lease first.
+const TAKING_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a node about to serve a queue waits for its sends to it under
 /// way ([`Broker::arrivals_committed`]): a commit slower than that is left to
@@ -157,14 +163,9 @@ impl Broker {
     /// so that a consumer subscribing right after creating its queue is
     /// forwarded rather than refused.
     pub async fn owner_of_soon(&self, name: &str) -> Option<String> {
-        let leased = self.leased.get()?;
-        let deadline = tokio::time::Instant::now() + OWNER_WAIT;
-        loop {
-            let seen = leased.owners_seen.notified();
-            tokio::pin!(seen);
-            seen.as_mut().enable();
+        self.until_owners_say(OWNER_WAIT, None, || {
             if let Some(owner) = self.owner_of(name) {
-                return Some(owner);
+                return ControlFlow::Break(Some(owner));
             }
             let away = self
                 .read()
@@ -172,10 +173,50 @@ impl Broker {
                 .get(name)
                 .is_some_and(|q| q.durable && !q.is_served() && !q.is_closed());
             if !away {
-                return None;
+                return ControlFlow::Break(None);
             }
             self.queues_changed.notify_one();
-            tokio::time::timeout_at(deadline, seen).await.ok()?;
+            ControlFlow::Continue(())
+        })
+        .await
+    }
+
+    /// Whether this node serves queue `name`, waiting up to [`TAKING_WAIT`]
+    /// for it to (it may have taken the queue's lease a moment ago); false at
+    /// once for a queue that is not durable or is gone.
+    pub async fn served_here_soon(&self, name: &str) -> bool {
+        self.until_owners_say(TAKING_WAIT, false, || match self.read().queues.get(name) {
+            Some(q) if q.is_served() => ControlFlow::Break(true),
+            Some(q) if q.durable && !q.is_closed() => ControlFlow::Continue(()),
+            _ => ControlFlow::Break(false),
+        })
+        .await
+    }
+
+    /// What `look` says, looking again each time where queues are served
+    /// changes, for at most `wait`; `timed_out` if it has not said by then,
+    /// and at once on a single broker (nothing moves there).
+    async fn until_owners_say<T>(
+        &self,
+        wait: Duration,
+        timed_out: T,
+        mut look: impl FnMut() -> ControlFlow<T>,
+    ) -> T {
+        let Some(leased) = self.leased.get() else {
+            return timed_out;
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Listening before looking, so that no change after the look goes unseen.
+            let seen = leased.owners_seen.notified();
+            tokio::pin!(seen);
+            seen.as_mut().enable();
+            if let ControlFlow::Break(said) = look() {
+                return said;
+            }
+            if tokio::time::timeout_at(deadline, seen).await.is_err() {
+                return timed_out;
+            }
         }
     }
 
@@ -298,9 +339,9 @@ impl Broker {
     }
 
     /// Waits, for at most [`ARRIVALS_WAIT`], until the sends to queue `id`
-    /// under way now are committed (or failed). A node about to take the
-    /// queue's lease, which empties its inbox, waits for its own sends to it
-    /// first: they store an inbox row for the queue's owner
+    /// under way now are committed (or failed). A node that has just taken
+    /// the queue's lease waits for its own sends to it before it empties the
+    /// queue's inbox: those begun before it held the lease store an inbox row
     /// (`cluster/node.rs`).
     pub async fn arrivals_committed(&self, id: QueueId) {
         let Some(queue) = self.durable_queue(id) else {
@@ -330,7 +371,7 @@ impl Broker {
     /// other nodes stored for it), as new arrivals. Holds the queue's tail
     /// lock meanwhile, so that its depager never reads a message twice (see
     /// `rebound_storage::postgres`'s inbox). Returns how many it added.
-    pub async fn take_inbox<F>(&self, id: QueueId, take: F) -> Result<usize>
+    pub async fn take_inbox<F>(&self, id: QueueId, take: impl FnOnce() -> F) -> Result<usize>
     where
         F: Future<Output = std::result::Result<Vec<ScannedMessage>, StorageError>>,
     {
@@ -338,7 +379,10 @@ impl Broker {
             return Ok(0);
         };
         let _tail = queue.tail.lock().await;
-        let mut messages = take.await?;
+        // Started only now (a store call runs as soon as it is made): a
+        // message taken from the inbox while a depager read was in flight
+        // would be loaded by the read uncounted, and enqueued again here.
+        let mut messages = take().await?;
         // A send of this node that stored one while the queue was away, and
         // enqueued it after the queue was loaded, got there first.
         messages.retain(|m| !queue.holds(m.record.message_id));
@@ -350,7 +394,7 @@ impl Broker {
         Ok(count)
     }
 
-    fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
+    pub(super) fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
         self.read()
             .queues
             .values()

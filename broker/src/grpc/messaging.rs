@@ -226,6 +226,14 @@ impl pb::messaging_server::Messaging for MessagingService {
                 break;
             };
             if forwarded {
+                // Sent here as the queue's node: this node may have taken
+                // its lease a moment ago, and not serve it yet.
+                if self.broker.served_here_soon(name).await {
+                    subscribed = self
+                        .broker
+                        .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
+                        .await;
+                }
                 break;
             }
             match self.broker.owner_of_soon(name).await {

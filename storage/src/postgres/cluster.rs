@@ -129,9 +129,9 @@ impl PostgresStore {
     /// Takes the lease of `queue` for `lease` if nobody holds it, it ran
     /// out, or `node` holds it (see the module docs); returns the new epoch,
     /// which fencing then expects of this node's owner writes to the queue,
-    /// or `None` if another node holds it. Taking it empties the queue's
-    /// inbox in the same statement (`inbox.rs`): the node reads the whole
-    /// queue once it serves it.
+    /// or `None` if another node holds it. The node then empties the
+    /// queue's inbox before it reads the queue
+    /// ([`PostgresStore::empty_inbox`]).
     pub fn acquire(
         &self,
         node: &str,
@@ -144,16 +144,12 @@ impl PostgresStore {
             let client = pool.get().await.map_err(pool_error)?;
             let row = client
                 .query_opt(
-                    "WITH taken AS (
-                         INSERT INTO queue_leases AS l (queue, node, epoch, expires_at)
-                         VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
-                         ON CONFLICT (queue) DO UPDATE SET node = EXCLUDED.node,
-                             epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at
-                         WHERE l.node IS NULL OR l.node = EXCLUDED.node OR l.expires_at < now()
-                         RETURNING epoch),
-                     emptied AS (
-                         DELETE FROM inbox WHERE queue = $1 AND EXISTS (SELECT 1 FROM taken))
-                     SELECT epoch FROM taken",
+                    "INSERT INTO queue_leases AS l (queue, node, epoch, expires_at)
+                     VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+                     ON CONFLICT (queue) DO UPDATE SET node = EXCLUDED.node,
+                         epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at
+                     WHERE l.node IS NULL OR l.node = EXCLUDED.node OR l.expires_at < now()
+                     RETURNING epoch",
                     &[&i64::from(queue), &node, &millis(lease)],
                 )
                 .await

@@ -80,9 +80,14 @@ impl Fence {
         self.on.store(true, Ordering::Release);
     }
 
-    /// Records that this node holds `queue` under `epoch`.
+    /// Records that this node holds `queue` under `epoch`, unless it holds a
+    /// later one: a queue's epochs only grow, and an acquisition cut short
+    /// by the node's deadline still finishes in the background, maybe after
+    /// the one that replaced it (its older epoch would fence every write).
     pub(super) fn hold(&self, queue: QueueId, epoch: u64) {
-        self.state().epochs.insert(queue, epoch);
+        let mut state = self.state();
+        let held = state.epochs.entry(queue).or_insert(epoch);
+        *held = (*held).max(epoch);
     }
 
     /// Forgets `queue`: later owner writes to it are refused.
@@ -297,6 +302,22 @@ mod tests {
             claims(&fence, &[ack(1)]),
             Err(StorageError::Fenced { queue: 1 })
         ));
+    }
+
+    #[test]
+    fn a_late_hold_of_an_older_epoch_does_not_replace_a_newer_one() {
+        let fence = Fence::default();
+        fence.set_node("n1");
+        fence.hold(7, 5);
+        fence.hold(7, 4);
+        assert_eq!(fence.claim(7).unwrap().leases.first().unwrap().epoch, 5);
+        fence.forget(7);
+        fence.hold(7, 2);
+        assert_eq!(
+            fence.claim(7).unwrap().leases.first().unwrap().epoch,
+            2,
+            "a new holding after a release"
+        );
     }
 
     #[test]

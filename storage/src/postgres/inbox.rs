@@ -15,17 +15,18 @@
 //! their messages with their states. Until then the queue's scans and counts
 //! leave those messages out (`reads.rs`), so that a message reaches its
 //! owner's memory exactly once, through the inbox or through a scan. A node
-//! that takes a queue over empties its inbox as it takes the lease
-//! ([`PostgresStore::acquire`]): its first reads of the queue then find those
-//! messages in id order with the rest (the order one producer sent them in),
-//! rather than after messages sent later. It drains it from then on like any
-//! owner; one that fails
-//! after draining leaves the messages in the queue, where its successor's
-//! scan of the queue finds them.
+//! that takes a queue over empties its inbox before it first reads the queue
+//! ([`PostgresStore::empty_inbox`], once its own sends to the queue that were
+//! under way as it took the lease have committed): those reads then find
+//! the messages in id order with the rest (the order one producer sent them
+//! in), rather than after messages sent later. It drains it from then on
+//! like any owner; one that fails after draining leaves the messages in the
+//! queue, where its successor's scan of the queue finds them.
 
 use tokio::sync::mpsc;
 
 use super::PostgresStore;
+use super::fence::Claims;
 use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 use crate::records::decode;
@@ -98,15 +99,9 @@ impl PostgresStore {
         let claims = self.fence.claim(queue);
         self.db.run(move |pool| async move {
             let claims = claims?;
-            let (nodes, queues, epochs, count) = claims.columns();
             let mut client = pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
-            tx.query_one(super::fence::FENCE, &[&nodes, &queues, &epochs, &count])
-                .await
-                .map_err(|err| match err.code().map(|c| c.code()) {
-                    Some(super::fence::LOST) => StorageError::Fenced { queue },
-                    _ => db_error(err),
-                })?;
+            held(&tx, &claims, queue).await?;
             let rows = tx
                 .query(
                     "WITH drained AS (DELETE FROM inbox WHERE queue = $1 RETURNING queue, id)
@@ -133,6 +128,44 @@ impl PostgresStore {
                 .collect()
         })
     }
+
+    /// Empties `queue`'s inbox without taking its messages: they stay in the
+    /// queue, where this node's first reads of it find them (a node that has
+    /// just taken the queue, before it reads it). Only under the lease this
+    /// node holds on the queue: otherwise [`StorageError::Fenced`].
+    pub fn empty_inbox(
+        &self,
+        queue: QueueId,
+    ) -> impl Future<Output = Result<(), StorageError>> + Send + 'static {
+        let claims = self.fence.claim(queue);
+        self.db.run(move |pool| async move {
+            let claims = claims?;
+            let mut client = pool.get().await.map_err(pool_error)?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            held(&tx, &claims, queue).await?;
+            tx.execute("DELETE FROM inbox WHERE queue = $1", &[&i64::from(queue)])
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)
+        })
+    }
+}
+
+/// Checks in `tx` that this node still holds `queue` under `claims` (the
+/// queue's row stays locked until `tx` ends): [`StorageError::Fenced`] if not.
+async fn held(
+    tx: &tokio_postgres::Transaction<'_>,
+    claims: &Claims,
+    queue: QueueId,
+) -> Result<(), StorageError> {
+    let (nodes, queues, epochs, count) = claims.columns();
+    tx.query_one(super::fence::FENCE, &[&nodes, &queues, &epochs, &count])
+        .await
+        .map_err(|err| match err.code().map(|c| c.code()) {
+            Some(super::fence::LOST) => StorageError::Fenced { queue },
+            _ => db_error(err),
+        })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -58,6 +58,38 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
     assert!(!broker.load_queue(id + 100, 1), "no such queue");
 }
 
+/// A depager read or count in flight holds the queue's tail lock: messages
+/// are taken from the inbox only once it is done, so that a read never loads
+/// one uncounted and the inbox enqueues it again.
+#[tokio::test]
+async fn messages_are_taken_from_the_inbox_only_between_depager_reads() {
+    let (broker, _store) = broker("").await;
+    send(&broker, "orders", &["a"]).await;
+    let id = broker.durable_queue_ids()[0];
+    let queue = broker.durable_queue(id).expect("a durable queue");
+    let reading = queue.tail.lock().await;
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let taking = tokio::spawn({
+        let (broker, started) = (Arc::clone(&broker), Arc::clone(&started));
+        async move {
+            broker
+                .take_inbox(id, || {
+                    started.store(true, std::sync::atomic::Ordering::SeqCst);
+                    async { Ok(Vec::new()) }
+                })
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !started.load(std::sync::atomic::Ordering::SeqCst),
+        "taken during a read"
+    );
+    drop(reading);
+    assert_eq!(taking.await.unwrap().expect("taken"), 0);
+    assert!(started.load(std::sync::atomic::Ordering::SeqCst));
+}
+
 #[tokio::test]
 async fn what_other_nodes_create_and_delete_reaches_the_registry() {
     let (broker, _store) = broker("").await;
