@@ -140,10 +140,7 @@ mod tests {
             #[serde(default)]
             addresses: Vec<RawAddress>,
         }
-        let doc = Document {
-            origin: "test.toml",
-            text,
-        };
+        let doc = Document::new("test.toml", text);
         let file: File = toml::from_str(text).map_err(|e| doc.toml_error(&e))?;
         addresses(&doc, file.addresses)
     }

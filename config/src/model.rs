@@ -106,7 +106,7 @@ impl Config {
 
     /// Parses configuration text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let doc = Document { origin, text };
+        let doc = Document::new(origin, text);
         let raw: RawConfig = toml::from_str(text).map_err(|e| doc.toml_error(&e))?;
         raw.validate(&doc)
     }

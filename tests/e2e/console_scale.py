@@ -4,7 +4,7 @@ view takes to draw and how busy the page keeps the browser while it sits idle.
 Started by tests/blackbox/console_browser.rs with a broker holding many queues,
 one of them QUEUE (with messages) and a dead-letter queue:
 
-    python3 console_scale.py URL QUEUE [--whole]
+    python3 console_scale.py URL QUEUE [--whole] [--render-ms N]
 
 Each view marks `drawn:<view>` (a `performance` mark) when it has drawn fresh
 data; a render time runs from the navigation (first render) or from the click
@@ -14,8 +14,12 @@ broker's answers (the page, its assets, the API). Idle CPU is Chromium's own cou
 alone, refreshes included. Prints the figures as one JSON line; exit 1 when
 the browser share of a render or an idle CPU is over its bound, and, with
 `--whole` (a release broker, as in BENCHMARKS.md), when a whole render is: a
-debug broker answers a page of 10,000 queues ten times slower.
+debug broker answers a page of 10,000 queues ten times slower. The render bound
+is RENDER_MS (the target, which bench/console-scale.sh checks) unless
+`--render-ms` sets a looser one (the test suite's, on a machine busy with other
+tests).
 """
+import argparse
 import json
 import sys
 import time
@@ -70,7 +74,7 @@ def idle_cpu(page, cdp):
     return round((busy() - before) / (time.monotonic() - start), 4)
 
 
-def run(page, url, queue, whole):
+def run(page, url, queue, whole, render_ms):
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     renders = {}
@@ -88,17 +92,21 @@ def run(page, url, queue, whole):
     renders["dead_letters"] = timed(page, "dead-letters", lambda: page.click("nav >> text=Dead letters"))
     print(json.dumps({"render_ms": renders, "idle_cpu": idle}))
 
-    slow = {k: v for k, v in renders.items() if (v[0] if whole else v[1]) > RENDER_MS}
+    slow = {k: v for k, v in renders.items() if (v[0] if whole else v[1]) > render_ms}
     busy = {k: v for k, v in idle.items() if v > IDLE_CPU}
     if slow or busy:
         share = "whole" if whole else "browser share of a"
-        raise AssertionError(f"{share} render over {RENDER_MS} ms: {slow}; busier than {IDLE_CPU:.0%} idle: {busy}")
+        raise AssertionError(f"{share} render over {render_ms} ms: {slow}; busier than {IDLE_CPU:.0%} idle: {busy}")
 
 
 def main():
-    whole = "--whole" in sys.argv
-    url, queue = [a for a in sys.argv[1:] if a != "--whole"]
-    walk(run, url, queue, whole)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("queue")
+    parser.add_argument("--whole", action="store_true")
+    parser.add_argument("--render-ms", type=int, default=RENDER_MS)
+    args = parser.parse_args()
+    walk(run, args.url, args.queue, args.whole, args.render_ms)
 
 
 if __name__ == "__main__":

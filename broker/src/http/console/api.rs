@@ -245,8 +245,8 @@ pub(super) async fn queues(
                 && (!table.served_here || broker.serving_node(&q.name).is_none())
         })
         .collect();
-    let kept = sorted(&state, &kept, table.sort, table.dir);
     let total = kept.len();
+    let kept = sorted(&state, &kept, table.sort, table.dir, offset.saturating_add(limit));
     let page = kept.get(offset.min(total)..).unwrap_or_default();
     let page = &page[..page.len().min(limit)];
     let mut per_address: HashMap<&str, Vec<String>> = HashMap::new();
@@ -281,8 +281,16 @@ enum Key<'a> {
     Number(f64),
 }
 
-/// The queues sorted by `column` (each queue's figures read once), then by name.
-fn sorted(state: &HttpState, queues: &[Arc<Queue>], column: Column, dir: Direction) -> Vec<Arc<Queue>> {
+/// The first `first` of the queues sorted by `column` (each queue's figures
+/// read once), then by name. Only those are put in order: a page near the
+/// start of 100,000 queues costs a partition, not a sort of them all.
+fn sorted(
+    state: &HttpState,
+    queues: &[Arc<Queue>],
+    column: Column,
+    dir: Direction,
+    first: usize,
+) -> Vec<Arc<Queue>> {
     let figure = |q: &Queue| -> f64 {
         let snap = q.snapshot();
         match column {
@@ -307,7 +315,7 @@ fn sorted(state: &HttpState, queues: &[Arc<Queue>], column: Column, dir: Directi
         })
         .collect();
     let mut order: Vec<usize> = (0..queues.len()).collect();
-    order.sort_unstable_by(|&a, &b| {
+    let cmp = |&a: &usize, &b: &usize| {
         let by_column = keys[a].partial_cmp(&keys[b]).unwrap_or(std::cmp::Ordering::Equal);
         let by_column = if dir == Direction::Desc {
             by_column.reverse()
@@ -315,7 +323,12 @@ fn sorted(state: &HttpState, queues: &[Arc<Queue>], column: Column, dir: Directi
             by_column
         };
         by_column.then_with(|| queues[a].name.cmp(&queues[b].name))
-    });
+    };
+    if first < order.len() {
+        order.select_nth_unstable_by(first, cmp);
+        order.truncate(first);
+    }
+    order.sort_unstable_by(cmp);
     order.into_iter().map(|i| queues[i].clone()).collect()
 }
 
