@@ -51,6 +51,8 @@ fn ack_means(system: &str) -> &'static str {
         "rabbitmq" => "fdatasync'd (Raft WAL, batched)",
         "nats-sync-always" => "fsync'd (one per write)",
         "nats-default" | "nats" => "page cache, not fsync'd",
+        "rebound-jms" => "fdatasync'd (group commit)",
+        "artemis-jms" | "artemis-perf" => "journal synced (NIO, batched)",
         _ => "?",
     }
 }
@@ -65,7 +67,16 @@ fn main() {
         }
     }
     let order = ["durable", "fan", "poison", "backlog"];
-    let sys_order = ["rebound", "rabbitmq", "nats-sync-always", "nats-default", "nats"];
+    let sys_order = [
+        "rebound",
+        "rebound-jms",
+        "artemis-jms",
+        "artemis-perf",
+        "rabbitmq",
+        "nats-sync-always",
+        "nats-default",
+        "nats",
+    ];
     let key = |v: &Value| {
         let w = v["workload"].as_str().unwrap_or("");
         let s = v["system"].as_str().unwrap_or("");
@@ -86,9 +97,9 @@ fn main() {
         }
     }
     println!(
-        "| workload | system | msgs per call / in flight | a send is acked when | runs | send msg/s | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p99 ms | broker CPU µs/msg | good done s | poison on DLQ s | drain msg/s | RSS growth B/msg | peak RSS MiB | peak disk B/msg |"
+        "| workload | system | msgs per call / in flight | a send is acked when | runs | send msg/s | e2e msg/s | e2e p50 ms | p99 ms | p99.9 ms | send-ack p99 ms | broker CPU µs/msg | good done s | poison on DLQ s | drain msg/s | RSS growth B/msg | peak RSS MiB | peak disk B/msg | restart s |"
     );
-    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for g in &groups {
         let v = g[0];
         let all = |f: &dyn Fn(&Value) -> Option<f64>| g.iter().map(|v| f(v)).collect::<Vec<_>>();
@@ -97,13 +108,24 @@ fn main() {
         let batch = num(v, "batch").unwrap_or(1.0);
         // A batched rebound row is not like-for-like with the peers' single publishes.
         let label = match system {
-            "rebound" if batch > 1.0 => "rebound, batched",
-            _ => system,
+            "rebound" if batch > 1.0 => "rebound, batched".into(),
+            "rebound-jms" => "rebound (JMS)".into(),
+            // Artemis's heap is what `artemis create` gave it; compare.sh reports it.
+            "artemis-jms" | "artemis-perf" => format!(
+                "{}, heap {}",
+                if system == "artemis-jms" { "artemis (JMS)" } else { "artemis perf client" },
+                v["broker_heap"].as_str().unwrap_or("?")
+            ),
+            _ => system.to_string(),
         };
-        // The broker's CPU over the whole client run, as compare.sh measured it.
-        let cpu = all(&|v| Some(num(v, "broker_process_cpu_s")? * 1e6 / num(v, "messages")?));
+        // The broker's CPU over the whole client run, as compare.sh measured it, per message the
+        // run sent (the JMS generator's warm-up included).
+        let cpu = all(&|v| {
+            let sent = num(v, "messages")? + num(v, "warmup_messages").unwrap_or(0.0);
+            Some(num(v, "broker_process_cpu_s")? * 1e6 / sent)
+        });
         println!(
-            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} / {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             v["workload"].as_str().unwrap_or("?"),
             label,
             batch,
@@ -130,6 +152,8 @@ fn main() {
             range(&all(&|v| Some(num(v, "peak_disk_bytes")? / num(v, "messages")?)), |x| {
                 format!("{x:.0}")
             }),
+            // compare.sh's restart with the backlog queued: stop, start, until it accepts connections.
+            range(&all(&|v| num(v, "restart_s")), ms),
         );
     }
 }

@@ -29,9 +29,9 @@ final class Jms {
         return jms;
     }
 
-    /** A feature the provider does not offer; README's JMS table lists them. */
+    /** A feature the provider does not offer; docs/clients.md's JMS table lists them. */
     static JMSException unsupported(String what) {
-        return new JMSException(what + " is not supported by rebound's JMS provider (see README, \"JMS\")", "UNSUPPORTED");
+        return new JMSException(what + " is not supported by rebound's JMS provider (see docs/clients.md, \"JMS\")", "UNSUPPORTED");
     }
 
     /** The unchecked form, for {@code JMSContext} and its producers and consumers. */

@@ -25,6 +25,7 @@ import rebound.v1.AdminOuterClass.RoutingType;
  */
 public final class ReboundConnection implements Connection {
     private final ReboundClient client;
+    private final int prefetch;
     private final List<ReboundSession> sessions = new CopyOnWriteArrayList<>();
     private final List<ReboundTemporaryQueue> temporaryQueues = new CopyOnWriteArrayList<>();
     private final Object startLock = new Object();
@@ -34,12 +35,18 @@ public final class ReboundConnection implements Connection {
     private boolean used;
     private ExceptionListener exceptionListener;
 
-    ReboundConnection(ReboundClient client) {
+    ReboundConnection(ReboundClient client, int prefetch) {
         this.client = client;
+        this.prefetch = prefetch;
     }
 
     ReboundClient client() {
         return client;
+    }
+
+    /** How many messages each consumer keeps ahead of the application ({@link ReboundConnectionFactory#setPrefetch}). */
+    int prefetch() {
+        return prefetch;
     }
 
     /** Waits until the connection is started (or {@code deadlineNanos} passes); whether it is. */

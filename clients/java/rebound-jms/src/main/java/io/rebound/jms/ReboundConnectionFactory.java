@@ -22,6 +22,10 @@ public final class ReboundConnectionFactory implements ConnectionFactory {
     private Path caCert;
     private Path clientCert;
     private Path clientKey;
+    private int prefetch = DEFAULT_PREFETCH;
+
+    /** Messages a consumer keeps ahead of the application unless {@link #setPrefetch} says otherwise. */
+    public static final int DEFAULT_PREFETCH = 100;
 
     public ReboundConnectionFactory(String url) {
         this.url = url;
@@ -50,6 +54,19 @@ public final class ReboundConnectionFactory implements ConnectionFactory {
         this.clientKey = key;
     }
 
+    /**
+     * How many messages each consumer keeps ahead of the application (its credit, as Artemis's
+     * {@code consumerWindowSize} but counted in messages): more keeps a fast consumer busy across
+     * round trips; fewer leaves more of a queue to its other consumers and bounds the memory a
+     * consumer holds at this many messages.
+     */
+    public void setPrefetch(int messages) {
+        if (messages < 1) {
+            throw new IllegalArgumentException("prefetch must be at least 1 message, not " + messages);
+        }
+        this.prefetch = messages;
+    }
+
     public String getUrl() {
         return url;
     }
@@ -72,7 +89,7 @@ public final class ReboundConnectionFactory implements ConnectionFactory {
             if (userName != null) {
                 options.credentials(userName, pass);
             }
-            return new ReboundConnection(ReboundClient.connect(url, options));
+            return new ReboundConnection(ReboundClient.connect(url, options), prefetch);
         } catch (IllegalArgumentException e) {
             // A setting that cannot be used (a URL, a TLS file, a user name): the message says which.
             JMSException jms = new JMSException(e.getMessage());

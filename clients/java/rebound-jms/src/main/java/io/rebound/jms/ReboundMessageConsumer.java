@@ -16,13 +16,12 @@ import java.time.Duration;
 
 /**
  * A JMS consumer: one Consume stream on its queue (for a topic: its subscription's queue), with
- * the selector evaluated by the broker. It keeps {@link #PREFETCH} messages ahead of the
+ * the selector evaluated by the broker. It keeps the connection's prefetch of messages ahead of the
  * application, granting one credit per message handed out, so that a CLIENT_ACKNOWLEDGE or
  * transacted session may hold any number of consumed messages before it settles them.
  */
 final class ReboundMessageConsumer implements QueueReceiver, TopicSubscriber {
     private static final System.Logger LOG = System.getLogger(ReboundMessageConsumer.class.getName());
-    private static final int PREFETCH = 10;
     /** How often a waiting receive or listener looks up to see whether it was closed or stopped. */
     private static final Duration POLL = Duration.ofMillis(100);
 
@@ -43,7 +42,7 @@ final class ReboundMessageConsumer implements QueueReceiver, TopicSubscriber {
         this.queue = queue;
         this.selector = selector;
         this.deleteOnClose = deleteOnClose;
-        this.consumer = Jms.call(() -> session.connection().client().consumer(queue).manualCredit(PREFETCH).filter(selector).open());
+        this.consumer = Jms.call(() -> session.connection().client().consumer(queue).manualCredit(session.connection().prefetch()).filter(selector).open());
     }
 
     Consumer client() {

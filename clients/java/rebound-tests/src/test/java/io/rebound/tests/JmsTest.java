@@ -65,6 +65,33 @@ class JmsTest {
         }
     }
 
+    /** A consumer holds its factory's prefetch of messages and no more: the rest stay for the queue's other consumers. */
+    @Test
+    void aConsumerHoldsItsPrefetchAndLeavesTheRestToOthers() throws Exception {
+        ReboundConnectionFactory small = new ReboundConnectionFactory(broker.url());
+        small.setPrefetch(3);
+        assertThrows(IllegalArgumentException.class, () -> small.setPrefetch(0));
+        try (Connection holding = small.createConnection()) {
+            holding.start();
+            Session session = holding.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.prefetch");
+            MessageConsumer idle = session.createConsumer(queue);
+            MessageProducer producer = session.createProducer(queue);
+            for (int i = 0; i < 10; i++) {
+                producer.send(session.createTextMessage("m" + i));
+            }
+            Session other = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageConsumer busy = other.createConsumer(queue);
+            int got = 0;
+            while (busy.receive(1_000) != null) {
+                got++;
+            }
+            assertEquals(7, got, "the idle consumer holds exactly 3");
+            busy.close();
+            idle.close();
+        }
+    }
+
     @Test
     void clientAcknowledgeAcknowledgesEverythingTheSessionConsumed() throws Exception {
         Session session = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
