@@ -5,7 +5,7 @@
 # `<!-- tour:end -->` comments of README.md. This script runs it twice, each time
 # against a broker of its own on a free loopback port and in a temporary data dir:
 #   1. as the quick start runs it: the embedded default config, plaintext, no users;
-#   2. as README's "Security" describes a real deployment: the default config plus
+#   2. as docs/security.md describes a real deployment: the default config plus
 #      TLS (a throwaway CA and server certificate made with openssl) and a user with
 #      a password whose role the default's security-settings allow everything; the
 #      commands find the server, the CA and the credentials in REBOUND_SERVER,

@@ -192,21 +192,29 @@ impl Report {
     }
 }
 
-/// CPU time (user + system) of this process so far, in seconds, from
-/// `/proc/self/stat` (Linux; its clock ticks are USER_HZ = 100); 0 elsewhere.
+/// CPU time (user + system) of this process so far, in seconds
+/// (`getrusage`); 0 where it cannot be read.
 pub fn process_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are 14 and 15.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let ticks: u64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum();
-    ticks as f64 / 100.0
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_process_cpu_time_grows_with_work() {
+        let before = super::process_cpu_s();
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let spent = super::process_cpu_s() - before;
+        assert!(spent > 0.01 && spent < 5.0, "{spent} s ({x})");
+    }
 }

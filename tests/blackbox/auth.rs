@@ -380,13 +380,13 @@ async fn without_users_only_loopback_or_allow_anonymous_serves() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_secure_example_config_is_the_readmes_and_runs_with_its_users() {
+async fn the_secure_example_config_is_the_documented_one_and_runs_with_its_users() {
     let root = root();
     let example = std::fs::read_to_string(root.join("config/examples/secure.toml")).unwrap();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let docs = std::fs::read_to_string(root.join("docs/security.md")).unwrap();
     assert!(
-        readme.contains(&format!("```toml\n{example}```")),
-        "README.md and config/examples/secure.toml differ"
+        docs.contains(&format!("```toml\n{example}```")),
+        "docs/security.md and config/examples/secure.toml differ"
     );
 
     // Its certificates, made here; `listen` and `data-dir` are overridden by the harness.

@@ -1,4 +1,4 @@
-//! Dead letters that fail or move again, on the README's example config (every
+//! Dead letters that fail or move again, on the documented example config (every
 //! address, the DLQ too, dead-letters to `DLQ` after 10 attempts): a dead letter
 //! keeps where it first came from and its failures through every later move and
 //! dead-lettering, so `queue retry` sends it back to the queue it first failed on;
@@ -12,7 +12,7 @@ use crate::messaging::body;
 use crate::redelivery::{int, next, text};
 use crate::support::{Broker, cli, root};
 
-/// The README's example config, with `extra` appended.
+/// The example config of docs/configuration.md, with `extra` appended.
 fn example_with(extra: &str) -> String {
     let example = std::fs::read_to_string(root().join("config/examples/rebound.toml")).unwrap();
     format!("{example}\n{extra}")

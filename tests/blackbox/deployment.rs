@@ -1,6 +1,6 @@
 //! Running rebound as a service (issue 13): the data dir is private to the
 //! broker's user, `rebound health` answers what a container's HEALTHCHECK asks,
-//! and the Docker image's config and Dockerfile are what the README promises.
+//! and the Docker image's config and Dockerfile are what docs/operations.md promises.
 //! (No Docker engine runs in the tests; the image is checked by its files.)
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -111,12 +111,9 @@ async fn the_docker_image_runs_unprivileged_on_a_checked_config() {
         assert!(last_stage.lines().any(|l| l.trim() == line), "Dockerfile: {line}");
     }
     assert!(last_stage.contains("chown rebound:rebound /data") && last_stage.contains("chmod 0700 /data"));
-    // The README publishes the port on the host's loopback only.
-    let readme = fs::read_to_string(root.join("README.md")).unwrap();
-    let runs: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.starts_with("docker run -d"))
-        .collect();
+    // The docs publish the port on the host's loopback only.
+    let docs = fs::read_to_string(root.join("docs/operations.md")).unwrap();
+    let runs: Vec<&str> = docs.lines().filter(|l| l.starts_with("docker run -d")).collect();
     assert!(!runs.is_empty());
     assert!(
         runs.iter().all(|l| l.contains("-p 127.0.0.1:61616:61616")),

@@ -1,7 +1,7 @@
 //! What an operator or a newcomer reaches for first: the global `--server` flag,
 //! shell completions, `address list` / `address stat`, paged queue listings,
 //! `queue retry`'s progress and its count however it ends, `rebound perf`
-//! deleting its queue when it fails or is interrupted, and the README's example
+//! deleting its queue when it fails or is interrupted, and the documented example
 //! config (`config/examples/rebound.toml`).
 use std::process::Stdio;
 use std::time::Duration;
@@ -603,21 +603,21 @@ async fn perf_interrupted_by_ctrl_c_deletes_its_queue_and_address() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_example_config_is_the_readmes_and_a_broker_runs_on_it() {
+async fn the_example_config_is_the_documented_one_and_a_broker_runs_on_it() {
     let root = root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let docs = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
     let path = root.join("config/examples/rebound.toml");
     let example = std::fs::read_to_string(&path).unwrap();
     let fence = "```toml\n";
-    let start = readme
+    let start = docs
         .find(&format!("{fence}{}", example.lines().next().unwrap()))
-        .expect("README.md shows the example config")
+        .expect("docs/configuration.md shows the example config")
         + fence.len();
-    let end = start + readme[start..].find("```").unwrap();
+    let end = start + docs[start..].find("```").unwrap();
     assert_eq!(
-        &readme[start..end],
+        &docs[start..end],
         example,
-        "README.md and config/examples/rebound.toml differ"
+        "docs/configuration.md and config/examples/rebound.toml differ"
     );
 
     let path = path.to_str().unwrap();

@@ -19,6 +19,7 @@ use super::convert::{
 use super::peers::Peers;
 use super::proxy;
 use crate::engine::{AddressView, Broker};
+use crate::metrics::{cpu_micros, status_bytes};
 use crate::security::access::{self, Caller, Kind, Operation};
 use crate::security::{Security, audit};
 
@@ -132,37 +133,6 @@ fn selected(selection: &Option<pb::MessageSelection>) -> Option<&String> {
 /// No message count, for operations on addresses and queues themselves.
 fn none<T>(_: &T) -> Option<u64> {
     None
-}
-
-/// Resident and peak resident set size of this process, from /proc (Linux).
-fn memory_usage() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// CPU time (user + system) of this process so far, µs, from `/proc/self/stat`
-/// (clock ticks, USER_HZ = 100, on Linux); 0 where that cannot be read. `rebound
-/// perf` reports the difference over a run as the broker's CPU per message.
-fn process_cpu_us() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the parenthesised command name; utime and stime are 14 and 15.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0;
-    };
-    let ticks: u64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum();
-    ticks * 10_000
 }
 
 #[tonic::async_trait]
@@ -452,18 +422,18 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         _request: Request<pb::GetServerInfoRequest>,
     ) -> Result<Response<pb::GetServerInfoResponse>, Status> {
-        let (rss, peak) = memory_usage();
         let stats = self.broker.store().stats();
         Ok(Response::new(pb::GetServerInfoResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_ms: self.broker.uptime().as_millis() as u64,
-            rss_bytes: rss,
-            peak_rss_bytes: peak,
+            // From /proc (Linux); 0 where it cannot be read.
+            rss_bytes: status_bytes("VmRSS").unwrap_or(0),
+            peak_rss_bytes: status_bytes("VmHWM").unwrap_or(0),
             store_commits: stats.commits,
             store_ops: stats.ops,
             store_syncs: stats.syncs,
             store_disk_bytes: stats.disk_bytes,
-            process_cpu_us: process_cpu_us(),
+            process_cpu_us: cpu_micros().unwrap_or(0),
         }))
     }
 

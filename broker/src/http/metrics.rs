@@ -1,5 +1,5 @@
 //! `GET /metrics`: the registry of [`crate::metrics`] in the OpenMetrics text
-//! format, which Prometheus scrapes (the names are listed in README.md),
+//! format, which Prometheus scrapes (the names are listed in docs/operations.md),
 //! gzipped when the scraper accepts it.
 //!
 //! Broker-wide figures need only a login; a queue's samples show only when the

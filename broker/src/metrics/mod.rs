@@ -26,6 +26,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::engine::Broker;
+pub(crate) use process::{cpu_micros, status_bytes};
 pub use queues::Shown;
 
 /// The registry `/metrics` encodes: the instruments and the collectors

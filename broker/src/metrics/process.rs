@@ -27,7 +27,7 @@ impl Collector for Process {
             (
                 "process_resident_memory_bytes",
                 "Resident memory size in bytes.",
-                rss_bytes().map(|b| b as f64),
+                status_bytes("VmRSS").map(|b| b as f64),
             ),
             (
                 "process_virtual_memory_bytes",
@@ -105,12 +105,19 @@ fn boot_time() -> Option<u64> {
         .ok()
 }
 
-/// `VmRSS` of `/proc/self/status`.
-fn rss_bytes() -> Option<u64> {
+/// A size of `/proc/self/status` (`VmRSS`, `VmHWM`), in bytes.
+pub(crate) fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
     let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
     Some(kib * 1024)
+}
+
+/// The CPU time (user + system) of this process so far, µs.
+pub(crate) fn cpu_micros() -> Option<u64> {
+    Stat::read().map(|stat| (stat.cpu_seconds * 1e6).round() as u64)
 }
 
 fn open_fds() -> Option<u64> {
@@ -140,7 +147,9 @@ mod tests {
             started <= now + 1.0 && started > now - 3600.0,
             "{started} vs {now}"
         );
-        assert!(super::rss_bytes().is_some_and(|b| b > 1 << 20));
+        assert!(super::status_bytes("VmRSS").is_some_and(|b| b > 1 << 20));
+        assert!(super::status_bytes("VmHWM") >= super::status_bytes("VmRSS"));
+        assert!(super::cpu_micros().is_some());
         assert!(super::open_fds().is_some_and(|n| n >= 3));
         assert!(super::max_fds().is_some_and(|n| n >= 3));
     }
