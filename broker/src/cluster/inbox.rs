@@ -35,7 +35,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
             _ = tokio::time::sleep(POLL) => every = true,
             _ = broker.shutdown().cancelled() => return,
         }
-        let served = broker.served_queue_ids();
+        let served = broker.cluster().served_queue_ids();
         let queues = match every {
             true => match store.inbox_queues(served).await {
                 Ok(queues) => queues,
@@ -52,8 +52,12 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
     }
 }
 
-async fn take(store: &PostgresStore, broker: &Broker, queue: QueueId) {
-    match broker.take_inbox(queue, || store.drain_inbox(queue)).await {
+async fn take(store: &PostgresStore, broker: &Arc<Broker>, queue: QueueId) {
+    match broker
+        .cluster()
+        .take_inbox(queue, || store.drain_inbox(queue))
+        .await
+    {
         Ok(_) => {}
         // The queue moved meanwhile: its new owner takes them.
         Err(crate::error::BrokerError::Storage(StorageError::Fenced { .. })) => {}

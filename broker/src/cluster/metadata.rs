@@ -25,7 +25,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
             _ = broker.shutdown().cancelled() => return,
         }
         match store.metadata().await {
-            Ok((addresses, queues)) => previous = broker.merge_stored(addresses, queues, &previous),
+            Ok((addresses, queues)) => previous = broker.cluster().merge_stored(addresses, queues, &previous),
             Err(err) => debug!(%err, "cannot read the addresses and queues"),
         }
     }

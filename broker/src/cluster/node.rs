@@ -106,7 +106,7 @@ impl Node {
             }
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
-                _ = broker.queues_changed().notified() => {}
+                _ = broker.cluster().queues_changed().notified() => {}
                 _ = broker.shutdown().cancelled() => break,
             }
         }
@@ -183,7 +183,7 @@ impl Node {
         let incarnations: HashMap<String, u64> = live.iter().map(|n| (n.id.clone(), n.incarnation)).collect();
         let broker = Arc::clone(&self.broker);
         self.broker
-            .spawn(async move { broker.resolve_held_of_gone(&incarnations).await });
+            .spawn(async move { broker.cluster().resolve_held_of_gone(&incarnations).await });
         let nodes: HashMap<String, LiveNode> = live.into_iter().map(|n| (n.id.clone(), n)).collect();
         let live: Vec<String> = nodes.keys().cloned().collect();
         let holders: BTreeMap<QueueId, String> = self
@@ -215,8 +215,9 @@ impl Node {
             http: self.me.http_advertise.clone(),
         };
         self.broker
+            .cluster()
             .set_owners(me, self.incarnation.unwrap_or_default(), owners);
-        let queues = self.broker.durable_queue_ids();
+        let queues = self.broker.cluster().durable_queue_ids();
         let plan = balance::plan(&self.me.id, &live, &queues, &holders);
         for queue in plan.take {
             if let Some(epoch) = self.store.acquire(&self.me.id, queue, self.me.lease).await? {
@@ -225,12 +226,12 @@ impl Node {
                 // sends of this node are let finish, and the inbox emptied,
                 // so that the queue's first read finds those messages in id
                 // order with the rest, as they were sent.
-                self.broker.arrivals_committed(queue).await;
+                self.broker.cluster().arrivals_committed(queue).await;
                 if let Err(err) = self.store.empty_inbox(queue).await {
                     warn!(queue, %err, "cannot empty the inbox of a queue just taken; it is drained instead");
                 }
                 self.serving.insert(queue);
-                self.broker.load_queue(queue, epoch);
+                self.broker.cluster().load_queue(queue, epoch);
             }
         }
         if let Some(queue) = plan.give {
@@ -244,13 +245,13 @@ impl Node {
     fn stop(&mut self, queue: QueueId) {
         self.serving.remove(&queue);
         self.store.forget_lease(queue);
-        self.broker.unload_queue(queue);
+        self.broker.cluster().unload_queue(queue);
     }
 
     fn stop_all(&mut self) {
         for queue in std::mem::take(&mut self.serving) {
             self.store.forget_lease(queue);
-            self.broker.unload_queue(queue);
+            self.broker.cluster().unload_queue(queue);
         }
         self.deadline.lapse();
     }

@@ -28,7 +28,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>, node: String) {
             _ = tokio::time::sleep(EVERY) => {}
             _ = broker.shutdown().cancelled() => return,
         }
-        let served: HashMap<QueueId, u64> = broker.served_sizes().into_iter().collect();
+        let served: HashMap<QueueId, u64> = broker.cluster().served_sizes().into_iter().collect();
         let changed: Vec<(QueueId, u64)> = served
             .iter()
             .filter(|(queue, bytes)| published.get(*queue) != Some(*bytes))
@@ -43,7 +43,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>, node: String) {
             }
         }
         match store.sizes_elsewhere(&node).await {
-            Ok(sizes) => broker.set_sizes_elsewhere(&sizes),
+            Ok(sizes) => broker.cluster().set_sizes_elsewhere(&sizes),
             Err(err) => debug!(%err, "cannot read the sizes of the other nodes' queues"),
         }
     }

@@ -80,7 +80,7 @@ impl Broker {
             if how != Create::Explicit {
                 self.auto_create_room(&reg, 1 + u64::from(queue_too))?;
             }
-            let id = queue_too.then(|| self.queue_id(name)).transpose()?;
+            let id = queue_too.then(|| self.cluster().queue_id(name)).transpose()?;
             let address = Address::new(name.to_owned(), plan.routing, how != Create::Explicit);
             let mut ops = vec![Op::PutAddress(address.record())];
             reg.addresses.insert(name.to_owned(), address);
@@ -183,7 +183,13 @@ impl Broker {
 
     /// Creates queue `id` ([`Broker::queue_id`]) in the registry and adds its
     /// storage ops (under the write lock).
-    fn new_queue(&self, reg: &mut Registry, ops: &mut Vec<Op>, id: QueueId, new: NewQueue<'_>) -> Arc<Queue> {
+    fn new_queue(
+        self: &Arc<Self>,
+        reg: &mut Registry,
+        ops: &mut Vec<Op>,
+        id: QueueId,
+        new: NewQueue<'_>,
+    ) -> Arc<Queue> {
         let addr = reg
             .addresses
             .get_mut(new.address)
@@ -214,7 +220,7 @@ impl Broker {
                 auto_created: new.auto_created,
             }));
         }
-        self.created(&queue);
+        self.cluster().created(&queue);
         reg.bind(queue.clone());
         queue
     }
@@ -331,7 +337,7 @@ impl Broker {
                 filter,
                 auto_created,
             };
-            let id = self.queue_id(name)?;
+            let id = self.cluster().queue_id(name)?;
             let q = self.new_queue(&mut reg, &mut ops, id, new);
             (self.submit(ops), q)
         };
@@ -441,7 +447,7 @@ impl Broker {
             let ids = plan
                 .queues
                 .iter()
-                .map(|new| self.queue_id(new.name))
+                .map(|new| self.cluster().queue_id(new.name))
                 .collect::<Result<Vec<_>>>()?;
             self.settings.replace(config);
             for queue in reg.queues.values() {
@@ -461,7 +467,7 @@ impl Broker {
     /// Creates what [`plan_declared`] found missing, under the write lock, its
     /// queues with `ids` (one each).
     fn create_declared(
-        &self,
+        self: &Arc<Self>,
         reg: &mut Registry,
         plan: Declared<'_>,
         ids: Vec<QueueId>,

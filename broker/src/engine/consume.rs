@@ -149,9 +149,11 @@ impl Broker {
                             .map(|()| None),
                     }
                 }
-                Some(Joins::Elsewhere(transaction)) => {
-                    broker.hold(transaction, &queue, entries).await.map(Some)
-                }
+                Some(Joins::Elsewhere(transaction)) => broker
+                    .cluster()
+                    .hold(transaction, &queue, entries)
+                    .await
+                    .map(Some),
                 None => broker.settle(&queue, entries, how).await.map(|()| None),
             };
             answer(result.map(|held| Settled::Done {

@@ -55,7 +55,7 @@ async fn run(broker: Arc<Broker>, queue: Arc<Queue>) {
             _ => false,
         };
         // Read once: a picked entry that will get its count stored must know it has a state.
-        let persist = broker.persists_counts_before_delivery();
+        let persist = broker.cluster().persists_counts_before_delivery();
         let (picks, expired, next_due) = queue.pick(now, persist, &matches);
         let tried = !picks.is_empty() || !expired.is_empty();
         let mut failed = None;

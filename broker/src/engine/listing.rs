@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rebound_config::{AddressFullPolicy, EffectiveSettings};
 
-use super::Broker;
+use super::Management;
 use crate::address_size::AddressSize;
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Address;
@@ -75,11 +75,12 @@ fn page<T>(items: impl Iterator<Item = T>, name: impl Fn(&T) -> &str, after: &st
     Page { items, more }
 }
 
-impl Broker {
+impl Management<'_> {
     /// The queues `shown` keeps, in no particular order (for a caller that sorts
     /// them its own way).
-    pub fn queues_where(&self, shown: impl Fn(&Queue) -> bool) -> Vec<Arc<Queue>> {
-        self.read()
+    pub fn queues_where(self, shown: impl Fn(&Queue) -> bool) -> Vec<Arc<Queue>> {
+        self.broker
+            .read()
             .queues
             .values()
             .filter(|q| shown(q))
@@ -89,8 +90,8 @@ impl Broker {
 
     /// Up to `limit` of the queues `shown` keeps whose names sort after `after`
     /// (empty: from the first), by name. A caller lists only what it may see.
-    pub fn queues_page(&self, after: &str, limit: usize, shown: impl Fn(&Queue) -> bool) -> Page<Arc<Queue>> {
-        let reg = self.read();
+    pub fn queues_page(self, after: &str, limit: usize, shown: impl Fn(&Queue) -> bool) -> Page<Arc<Queue>> {
+        let reg = self.broker.read();
         let queues = reg.queues.values().filter(|q| shown(q)).cloned();
         page(queues, |q| &q.name, after, limit)
     }
@@ -98,12 +99,12 @@ impl Broker {
     /// Up to `limit` of the addresses whose names `shown` keeps and sort after
     /// `after` (empty: from the first), by name.
     pub fn addresses_page(
-        &self,
+        self,
         after: &str,
         limit: usize,
         shown: impl Fn(&str) -> bool,
     ) -> Page<AddressView> {
-        let reg = self.read();
+        let reg = self.broker.read();
         let addresses = page(
             reg.addresses.values().filter(|a| shown(&a.name)),
             |a| &a.name,
@@ -120,13 +121,13 @@ impl Broker {
         }
     }
 
-    fn address_view(&self, address: &Address) -> AddressView {
-        AddressView::of(address, &self.settings_for(&address.name))
+    fn address_view(self, address: &Address) -> AddressView {
+        AddressView::of(address, &self.broker.settings_for(&address.name))
     }
 
     /// Every address's name and size, for the metrics.
-    pub fn address_sizes(&self) -> Vec<(String, Arc<AddressSize>)> {
-        let reg = self.read();
+    pub fn address_sizes(self) -> Vec<(String, Arc<AddressSize>)> {
+        let reg = self.broker.read();
         reg.addresses
             .values()
             .map(|a| (a.name.clone(), a.size.clone()))
@@ -135,27 +136,28 @@ impl Broker {
 
     /// The bytes all addresses hold, sends blocked over all of them, and the
     /// `global-max-size` in force (`None` = unlimited).
-    pub fn broker_size(&self) -> (u64, u64, Option<u64>) {
+    pub fn broker_size(self) -> (u64, u64, Option<u64>) {
         (
-            self.sizes.bytes(),
-            self.sizes.blocked(),
-            self.settings.global_max_size(),
+            self.broker.sizes.bytes(),
+            self.broker.sizes.blocked(),
+            self.broker.settings.global_max_size(),
         )
     }
 
     /// How many addresses there are.
-    pub fn address_count(&self) -> usize {
-        self.read().addresses.len()
+    pub fn address_count(self) -> usize {
+        self.broker.read().addresses.len()
     }
 
     /// How many queues there are.
-    pub fn queue_count(&self) -> usize {
-        self.read().queues.len()
+    pub fn queue_count(self) -> usize {
+        self.broker.read().queues.len()
     }
 
     /// One address with its queues.
-    pub fn address(&self, name: &str) -> Result<AddressView> {
-        self.read()
+    pub fn address(self, name: &str) -> Result<AddressView> {
+        self.broker
+            .read()
             .addresses
             .get(name)
             .map(|a| self.address_view(a))

@@ -1,5 +1,10 @@
-//! Management of queued messages: browse, count, purge, remove, move, and retry
-//! (dead letters back to exactly the queue they failed on).
+//! [`Management`], the engine as an operator works it: browse, count, purge,
+//! remove, move, and retry (dead letters back to exactly the queue they failed
+//! on) here; the listings of addresses and queues in `listing.rs`.
+//!
+//! It is a type of its own, borrowed from the engine by the admin API, the
+//! console, metrics and the access checks, so that the operations of sessions
+//! (`Broker`) and those of management are not one list of methods.
 //!
 //! Operations apply to messages that are not being delivered; each move is one
 //! commit per message (`forward.rs`), so an interrupted operation leaves every
@@ -26,6 +31,18 @@ use crate::error::{BrokerError, Result};
 use crate::message::{self, Selectable};
 use crate::queue::{BrowseState, Entry, Queue};
 use crate::time::now_ms;
+
+/// The engine's management operations ([`Broker::management`]).
+#[derive(Clone, Copy)]
+pub struct Management<'a> {
+    pub(super) broker: &'a Arc<Broker>,
+}
+
+impl<'a> Management<'a> {
+    pub(super) fn new(broker: &'a Arc<Broker>) -> Self {
+        Management { broker }
+    }
+}
 
 /// Which messages of a queue a management operation applies to.
 #[derive(Debug, Clone, Default)]
@@ -123,12 +140,12 @@ impl Walk {
     }
 }
 
-impl Broker {
+impl Management<'_> {
     /// The queue a management operation works on: one this node serves
     /// (another node's is reached through it, `grpc/proxy.rs`; here it holds
     /// nothing, and its stored messages are that node's to change).
-    fn managed_queue(&self, name: &str) -> Result<Arc<Queue>> {
-        let queue = self.queue(name)?;
+    fn managed_queue(self, name: &str) -> Result<Arc<Queue>> {
+        let queue = self.broker.queue(name)?;
         match queue.is_served() {
             true => Ok(queue),
             false => Err(BrokerError::QueueMoved(queue.name.clone())),
@@ -137,9 +154,9 @@ impl Broker {
 
     /// Up to `limit` messages in queue order (ready, delivering, scheduled; then
     /// the paged ones) that `filter` matches (empty = all), without consuming them.
-    pub fn browse(&self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
+    pub fn browse(self, name: &str, filter: &str, limit: usize) -> Result<Vec<Browsed>> {
         let queue = self.managed_queue(name)?;
-        let filter = self.client_filter(filter)?;
+        let filter = self.broker.client_filter(filter)?;
         let scan = Scan {
             filter: filter.as_ref(),
             message_ids: &BTreeSet::new(),
@@ -150,7 +167,7 @@ impl Broker {
     }
 
     /// One message of a queue, whatever its state.
-    pub fn message(&self, name: &str, id: u64) -> Result<Browsed> {
+    pub fn message(self, name: &str, id: u64) -> Result<Browsed> {
         let queue = self.managed_queue(name)?;
         let scan = Scan {
             filter: None,
@@ -167,7 +184,7 @@ impl Broker {
     }
 
     /// Up to `scan.limit` messages of a walk.
-    fn collect(&self, queue: &Queue, scan: &Scan<'_>) -> Result<Vec<Browsed>> {
+    fn collect(self, queue: &Queue, scan: &Scan<'_>) -> Result<Vec<Browsed>> {
         let mut out = Vec::new();
         let mut at = Walk::Memory;
         while out.len() < scan.limit && !matches!(at, Walk::Done) {
@@ -181,7 +198,7 @@ impl Broker {
     /// One step of the walk over a queue's messages that browsing and every
     /// management operation share: the messages in memory, then a chunk of the
     /// paged ones at a time. Returns what matches and where to go on.
-    fn walk(&self, queue: &Queue, scan: &Scan<'_>, at: Walk) -> Result<(Vec<Browsed>, Walk)> {
+    fn walk(self, queue: &Queue, scan: &Scan<'_>, at: Walk) -> Result<(Vec<Browsed>, Walk)> {
         let mut out = Vec::new();
         let keep = |entry: &Entry, record: &MessageRecord| {
             (scan.message_ids.is_empty() || scan.message_ids.contains(&entry.id))
@@ -202,7 +219,7 @@ impl Broker {
                     {
                         continue;
                     }
-                    let Some(record) = self.load(queue, &entry)? else {
+                    let Some(record) = self.broker.load(queue, &entry)? else {
                         continue;
                     };
                     if keep(&entry, &record) {
@@ -233,7 +250,10 @@ impl Broker {
                 Ok((out, Walk::Done))
             }
             Walk::Paged(after) => {
-                let read = self.store.scan_queue(queue.id, after, PAGED_CHUNK, u64::MAX)?;
+                let read = self
+                    .broker
+                    .store
+                    .scan_queue(queue.id, after, PAGED_CHUNK, u64::MAX)?;
                 let next = match read.last() {
                     Some(last) if read.len() == PAGED_CHUNK => Walk::Paged(last.record.message_id),
                     _ => Walk::Far(None),
@@ -244,7 +264,7 @@ impl Broker {
                 Ok((out, next))
             }
             Walk::Far(after) => {
-                let read = self.store.scan_due(queue.id, after, 1)?;
+                let read = self.broker.store.scan_due(queue.id, after, 1)?;
                 let next = match read.first() {
                     Some(batch) => Walk::Far(Some(batch.first)),
                     None => Walk::Done,
@@ -263,18 +283,18 @@ impl Broker {
 
     /// Message `id` of `queue` read from storage with its state, as a walk
     /// shows it; None if it is not stored (any more).
-    fn read_stored(&self, queue: &Queue, id: MessageId) -> Result<Option<Browsed>> {
-        let Some(record) = self.store.read_message(queue.id, id)? else {
+    fn read_stored(self, queue: &Queue, id: MessageId) -> Result<Option<Browsed>> {
+        let Some(record) = self.broker.store.read_message(queue.id, id)? else {
             return Ok(None);
         };
-        let state = self.store.read_state(queue.id, id)?;
+        let state = self.broker.store.read_state(queue.id, id)?;
         Ok(paged(record, state))
     }
 
     /// How many messages of a selection are not being delivered.
-    pub fn count_messages(&self, selection: &Selection) -> Result<u64> {
+    pub fn count_messages(self, selection: &Selection) -> Result<u64> {
         let queue = self.managed_queue(&selection.queue)?;
-        let filter = self.client_filter(&selection.filter)?;
+        let filter = self.broker.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut count = 0;
         let mut at = Walk::Memory;
@@ -287,7 +307,7 @@ impl Broker {
     }
 
     /// Removes every message of a queue that is not being delivered.
-    pub async fn purge(&self, name: &str) -> Result<u64> {
+    pub async fn purge(self, name: &str) -> Result<u64> {
         let selection = Selection {
             queue: name.to_owned(),
             ..Selection::default()
@@ -296,9 +316,9 @@ impl Broker {
     }
 
     /// Removes the selected messages; counted as removed.
-    pub async fn remove_messages(&self, selection: &Selection) -> Result<u64> {
+    pub async fn remove_messages(self, selection: &Selection) -> Result<u64> {
         let queue = self.managed_queue(&selection.queue)?;
-        let filter = self.client_filter(&selection.filter)?;
+        let filter = self.broker.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut removed = 0;
         let mut at = Walk::Memory;
@@ -306,7 +326,7 @@ impl Broker {
             let _tail = queue.tail.lock().await;
             let chunk;
             (chunk, at) = self.walk(&queue, &scan, at)?;
-            let entries = chunk.iter().filter_map(|b| Broker::take(&queue, b)).collect();
+            let entries = chunk.iter().filter_map(|b| Self::take(&queue, b)).collect();
             removed += self.remove_entries(&queue, entries).await?;
         }
         Ok(removed)
@@ -326,20 +346,22 @@ impl Broker {
         queue.take_idle(browsed.entry.id)
     }
 
-    async fn remove_entries(&self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
+    async fn remove_entries(self, queue: &Queue, entries: Vec<Entry>) -> Result<u64> {
         let removed = entries.len() as u64;
-        self.remove(queue, entries).await?;
+        self.broker.remove(queue, entries).await?;
         queue.count(|c| c.removed += removed);
         Ok(removed)
     }
 
     /// Moves the selected messages to an address, one atomic move each. A message
     /// that no queue of the address takes stays where it is (and is not counted).
-    pub async fn move_messages(self: &Arc<Self>, selection: &Selection, to_address: &str) -> Result<u64> {
+    pub async fn move_messages(self, selection: &Selection, to_address: &str) -> Result<u64> {
         message::check_name("address", to_address)?;
-        self.ensure_address(to_address, None, Create::OnSend).await?;
+        self.broker
+            .ensure_address(to_address, None, Create::OnSend)
+            .await?;
         let queue = self.managed_queue(&selection.queue)?;
-        let filter = self.client_filter(&selection.filter)?;
+        let filter = self.broker.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let now = now_ms();
         let mut moved = 0;
@@ -350,7 +372,7 @@ impl Broker {
             (chunk, at) = self.walk(&queue, &scan, at)?;
             let mut taken = chunk
                 .into_iter()
-                .filter_map(|b| Some((Broker::take(&queue, &b)?, b)))
+                .filter_map(|b| Some((Self::take(&queue, &b)?, b)))
                 .collect::<Vec<_>>()
                 .into_iter();
             while let Some((entry, Browsed { record, state, .. })) = taken.next() {
@@ -364,6 +386,7 @@ impl Broker {
                     now,
                 );
                 match self
+                    .broker
                     .move_entry(&queue, entry, state.due_ms(), copy, |reg, copy| reg.route(copy))
                     .await
                 {
@@ -394,7 +417,7 @@ impl Broker {
     /// `may_return_to` refuses (its original address; the caller's permissions)
     /// is skipped with the reason it gives.
     pub async fn retry_messages(
-        self: &Arc<Self>,
+        self,
         selection: &Selection,
         dry_run: bool,
         rate_per_second: u32,
@@ -403,7 +426,7 @@ impl Broker {
     ) -> Result<Vec<RetryOutcome>> {
         let pace = (rate_per_second > 0).then(|| Duration::from_secs(1) / rate_per_second);
         let dlq = self.managed_queue(&selection.queue)?;
-        let filter = self.client_filter(&selection.filter)?;
+        let filter = self.broker.client_filter(&selection.filter)?;
         let scan = Scan::selection(filter.as_ref(), selection);
         let mut outcomes = Vec::new();
         let mut moving = 0;
@@ -449,7 +472,7 @@ impl Broker {
                     paged,
                     state,
                 };
-                let Some(taken) = Broker::take(&dlq, &browsed) else {
+                let Some(taken) = Self::take(&dlq, &browsed) else {
                     outcome.skipped = Some("it is being delivered or is gone".into());
                     outcomes.push(outcome);
                     continue;
@@ -460,7 +483,11 @@ impl Broker {
                     reg.queues.get(&target).cloned().into_iter().collect()
                 };
                 let due_ms = browsed.state.due_ms();
-                match self.move_entry(&dlq, taken, due_ms, copy, to_target).await? {
+                match self
+                    .broker
+                    .move_entry(&dlq, taken, due_ms, copy, to_target)
+                    .await?
+                {
                     Moved::Done => dlq.count(|c| c.moved_out += 1),
                     Moved::NoTarget(taken) => {
                         dlq.requeue([(taken, due_ms)], now_ms());
@@ -483,11 +510,12 @@ impl Broker {
     }
 
     /// Where a dead letter would be retried to, or why it cannot be.
-    fn retry_plan(&self, record: &MessageRecord) -> std::result::Result<(String, String), String> {
+    fn retry_plan(self, record: &MessageRecord) -> std::result::Result<(String, String), String> {
         let Some((address, queue)) = dead_letter::origin(record) else {
             return Err("not a dead letter: it has no _AMQ_ORIG_ADDRESS/_AMQ_ORIG_QUEUE".into());
         };
         let exists = self
+            .broker
             .read()
             .queues
             .get(queue)
@@ -495,7 +523,7 @@ impl Broker {
         if !exists {
             return Err(format!("queue '{queue}' no longer exists on address '{address}'"));
         }
-        let max = self.settings_for(address).max_redrive;
+        let max = self.broker.settings_for(address).max_redrive;
         let redrives = dead_letter::redrive_count(record);
         if redrives >= max {
             return Err(format!("already retried {redrives} times (max-redrive {max})"));

@@ -15,13 +15,10 @@
 //! | `manage.rs` | browsing, and the management operations on queued messages |
 //! | `listing.rs` | read-only views: queues and addresses a page at a time |
 //! | `transact.rs` | committing and rolling back local transactions |
-//! | `held.rs` | acks held for a transaction of another node (a cluster) |
 //! | `dispatch.rs` | the per-queue task that hands messages to consumers |
 //! | `depage.rs` | the per-queue task that reads paged messages back into memory |
 //! | `recovery.rs` | rebuilding the registry from the store at start-up |
-//! | `serving.rs` | loading and unloading queues another node may serve (a cluster) |
-//! | `peers.rs` | the registry kept in step with what other nodes create and delete |
-//! | `shared_sizes.rs` | address sizes across the nodes of a cluster, for address limits |
+//! | `cluster/` | [`Cluster`]: one node of several: the queues it serves under leases, acks it holds for other nodes |
 //! | `ops.rs` | the storage ops for queued messages: removal, delivery state |
 //! | `wipe.rs` | emptying a deleted queue in bounded commits before it goes |
 //!
@@ -48,20 +45,17 @@
 //! [`Broker::close`] can wait for all of them before it closes the store.
 mod addresses;
 mod admit;
+mod cluster;
 mod consume;
 mod depage;
 mod dispatch;
 mod forward;
-mod held;
 mod listing;
 mod manage;
 mod ops;
-mod peers;
 mod recovery;
 mod send;
-mod serving;
 mod settle;
-mod shared_sizes;
 mod transact;
 mod wipe;
 
@@ -88,13 +82,11 @@ use crate::settings::Settings;
 use crate::transactions::Transactions;
 
 pub use addresses::Creation;
+pub use cluster::{Cluster, HeldFor, Owner, QueueIds, Stored};
 pub use consume::{Joins, Settled, Subscription, queue_gone};
-pub use held::HeldFor;
 pub use listing::{AddressView, Page};
-pub use manage::{Browsed, RetryOutcome, Selection};
-pub use peers::Stored;
+pub use manage::{Browsed, Management, RetryOutcome, Selection};
 pub use send::Sent;
-pub use serving::{Owner, QueueIds};
 pub use settle::Settlement;
 
 /// The engine. Cheap to share as `Arc<Broker>`.
@@ -109,8 +101,8 @@ pub struct Broker {
     /// Every task the engine runs; [`Broker::close`] waits for them.
     tasks: TaskTracker,
     transactions: Transactions,
-    /// Acks held for transactions of other nodes (`held.rs`).
-    holds: held::Holds,
+    /// Acks held for transactions of other nodes (`cluster/held.rs`).
+    holds: cluster::Holds,
     /// The duplicate-id caches of the addresses.
     duplicates: DuplicateIds,
     started: Instant,
@@ -119,8 +111,8 @@ pub struct Broker {
     metrics: Metrics,
     /// The bytes every address holds (the registry's running total).
     sizes: Arc<BrokerSize>,
-    /// Set when this broker is one node of several (`serving.rs`).
-    leased: std::sync::OnceLock<serving::Leased>,
+    /// Set when this broker is one node of several (`cluster/serving.rs`).
+    leased: std::sync::OnceLock<cluster::Leased>,
     /// Wakes whoever balances queues between nodes: a queue was created.
     queues_changed: tokio::sync::Notify,
 }
@@ -134,7 +126,7 @@ impl Broker {
 
     /// [`Broker::open`] for one node of several on one database: durable
     /// queues are served only once loaded, and queue ids, those of the
-    /// config's queues included, come from `queue_ids` (`serving.rs`).
+    /// config's queues included, come from `queue_ids` (`cluster/serving.rs`).
     pub async fn open_leased(
         config: &Config,
         store: Arc<dyn Store>,
@@ -174,7 +166,7 @@ impl Broker {
             queues_changed: tokio::sync::Notify::new(),
         });
         if let Some(queue_ids) = queue_ids {
-            broker.serve_leased_only(queue_ids);
+            broker.cluster().serve_leased_only(queue_ids);
         }
         let trimmed = broker.duplicates.recover(duplicate_ids, |address| {
             broker.settings_for(address).id_cache_size
@@ -216,6 +208,17 @@ impl Broker {
         F: Future<Output = ()> + Send + 'static,
     {
         self.tasks.spawn(task);
+    }
+
+    /// The management operations: browsing, moving, retrying and removing
+    /// queued messages, and the listings (`manage.rs`, `listing.rs`).
+    pub fn management(self: &Arc<Self>) -> Management<'_> {
+        Management::new(self)
+    }
+
+    /// Its side as one node of a cluster (`cluster/`).
+    pub fn cluster(self: &Arc<Self>) -> Cluster<'_> {
+        Cluster::new(self)
     }
 
     /// Fires when the broker begins to shut down.

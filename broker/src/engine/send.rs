@@ -201,7 +201,7 @@ impl Broker {
                 {
                     let queue = away.name.clone();
                     drop(reg);
-                    let owner = self.owner_of(&queue);
+                    let owner = self.cluster().owner_of(&queue);
                     return Err(BrokerError::NotKeptHere { queue, owner });
                 }
                 place(record, due_ms, to_disk, targets, &mut ops, &mut arrivals);

@@ -115,9 +115,9 @@ impl Broker {
     }
 
     /// Back at once, and the delivery does not count.
-    pub(super) async fn release(&self, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
+    pub(super) async fn release(self: &Arc<Self>, queue: &Queue, entries: Vec<Entry>) -> Result<()> {
         let now = now_ms();
-        let persist = self.persists_counts_before_delivery();
+        let persist = self.cluster().persists_counts_before_delivery();
         queue.outage(|o| entries.iter().for_each(|e| o.returned(e.id)));
         let mut ops = Vec::new();
         let back: Vec<(Entry, u64)> = entries

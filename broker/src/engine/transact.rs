@@ -17,7 +17,7 @@ use rebound_storage::MessageRecord;
 use tracing::{info, warn};
 
 use super::Broker;
-use super::held::held_removal_ops;
+use super::cluster::held_removal_ops;
 use super::ops::removal_ops;
 use super::send::OnDuplicate;
 use crate::error::Result;

@@ -51,7 +51,7 @@ impl AdminService {
             return None;
         }
         let name = queue(request.get_ref())?.clone();
-        self.broker.owner_of_soon(&name).await
+        self.broker.cluster().owner_of_soon(&name).await
     }
 
     /// Replaces the figures of the queues other nodes serve by theirs (asked
@@ -66,7 +66,7 @@ impl AdminService {
         };
         let mut by_owner: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for info in queues.iter() {
-            if let Some(owner) = self.broker.owner_of(&info.name) {
+            if let Some(owner) = self.broker.cluster().owner_of(&info.name) {
                 by_owner.entry(owner).or_default().push(info.name.clone());
             }
         }
@@ -91,7 +91,7 @@ impl AdminService {
         let mut queues: Vec<pb::QueueInfo> = addresses
             .iter()
             .flat_map(|a| &a.queues)
-            .map(|q| queue_info(q, self.broker.served_by(q)))
+            .map(|q| queue_info(q, self.broker.cluster().served_by(q)))
             .collect();
         self.figures_of_owners(&mut queues, credentials).await;
         let mut queues = queues.into_iter();
@@ -183,7 +183,7 @@ impl pb::admin_server::Admin for AdminService {
         );
         let queue = managed(&caller, &operation, none, work).await?;
         Ok(Response::new(pb::CreateQueueResponse {
-            queue: Some(queue_info(&queue, self.broker.served_by(&queue))),
+            queue: Some(queue_info(&queue, self.broker.cluster().served_by(&queue))),
         }))
     }
 
@@ -210,11 +210,12 @@ impl pb::admin_server::Admin for AdminService {
         let shown = |q: &crate::queue::Queue| access::may_browse(&policy, &caller, &q.address);
         let page = self
             .broker
+            .management()
             .queues_page(&r.page_token, page_size(r.page_size), shown);
         let mut queues: Vec<pb::QueueInfo> = page
             .items
             .iter()
-            .map(|q| queue_info(q, self.broker.served_by(q)))
+            .map(|q| queue_info(q, self.broker.cluster().served_by(q)))
             .collect();
         self.figures_of_owners(&mut queues, credentials).await;
         let next_page_token = next_page_token(page.more, queues.last().map(|q| &q.name));
@@ -239,7 +240,7 @@ impl pb::admin_server::Admin for AdminService {
         self.authorize(&caller, &Operation::on_queue(&self.broker, Kind::Browse, &name))?;
         let queue = self.broker.queue(&name)?;
         Ok(Response::new(pb::GetQueueResponse {
-            queue: Some(queue_info(&queue, self.broker.served_by(&queue))),
+            queue: Some(queue_info(&queue, self.broker.cluster().served_by(&queue))),
         }))
     }
 
@@ -266,6 +267,7 @@ impl pb::admin_server::Admin for AdminService {
         };
         let messages = self
             .broker
+            .management()
             .browse(&r.queue, &r.filter, limit)?
             .into_iter()
             .map(browsed_to_wire)
@@ -287,7 +289,13 @@ impl pb::admin_server::Admin for AdminService {
         let queue = request.into_inner().queue;
         let operation = Operation::on_queue(&self.broker, Kind::Purge, &queue);
         self.authorize(&caller, &operation)?;
-        let removed = managed(&caller, &operation, |&n| Some(n), self.broker.purge(&queue)).await?;
+        let removed = managed(
+            &caller,
+            &operation,
+            |&n| Some(n),
+            self.broker.management().purge(&queue),
+        )
+        .await?;
         Ok(Response::new(pb::PurgeQueueResponse { removed }))
     }
 
@@ -305,7 +313,7 @@ impl pb::admin_server::Admin for AdminService {
         let selection = selection_from_wire(request.into_inner().selection)?;
         let operation = Operation::on_queue(&self.broker, Kind::Browse, &selection.queue);
         self.authorize(&caller, &operation)?;
-        let count = self.broker.count_messages(&selection)?;
+        let count = self.broker.management().count_messages(&selection)?;
         Ok(Response::new(pb::CountMessagesResponse { count }))
     }
 
@@ -323,7 +331,7 @@ impl pb::admin_server::Admin for AdminService {
         let selection = selection_from_wire(request.into_inner().selection)?;
         let operation = Operation::on_queue(&self.broker, Kind::Remove, &selection.queue);
         self.authorize(&caller, &operation)?;
-        let work = self.broker.remove_messages(&selection);
+        let work = self.broker.management().remove_messages(&selection);
         let removed = managed(&caller, &operation, |&n| Some(n), work).await?;
         Ok(Response::new(pb::RemoveMessagesResponse { removed }))
     }
@@ -343,7 +351,7 @@ impl pb::admin_server::Admin for AdminService {
         let selection = selection_from_wire(r.selection)?;
         let operation = Operation::move_to(&self.broker, &selection.queue, &r.to_address);
         self.authorize(&caller, &operation)?;
-        let work = self.broker.move_messages(&selection, &r.to_address);
+        let work = self.broker.management().move_messages(&selection, &r.to_address);
         let moved = managed(&caller, &operation, |&n| Some(n), work).await?;
         Ok(Response::new(pb::MoveMessagesResponse { moved }))
     }
@@ -366,7 +374,7 @@ impl pb::admin_server::Admin for AdminService {
         let policy = self.security.policy();
         let may_return_to =
             |address: &str| access::may_return_to(&policy, &caller, &selection.queue, address);
-        let work = self.broker.retry_messages(
+        let work = self.broker.management().retry_messages(
             &selection,
             r.dry_run,
             r.rate_per_second,
@@ -448,6 +456,7 @@ impl pb::admin_server::Admin for AdminService {
         let shown = |address: &str| access::may_browse(&policy, &caller, address);
         let page = self
             .broker
+            .management()
             .addresses_page(&r.page_token, page_size(r.page_size), shown);
         let addresses = self.address_infos(&page.items, credentials).await;
         let next_page_token = next_page_token(page.more, addresses.last().map(|a| &a.name));
@@ -465,7 +474,7 @@ impl pb::admin_server::Admin for AdminService {
         let credentials = asking_others(&request);
         let name = request.into_inner().name;
         self.authorize(&caller, &Operation::browse_address(&name))?;
-        let address = self.broker.address(&name)?;
+        let address = self.broker.management().address(&name)?;
         let mut infos = self.address_infos(&[address], credentials).await;
         Ok(Response::new(pb::GetAddressResponse { address: infos.pop() }))
     }

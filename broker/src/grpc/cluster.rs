@@ -33,7 +33,10 @@ impl Cluster for ClusterService {
     ) -> Result<Response<pb::ResolveResponse>, Status> {
         let user = user_of(&Caller::of(&request));
         let pb::ResolveRequest { node, transaction_id } = request.into_inner();
-        self.broker.resolve_held(&node, transaction_id, &user).await?;
+        self.broker
+            .cluster()
+            .resolve_held(&node, transaction_id, &user)
+            .await?;
         Ok(Response::new(pb::ResolveResponse {}))
     }
 }

@@ -301,7 +301,7 @@ impl Follower {
         let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
         let mut last = why;
         loop {
-            if let Some(owner) = self.broker.served_at_soon(&self.subscribe.queue).await {
+            if let Some(owner) = self.broker.cluster().served_at_soon(&self.subscribe.queue).await {
                 let subscribe = pb::Subscribe {
                     initial_credit: self.credit.unused(),
                     ..self.subscribe.clone()

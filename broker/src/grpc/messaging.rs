@@ -228,7 +228,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             if forwarded {
                 // Sent here as the queue's node: this node may have taken
                 // its lease a moment ago, and not serve it yet.
-                if self.broker.served_here_soon(name).await {
+                if self.broker.cluster().served_here_soon(name).await {
                     subscribed = self
                         .broker
                         .subscribe(&subscribe.queue, subscribe.initial_credit, &subscribe.filter)
@@ -236,7 +236,7 @@ impl pb::messaging_server::Messaging for MessagingService {
                 }
                 break;
             }
-            match self.broker.owner_of_soon(name).await {
+            match self.broker.cluster().owner_of_soon(name).await {
                 // Served by another node: forwarded there (`proxy.rs`).
                 Some(owner) => {
                     let forwarded = follow::consume(
@@ -282,7 +282,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             forwarded_by,
             _counted: counted,
             // Only a node's queues move.
-            rejoin: (self.broker.is_node() && !forwarded)
+            rejoin: (self.broker.cluster().is_node() && !forwarded)
                 .then(|| follow::Rejoin::new(&self.peers, credentials, subscribe)),
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));

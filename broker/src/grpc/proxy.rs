@@ -53,8 +53,8 @@ use crate::transactions::Tell;
 
 /// Marks a Consume stream forwarded by this node with its id and
 /// incarnation ([`FORWARDED_BY`]).
-pub(super) fn mark_forwarded_by<T>(broker: &Broker, request: &mut Request<T>) {
-    if let Some((node, incarnation)) = broker.node()
+pub(super) fn mark_forwarded_by<T>(broker: &Arc<Broker>, request: &mut Request<T>) {
+    if let Some((node, incarnation)) = broker.cluster().node()
         && let Ok(value) = format!("{node}/{incarnation}").parse()
     {
         request.metadata_mut().insert(FORWARDED_BY, value);
@@ -118,7 +118,7 @@ pub(super) fn teller(
 ) -> Tell {
     let (engine, peers, owner) = (broker.clone(), peers.clone(), owner.to_owned());
     Arc::new(move |transaction: u64| {
-        let Some((node, _)) = engine.node() else {
+        let Some((node, _)) = engine.cluster().node() else {
             return;
         };
         let (peers, credentials, owner) = (peers.clone(), credentials.clone(), owner.clone());
@@ -226,6 +226,7 @@ pub(super) async fn send(
             let owner = match owner {
                 Some(owner) => owner,
                 None => broker
+                    .cluster()
                     .owner_of_soon(&queue)
                     .await
                     .ok_or(BrokerError::NotKeptHere { queue, owner: None })?,

@@ -51,7 +51,7 @@ const COUNTERS: [Figure; 1] = [(
 
 impl Collector for Addresses {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut sizes = self.0.address_sizes();
+        let mut sizes = self.0.management().address_sizes();
         sizes.retain(|(name, _)| (self.1)(name));
         for (name, help, value) in GAUGES {
             let metric_type = ConstGauge::new(0u64).metric_type();

@@ -45,7 +45,7 @@ impl Collector for BrokerWide {
         } else {
             stats.ops as f64 / stats.syncs as f64
         };
-        let (held, blocked, global_max_size) = broker.broker_size();
+        let (held, blocked, global_max_size) = broker.management().broker_size();
         let gauges = [
             (
                 "global_size_bytes",

@@ -28,6 +28,8 @@
 //! are read from the engine just before it acts, without holding a lock across
 //! the operation: a concurrent change in between (the address deleted, then
 //! auto-created again by this very send) is checked as it was a moment before.
+use std::sync::Arc;
+
 use rebound_config::Permission;
 
 use super::audit;
@@ -85,17 +87,21 @@ impl<'a> Operation<'a> {
         Self::new(Kind::CreateAddress, address.to_owned(), None)
     }
 
-    pub fn delete_address(broker: &Broker, address: &'a str, force: bool) -> Self {
-        let with_queues = force && broker.address(address).is_ok_and(|a| !a.queues.is_empty());
+    pub fn delete_address(broker: &Arc<Broker>, address: &'a str, force: bool) -> Self {
+        let with_queues = force
+            && broker
+                .management()
+                .address(address)
+                .is_ok_and(|a| !a.queues.is_empty());
         Operation {
             with_queues,
             ..Self::new(Kind::DeleteAddress, address.to_owned(), None)
         }
     }
 
-    pub fn create_queue(broker: &Broker, address: &'a str, queue: &'a str) -> Self {
+    pub fn create_queue(broker: &Arc<Broker>, address: &'a str, queue: &'a str) -> Self {
         let creates = Creation {
-            address: broker.address(address).is_err(),
+            address: broker.management().address(address).is_err(),
             queue: true,
         };
         Operation {

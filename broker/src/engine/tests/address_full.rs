@@ -44,8 +44,8 @@ async fn block_waits_until_an_ack_makes_room() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!blocked.is_finished(), "the address is full: the send waits");
-    let view = broker.address("q").unwrap();
-    assert_eq!((view.size.blocked(), broker.broker_size().1), (1, 1));
+    let view = broker.management().address("q").unwrap();
+    assert_eq!((view.size.blocked(), broker.management().broker_size().1), (1, 1));
     let mut sub = broker.subscribe("q", 1, "").await.unwrap();
     let first = receive(&mut sub, 1).await;
     assert!(!blocked.is_finished(), "delivered is still held");
@@ -55,7 +55,7 @@ async fn block_waits_until_an_ack_makes_room() {
         .expect("the ack woke the send")
         .unwrap();
     assert_eq!(sent.unwrap().ids.len(), 1);
-    assert_eq!(broker.address("q").unwrap().size.blocked(), 0);
+    assert_eq!(broker.management().address("q").unwrap().size.blocked(), 0);
     broker.grant(&sub.queue, sub.consumer, 1);
     assert_eq!(receive(&mut sub, 1).await.len(), 1);
 }
@@ -121,7 +121,7 @@ async fn drop_acknowledges_discards_and_counts() {
     assert_eq!(sent.ids.len(), 3);
     assert_eq!(broker.queue("q").unwrap().snapshot().messages, 1);
     send(&broker, "q", &[BODY]).await;
-    let view = broker.address("q").unwrap();
+    let view = broker.management().address("q").unwrap();
     assert_eq!(view.size.dropped(), 3);
     assert_eq!(view.size.bytes(), broker.queue("q").unwrap().bytes());
 }
@@ -183,7 +183,10 @@ async fn global_max_size_applies_each_address_policy_across_addresses() {
     );
     // Deleting a queue gives its bytes back.
     broker.delete_queue("a").await.unwrap();
-    assert_eq!(broker.broker_size().0, broker.queue("b").unwrap().bytes());
+    assert_eq!(
+        broker.management().broker_size().0,
+        broker.queue("b").unwrap().bytes()
+    );
     send(&broker, "c", &[BODY]).await;
 }
 
@@ -202,7 +205,7 @@ async fn a_dead_letter_lands_in_a_full_dead_letter_address() {
     };
     settle(&broker, &sub, &ids(&got), dead, None).await;
     assert_eq!(broker.queue("DLQ").unwrap().snapshot().messages, 2);
-    assert!(broker.address("DLQ").unwrap().size.bytes() > 1500);
+    assert!(broker.management().address("DLQ").unwrap().size.bytes() > 1500);
 }
 
 #[tokio::test]
@@ -211,16 +214,22 @@ async fn sizes_are_the_queues_bytes_through_a_purge_and_a_restart() {
     send(&broker, "a", &[BODY, BODY]).await;
     send(&broker, "b", &[BODY]).await;
     let bytes = |broker: &Arc<Broker>, name: &str| broker.queue(name).unwrap().bytes();
-    let size = |broker: &Arc<Broker>, name: &str| broker.address(name).unwrap().size.bytes();
+    let size = |broker: &Arc<Broker>, name: &str| broker.management().address(name).unwrap().size.bytes();
     assert_eq!(size(&broker, "a"), bytes(&broker, "a"));
-    assert_eq!(broker.broker_size().0, bytes(&broker, "a") + bytes(&broker, "b"));
+    assert_eq!(
+        broker.management().broker_size().0,
+        bytes(&broker, "a") + bytes(&broker, "b")
+    );
     broker.close().await.unwrap();
     let broker = open("", Arc::new(store.reopen())).await;
     assert!(size(&broker, "a") > 2000, "recovered messages count");
-    assert_eq!(broker.broker_size().0, bytes(&broker, "a") + bytes(&broker, "b"));
-    broker.purge("a").await.unwrap();
     assert_eq!(
-        (size(&broker, "a"), broker.broker_size().0),
+        broker.management().broker_size().0,
+        bytes(&broker, "a") + bytes(&broker, "b")
+    );
+    broker.management().purge("a").await.unwrap();
+    assert_eq!(
+        (size(&broker, "a"), broker.management().broker_size().0),
         (0, bytes(&broker, "b"))
     );
 }
@@ -239,13 +248,13 @@ async fn a_multicast_message_counts_once_per_queue_it_is_stored_in() {
         "max-size-bytes is 2500",
     );
     // A batch is measured the same way: the two messages are 4200 bytes.
-    broker.purge("one").await.unwrap();
-    broker.purge("two").await.unwrap();
+    broker.management().purge("one").await.unwrap();
+    broker.management().purge("two").await.unwrap();
     assert_full(
         broker
             .send(vec![message("events", BODY), message("events", BODY)])
             .await,
         "",
     );
-    assert_eq!(broker.address("events").unwrap().size.bytes(), 0);
+    assert_eq!(broker.management().address("events").unwrap().size.bytes(), 0);
 }

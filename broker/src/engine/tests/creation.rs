@@ -33,7 +33,7 @@ async fn a_send_to_a_new_address_creates_it_and_its_queue() {
     assert_eq!(broker.creation_on_send("noqueue.a"), address_only);
     assert_eq!(broker.creation_on_send("topic.a"), address_only);
     send(&broker, "noqueue.a", &["x"]).await;
-    assert!(broker.address("noqueue.a").is_ok() && broker.queue("noqueue.a").is_err());
+    assert!(broker.management().address("noqueue.a").is_ok() && broker.queue("noqueue.a").is_err());
     // Not auto-creatable: the send fails by itself, creating nothing.
     assert_eq!(broker.creation_on_send("fixed.a"), NOTHING);
     assert_eq!(broker.creation_on_send("bad name"), NOTHING);
@@ -72,10 +72,10 @@ async fn a_consumer_of_a_new_queue_creates_it_on_the_address_of_its_name() {
     // As a send: no address where a send may not make one.
     assert_eq!(broker.consumer_plan("closed"), ("closed".to_owned(), NOTHING));
     assert!(broker.subscribe("closed", 1, "").await.is_err());
-    assert!(broker.address("closed").is_err());
+    assert!(broker.management().address("closed").is_err());
     let sub = broker.subscribe("fresh", 1, "").await.unwrap();
     assert_eq!(sub.queue.address, "fresh");
-    assert!(sub.queue.auto_created && broker.address("fresh").unwrap().auto_created);
+    assert!(sub.queue.auto_created && broker.management().address("fresh").unwrap().auto_created);
     assert_eq!(broker.consumer_plan("fresh"), ("fresh".to_owned(), NOTHING));
 }
 
@@ -99,11 +99,16 @@ async fn a_retry_skips_the_messages_whose_way_back_is_refused() {
         _ => Ok(()),
     };
     let outcomes = broker
+        .management()
         .retry_messages(&dlq, false, 0, None, refuse_billing)
         .await
         .unwrap();
     let skipped: Vec<_> = outcomes.iter().filter_map(|o| o.skipped.as_deref()).collect();
     assert_eq!(skipped, ["no send on billing"]);
-    assert_eq!(broker.count_messages(&dlq).unwrap(), 1, "the refused one stays");
+    assert_eq!(
+        broker.management().count_messages(&dlq).unwrap(),
+        1,
+        "the refused one stays"
+    );
     assert_eq!(broker.queue("orders").unwrap().snapshot().messages, 1);
 }

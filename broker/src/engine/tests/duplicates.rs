@@ -140,6 +140,7 @@ async fn a_dead_letter_sent_back_keeps_its_id_and_is_not_taken_for_a_duplicate()
         ..Default::default()
     };
     let retried = broker
+        .management()
         .retry_messages(&all, false, 0, None, |_| Ok(()))
         .await
         .unwrap();

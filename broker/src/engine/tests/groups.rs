@@ -103,7 +103,7 @@ async fn a_dead_lettered_message_frees_its_group_and_says_how_many_waited() {
         settle(&broker, &sub, &ids(&got), nack(), None).await;
     }
     assert_eq!(body(&receive(&mut sub, 1).await[0]), "a2");
-    let dead = broker.browse("DLQ", "", 10).unwrap();
+    let dead = broker.management().browse("DLQ", "", 10).unwrap();
     let prop = |key: &str| dead[0].record.properties.get(key).and_then(|p| p.value.clone());
     assert_eq!(prop(dead_letter::GROUP_HELD), Some(Value::Int(2)));
     assert_eq!(

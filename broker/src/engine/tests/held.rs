@@ -28,8 +28,12 @@ async fn node() -> (Arc<Broker>, Arc<MemoryStore>) {
         node: "me".into(),
         ..Owner::default()
     };
-    broker.set_owners(me, 1, HashMap::new());
-    assert!(broker.load_queue(broker.durable_queue_ids()[0], 7));
+    broker.cluster().set_owners(me, 1, HashMap::new());
+    assert!(
+        broker
+            .cluster()
+            .load_queue(broker.cluster().durable_queue_ids()[0], 7)
+    );
     (broker, store)
 }
 
@@ -90,17 +94,17 @@ async fn a_resolved_hold_acks_what_the_commit_removed_and_fails_the_rest() {
         }])
         .await
         .unwrap();
-    broker.resolve_held("a", 9, "mallory").await.unwrap();
+    broker.cluster().resolve_held("a", 9, "mallory").await.unwrap();
     assert!(
         nothing_within(&mut sub, Duration::from_millis(200)).await,
         "another user's call resolves nothing"
     );
-    broker.resolve_held("a", 9, "alice").await.unwrap();
+    broker.cluster().resolve_held("a", 9, "alice").await.unwrap();
     let again = receive(&mut sub, 1).await;
     assert_eq!((body(&again[0]), again[0].delivery_count), ("b", 2));
     assert_eq!(sub.queue.snapshot().counters.acked, 1);
     // Resolved once: asking again changes nothing.
-    broker.resolve_held("a", 9, "alice").await.unwrap();
+    broker.cluster().resolve_held("a", 9, "alice").await.unwrap();
     assert!(nothing_within(&mut sub, Duration::from_millis(200)).await);
 }
 
@@ -114,12 +118,13 @@ async fn the_holds_of_a_node_gone_or_started_again_are_resolved_and_a_live_one_s
     hold(&broker, &sub, &got[1..], of("b", 1)).await;
 
     let live = HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 1)]);
-    broker.resolve_held_of_gone(&live).await;
+    broker.cluster().resolve_held_of_gone(&live).await;
     assert!(nothing_within(&mut sub, Duration::from_millis(200)).await);
 
     // a started again (a new incarnation), b is gone: both are resolved, and
     // the store still has both messages, so both failed.
     broker
+        .cluster()
         .resolve_held_of_gone(&HashMap::from([("a".to_owned(), 2)]))
         .await;
     let mut again: Vec<(&str, u32)> = Vec::new();
@@ -137,12 +142,12 @@ async fn a_hold_of_a_queue_served_under_another_lease_since_is_dropped() {
     let got = receive(&mut sub, 1).await;
     hold(&broker, &sub, &got, of("a", 1)).await;
     let id = sub.queue.id;
-    assert!(broker.unload_queue(id));
-    assert!(broker.load_queue(id, 8));
+    assert!(broker.cluster().unload_queue(id));
+    assert!(broker.cluster().load_queue(id, 8));
     let mut sub = broker.subscribe("orders", 10, "").await.unwrap();
     let read_back = receive(&mut sub, 1).await;
     assert_eq!(body(&read_back[0]), "a", "read back from the store");
-    broker.resolve_held("a", 9, "alice").await.unwrap();
+    broker.cluster().resolve_held("a", 9, "alice").await.unwrap();
     assert!(
         nothing_within(&mut sub, Duration::from_millis(200)).await,
         "not returned a second time"

@@ -23,7 +23,7 @@ async fn auto_created_addresses_and_queues_have_a_quota() {
     assert_limit(broker.send(vec![message("b", "1")]).await, "max-auto-created");
     assert!(broker.queue("b").is_err());
     assert_limit(broker.subscribe("d", 1, "").await.map(|_| ()), "max-auto-created");
-    assert!(broker.queue("d").is_err() && broker.address("d").is_err());
+    assert!(broker.queue("d").is_err() && broker.management().address("d").is_err());
     // What exists is used as before, and explicit creation does not count.
     send(&broker, "a", &["2"]).await;
     broker
@@ -102,19 +102,30 @@ async fn filters_from_clients_are_bounded_by_max_selector_length() {
         filter: filter.into(),
         message_ids: Default::default(),
     };
-    assert_eq!(broker.browse("q", longest, 10).unwrap().len(), 1);
-    refused(broker.browse("q", &over, 10).map(|_| ()));
-    assert_eq!(broker.count_messages(&selection(longest)).unwrap(), 1);
-    refused(broker.count_messages(&selection(&over)).map(|_| ()));
-    refused(broker.remove_messages(&selection(&over)).await.map(|_| ()));
+    assert_eq!(broker.management().browse("q", longest, 10).unwrap().len(), 1);
+    refused(broker.management().browse("q", &over, 10).map(|_| ()));
+    assert_eq!(
+        broker.management().count_messages(&selection(longest)).unwrap(),
+        1
+    );
+    refused(broker.management().count_messages(&selection(&over)).map(|_| ()));
     refused(
         broker
+            .management()
+            .remove_messages(&selection(&over))
+            .await
+            .map(|_| ()),
+    );
+    refused(
+        broker
+            .management()
             .move_messages(&selection(&over), "elsewhere")
             .await
             .map(|_| ()),
     );
     refused(
         broker
+            .management()
             .retry_messages(&selection(&over), true, 0, None, |_| Ok(()))
             .await
             .map(|_| ()),

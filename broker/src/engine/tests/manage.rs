@@ -14,6 +14,7 @@ async fn a_selection_of_ids_takes_exactly_those_messages() {
     let dead = Settlement::DeadLetter { reason: "bad".into() };
     settle(&broker, &sub, &ids(&got), dead, None).await;
     let dlq: Vec<u64> = broker
+        .management()
         .browse("DLQ", "", 10)
         .unwrap()
         .iter()
@@ -26,19 +27,21 @@ async fn a_selection_of_ids_takes_exactly_those_messages() {
         message_ids: [dlq[1], dlq[3]].into(),
         ..Default::default()
     };
-    assert_eq!(broker.count_messages(&two).unwrap(), 2);
+    assert_eq!(broker.management().count_messages(&two).unwrap(), 2);
     let preview = broker
+        .management()
         .retry_messages(&two, true, 0, None, |_| Ok(()))
         .await
         .unwrap();
     let previewed: Vec<u64> = preview.iter().map(|o| o.message_id).collect();
     assert_eq!(previewed, [dlq[1], dlq[3]]);
     assert_eq!(
-        broker.browse("DLQ", "", 10).unwrap().len(),
+        broker.management().browse("DLQ", "", 10).unwrap().len(),
         4,
         "a dry run moves nothing"
     );
     let done = broker
+        .management()
         .retry_messages(&two, false, 0, None, |_| Ok(()))
         .await
         .unwrap();
@@ -56,8 +59,8 @@ async fn a_selection_of_ids_takes_exactly_those_messages() {
         message_ids: [dlq[0]].into(),
         ..two
     };
-    assert_eq!(broker.remove_messages(&filtered).await.unwrap(), 0);
-    assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 2);
+    assert_eq!(broker.management().remove_messages(&filtered).await.unwrap(), 0);
+    assert_eq!(broker.management().browse("DLQ", "", 10).unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -66,15 +69,15 @@ async fn one_message_is_found_by_id_in_any_state() {
     let sent = send(&broker, "orders", &["a", "b"]).await;
     let mut sub = broker.subscribe("orders", 1, "").await.unwrap();
     receive(&mut sub, 1).await;
-    let delivering = broker.message("orders", sent[0]).unwrap();
+    let delivering = broker.management().message("orders", sent[0]).unwrap();
     assert_eq!(delivering.state, crate::queue::BrowseState::Delivering);
     assert_eq!(&delivering.record.body[..], b"a");
     assert_eq!(
-        broker.message("orders", sent[1]).unwrap().state,
+        broker.management().message("orders", sent[1]).unwrap().state,
         crate::queue::BrowseState::Ready
     );
     assert!(matches!(
-        broker.message("orders", 999_999),
+        broker.management().message("orders", 999_999),
         Err(BrokerError::MessageNotFound { id: 999_999, .. })
     ));
 }
@@ -91,12 +94,16 @@ async fn dead_letters_moved_to_a_parking_address_retry_to_their_first_queue() {
         queue: "DLQ".into(),
         ..Default::default()
     };
-    assert_eq!(broker.move_messages(&dlq, "parked").await.unwrap(), 1);
+    assert_eq!(
+        broker.management().move_messages(&dlq, "parked").await.unwrap(),
+        1
+    );
     let parked = Selection {
         queue: "parked".into(),
         ..Default::default()
     };
     let done = broker
+        .management()
         .retry_messages(&parked, false, 0, None, |_| Ok(()))
         .await
         .unwrap();

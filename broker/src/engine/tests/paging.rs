@@ -98,7 +98,7 @@ async fn failures_of_depaged_messages_count_and_dead_letter() {
         settle(&broker, &sub, &ids(&got), nack(), None).await;
         broker.grant(&sub.queue, sub.consumer, got.len() as u32);
     }
-    let dlq = broker.browse("DLQ", "", 100).unwrap();
+    let dlq = broker.management().browse("DLQ", "", 100).unwrap();
     assert_eq!(dlq.len(), 40);
     assert_eq!(broker.queue("orders").unwrap().snapshot().messages, 0);
 }
@@ -111,6 +111,7 @@ async fn management_covers_paged_messages() {
     let queue = broker.queue("orders").unwrap();
     assert!(queue.snapshot().paged >= 80);
     let browsed: Vec<u64> = broker
+        .management()
         .browse("orders", "", 1000)
         .unwrap()
         .iter()
@@ -120,6 +121,7 @@ async fn management_covers_paged_messages() {
     assert!(browsed.windows(2).all(|w| w[0] < w[1]), "in id order");
     assert!(
         broker
+            .management()
             .browse("orders", "", 1000)
             .unwrap()
             .iter()
@@ -127,17 +129,28 @@ async fn management_covers_paged_messages() {
             .count()
             >= 80
     );
-    let last = broker.message("orders", browsed[99]).unwrap();
+    let last = broker.management().message("orders", browsed[99]).unwrap();
     assert_eq!(last.record.body.as_ref(), b"m99");
     let select = |filter: &str| Selection {
         queue: "orders".into(),
         filter: filter.into(),
         ..Default::default()
     };
-    assert_eq!(broker.count_messages(&select("n >= 50")).unwrap(), 50);
-    assert_eq!(broker.remove_messages(&select("n >= 90")).await.unwrap(), 10);
+    assert_eq!(
+        broker.management().count_messages(&select("n >= 50")).unwrap(),
+        50
+    );
     assert_eq!(
         broker
+            .management()
+            .remove_messages(&select("n >= 90"))
+            .await
+            .unwrap(),
+        10
+    );
+    assert_eq!(
+        broker
+            .management()
             .move_messages(&select("n >= 80"), "elsewhere")
             .await
             .unwrap(),
@@ -145,7 +158,7 @@ async fn management_covers_paged_messages() {
     );
     let snap = queue.snapshot();
     assert_eq!(snap.messages, 80);
-    assert_eq!(broker.purge("orders").await.unwrap(), 80);
+    assert_eq!(broker.management().purge("orders").await.unwrap(), 80);
     let snap = queue.snapshot();
     assert_eq!((snap.messages, snap.paged, queue.bytes()), (0, 0, 0));
     // The moved ones arrived, in order.

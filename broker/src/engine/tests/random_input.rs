@@ -121,7 +121,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 }
             }
             Call::Browse { queue, filter } => {
-                clear(broker.browse(&queue, &filter, 10))?;
+                clear(broker.management().browse(&queue, &filter, 10))?;
             }
             Call::Nack(reason) => {
                 sent += send(&broker, "work", &["w"]).await.len();
@@ -151,7 +151,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                     filter,
                     message_ids: Default::default(),
                 };
-                clear(broker.move_messages(&selection, &to).await)?;
+                clear(broker.management().move_messages(&selection, &to).await)?;
             }
             Call::Retry { queue, filter } => {
                 let selection = Selection {
@@ -161,6 +161,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
                 };
                 clear(
                     broker
+                        .management()
                         .retry_messages(&selection, false, 0, None, |_| Ok(()))
                         .await,
                 )?;
@@ -168,6 +169,7 @@ async fn run(calls: Vec<Call>) -> Result<(), TestCaseError> {
         }
     }
     let still: Vec<u64> = broker
+        .management()
         .browse("kept", "", 10)
         .unwrap()
         .iter()

@@ -44,7 +44,7 @@ async fn a_dead_letter_settle_goes_straight_to_the_dlq_with_its_reason() {
         reason: "invalid".into(),
     };
     settle(&broker, &sub, &ids(&got), how, None).await;
-    let dead = broker.browse("DLQ", "", 10).unwrap();
+    let dead = broker.management().browse("DLQ", "", 10).unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(
         dead[0].record.properties.get(dead_letter::REASON),
@@ -79,7 +79,7 @@ async fn a_dlq_on_its_own_dead_letter_address_keeps_what_fails_there() {
     assert_eq!((kept[0].record.message_id, kept[0].delivery_count), (first, 5));
     let prop = |key: &str| kept[0].record.properties.get(key).cloned();
     assert_eq!(prop(dead_letter::ORIG_QUEUE), Some(string("orders")));
-    let stored = broker.message("DLQ", first).unwrap().entry.failures;
+    let stored = broker.management().message("DLQ", first).unwrap().entry.failures;
     let reasons: Vec<&str> = stored.iter().map(|f| f.reason.as_str()).collect();
     assert_eq!(reasons, ["boom", "boom", "boom", "rejected: no"]);
     let snapshot = broker.queue("DLQ").unwrap().snapshot();
@@ -112,7 +112,7 @@ async fn a_consumers_retry_after_is_kept_on_a_broker_without_delays() {
     let got = receive(&mut sub, 1).await;
     let before = now_ms();
     settle(&broker, &sub, &ids(&got), nack("down", Some(30_000)), None).await;
-    let browsed = broker.browse("api", "", 10).unwrap();
+    let browsed = broker.management().browse("api", "", 10).unwrap();
     let BrowseState::Scheduled(due) = browsed[0].state else {
         panic!("not scheduled: {:?}", browsed[0].state)
     };

@@ -81,12 +81,12 @@ async fn try_settle(
 
 /// `queue` holds exactly the message `body`, nothing went anywhere else, and it
 /// is stored (a restart would find it too).
-fn still_there(broker: &Broker, store: &Refusing, queue: &str, body: &str, after: &str) {
-    let browsed = broker.browse(queue, "", 10).unwrap();
+fn still_there(broker: &Arc<Broker>, store: &Refusing, queue: &str, body: &str, after: &str) {
+    let browsed = broker.management().browse(queue, "", 10).unwrap();
     let bodies: Vec<_> = browsed.iter().map(|b| b.record.body.clone()).collect();
     assert_eq!(bodies, [body.as_bytes()], "{queue} after a refused {after}");
-    assert!(broker.browse("DLQ", "", 10).unwrap().is_empty());
-    assert!(broker.browse("parked", "", 10).unwrap().is_empty());
+    assert!(broker.management().browse("DLQ", "", 10).unwrap().is_empty());
+    assert!(broker.management().browse("parked", "", 10).unwrap().is_empty());
     let snap = broker.queue(queue).unwrap().snapshot();
     let c = &snap.counters;
     assert_eq!((c.acked, c.dead_lettered, c.dropped), (0, 0, 0));
@@ -124,7 +124,7 @@ async fn refused_settles_leave_the_message_deliverable() {
     let got = receive(&mut sub, 1).await;
     assert_eq!(body(&got[0]), "m");
     settle(&broker, &sub, &ids(&got), Settlement::Ack, None).await;
-    assert!(broker.browse("orders", "", 10).unwrap().is_empty());
+    assert!(broker.management().browse("orders", "", 10).unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -136,12 +136,12 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
         ..Default::default()
     };
     store.hook.refuse.store(true, Ordering::SeqCst);
-    let err = broker.move_messages(&all, "parked").await;
+    let err = broker.management().move_messages(&all, "parked").await;
     assert!(matches!(err, Err(BrokerError::Storage(_))), "{:?}", err.map(drop));
     still_there(&broker, &store, "orders", "m", "move");
-    assert!(broker.remove_messages(&all).await.is_err());
+    assert!(broker.management().remove_messages(&all).await.is_err());
     still_there(&broker, &store, "orders", "m", "remove");
-    assert!(broker.purge("orders").await.is_err());
+    assert!(broker.management().purge("orders").await.is_err());
     still_there(&broker, &store, "orders", "m", "purge");
 
     // A dead letter that cannot go back stays on the DLQ.
@@ -157,12 +157,13 @@ async fn refused_management_operations_leave_the_message_where_it_was() {
     };
     assert!(
         broker
+            .management()
             .retry_messages(&dlq, false, 0, None, |_| Ok(()))
             .await
             .is_err()
     );
-    assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 1);
-    assert!(broker.browse("orders", "", 10).unwrap().is_empty());
+    assert_eq!(broker.management().browse("DLQ", "", 10).unwrap().len(), 1);
+    assert!(broker.management().browse("orders", "", 10).unwrap().is_empty());
 }
 
 /// Readiness follows the store: a refused commit makes the broker say it is

@@ -83,7 +83,7 @@ async fn a_scheduled_message_is_stored_as_scheduled_and_still_waits_after_a_rest
     broker.close().await.unwrap();
 
     let broker = open("", Arc::new(store.reopen())).await;
-    let browsed = broker.browse("q", "", 10).unwrap();
+    let browsed = broker.management().browse("q", "", 10).unwrap();
     assert_eq!(browsed.len(), 1);
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
     let mut sub = broker.subscribe("q", 10, "").await.unwrap();
@@ -98,7 +98,14 @@ async fn a_scheduled_message_moved_elsewhere_is_due_at_once_there_also_after_a_r
     let due = (now_ms() + 60_000) as i64;
     broker.send(vec![scheduled("q", "later", due)]).await.unwrap();
     let selection = every_message_of("q");
-    assert_eq!(broker.move_messages(&selection, "other").await.unwrap(), 1);
+    assert_eq!(
+        broker
+            .management()
+            .move_messages(&selection, "other")
+            .await
+            .unwrap(),
+        1
+    );
     broker.close().await.unwrap();
 
     let broker = open("", Arc::new(store.reopen())).await;
@@ -120,8 +127,15 @@ async fn a_scheduled_message_no_queue_takes_stays_scheduled() {
         .await
         .unwrap();
     let selection = every_message_of("q");
-    assert_eq!(broker.move_messages(&selection, "picky").await.unwrap(), 0);
-    let browsed = broker.browse("q", "", 10).unwrap();
+    assert_eq!(
+        broker
+            .management()
+            .move_messages(&selection, "picky")
+            .await
+            .unwrap(),
+        0
+    );
+    let browsed = broker.management().browse("q", "", 10).unwrap();
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
 }
 
@@ -137,8 +151,12 @@ async fn a_scheduled_message_whose_move_fails_stays_scheduled() {
     // Every commit fails from here on, the move's too.
     store.close().unwrap();
     let selection = every_message_of("q");
-    broker.move_messages(&selection, "other").await.unwrap_err();
-    let browsed = broker.browse("q", "", 10).unwrap();
+    broker
+        .management()
+        .move_messages(&selection, "other")
+        .await
+        .unwrap_err();
+    let browsed = broker.management().browse("q", "", 10).unwrap();
     assert_eq!(browsed[0].state, BrowseState::Scheduled(due));
 }
 
@@ -152,6 +170,7 @@ async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
         .unwrap()
         .ids;
     let removed = broker
+        .management()
         .remove_messages(&crate::engine::Selection {
             queue: "q".into(),
             filter: String::new(),
@@ -160,7 +179,7 @@ async fn a_scheduled_message_can_be_removed_or_purged_before_it_is_due() {
         .await
         .unwrap();
     assert_eq!(removed, 1);
-    assert_eq!(broker.purge("q").await.unwrap(), 1);
+    assert_eq!(broker.management().purge("q").await.unwrap(), 1);
     let queue = broker.queue("q").unwrap();
     assert_eq!(queue.snapshot().messages, 0);
     for id in ids {
@@ -225,9 +244,10 @@ async fn scheduled_messages_beyond_the_bound_wait_on_disk_and_come_back_in_time(
     assert_eq!((snap.messages, snap.scheduled), (20, 20));
     assert_eq!(indexed(&store, &broker), snap.paged);
     let all = every_message_of("q");
-    assert_eq!(broker.count_messages(&all).unwrap(), 20);
-    assert_eq!(broker.browse("q", "", 100).unwrap().len(), 20);
+    assert_eq!(broker.management().count_messages(&all).unwrap(), 20);
+    assert_eq!(broker.management().browse("q", "", 100).unwrap().len(), 20);
     let m19 = broker
+        .management()
         .browse("q", "", 100)
         .unwrap()
         .into_iter()
@@ -236,7 +256,7 @@ async fn scheduled_messages_beyond_the_bound_wait_on_disk_and_come_back_in_time(
         message_ids: [m19.unwrap().entry.id].into(),
         ..all.clone()
     };
-    assert_eq!(broker.remove_messages(&one).await.unwrap(), 1);
+    assert_eq!(broker.management().remove_messages(&one).await.unwrap(), 1);
     assert_eq!(broker.queue("q").unwrap().snapshot().messages, 19);
 
     broker.close().await.unwrap();
@@ -247,7 +267,7 @@ async fn scheduled_messages_beyond_the_bound_wait_on_disk_and_come_back_in_time(
         indexed(&store, &broker),
         broker.queue("q").unwrap().snapshot().paged
     );
-    assert_eq!(broker.count_messages(&all).unwrap(), 19);
+    assert_eq!(broker.management().count_messages(&all).unwrap(), 19);
 
     let mut sub = broker.subscribe("q", 100, "").await.unwrap();
     let early = Duration::from_millis(due.saturating_sub(now_ms() + 100));

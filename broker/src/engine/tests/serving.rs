@@ -14,9 +14,9 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
     let mut sub = broker.subscribe("orders", 10, "").await.expect("subscribed");
     assert_eq!(receive(&mut sub, 2).await.len(), 2);
     let id = sub.queue.id;
-    assert_eq!(broker.durable_queue_ids(), [id]);
+    assert_eq!(broker.cluster().durable_queue_ids(), [id]);
 
-    assert!(broker.unload_queue(id));
+    assert!(broker.cluster().unload_queue(id));
     let ended = tokio::time::timeout(Duration::from_secs(5), sub.deliveries.recv()).await;
     assert!(matches!(ended, Ok(None)), "the stream ends");
     assert!(matches!(queue_gone(&sub.queue), BrokerError::QueueMoved(_)));
@@ -42,7 +42,7 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
         "{refused}"
     );
 
-    assert!(broker.load_queue(id, 1));
+    assert!(broker.cluster().load_queue(id, 1));
     let mut sub = broker
         .subscribe("orders", 10, "")
         .await
@@ -55,7 +55,7 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
         [("a", 2), ("b", 2), ("c", 1)],
         "the first two were delivered before"
     );
-    assert!(!broker.load_queue(id + 100, 1), "no such queue");
+    assert!(!broker.cluster().load_queue(id + 100, 1), "no such queue");
 }
 
 /// A depager read or count in flight holds the queue's tail lock: messages
@@ -65,14 +65,15 @@ async fn an_unloaded_queue_ends_its_consumers_and_a_loaded_one_delivers_what_was
 async fn messages_are_taken_from_the_inbox_only_between_depager_reads() {
     let (broker, _store) = broker("").await;
     send(&broker, "orders", &["a"]).await;
-    let id = broker.durable_queue_ids()[0];
-    let queue = broker.durable_queue(id).expect("a durable queue");
+    let id = broker.cluster().durable_queue_ids()[0];
+    let queue = broker.cluster().durable_queue(id).expect("a durable queue");
     let reading = queue.tail.lock().await;
     let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let taking = tokio::spawn({
         let (broker, started) = (Arc::clone(&broker), Arc::clone(&started));
         async move {
             broker
+                .cluster()
                 .take_inbox(id, || {
                     started.store(true, std::sync::atomic::Ordering::SeqCst);
                     async { Ok(Vec::new()) }
@@ -107,7 +108,9 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
         name: "other".into(),
         ..Default::default()
     };
-    let seen = broker.merge_stored(vec![address, other], vec![queue], &Default::default());
+    let seen = broker
+        .cluster()
+        .merge_stored(vec![address, other], vec![queue], &Default::default());
     assert!(seen.queues.contains(&77));
     assert!(broker.read().addresses.contains_key("other"));
     let added = broker.queue("remote").expect("created by another node");
@@ -119,7 +122,7 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
         .create_queue("remote", "mine", None, true, None, false)
         .await;
     let mine = mine.expect("created here");
-    let seen = broker.merge_stored(Vec::new(), Vec::new(), &seen);
+    let seen = broker.cluster().merge_stored(Vec::new(), Vec::new(), &seen);
     assert!(broker.queue("remote").is_err(), "deleted elsewhere");
     assert!(added.is_closed());
     assert!(
@@ -129,7 +132,7 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
     // A queue of this node that a read missed (not committed yet) stays, and
     // so does its address.
     assert!(!seen.queues.contains(&mine.id));
-    broker.merge_stored(Vec::new(), Vec::new(), &seen);
+    broker.cluster().merge_stored(Vec::new(), Vec::new(), &seen);
     assert!(broker.queue("mine").is_ok());
     assert!(broker.read().addresses.contains_key("remote"));
 }

@@ -99,7 +99,7 @@ async fn close_waits_for_settles_in_flight() {
     // the DLQ, pointing back at its original.
     let broker = open(AUTO_DLQ, Arc::new(memory.reopen())).await;
     assert_eq!(broker.queue("orders").unwrap().snapshot().messages, 0);
-    let dead = broker.browse("DLQ", "", 1000).unwrap();
+    let dead = broker.management().browse("DLQ", "", 1000).unwrap();
     let mut originals: Vec<u64> = dead
         .iter()
         .map(

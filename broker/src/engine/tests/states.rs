@@ -86,5 +86,5 @@ async fn a_released_message_sent_to_the_dead_letter_address_leaves_no_state() {
     };
     settle(&broker, &sub, &ids(&got), how, None).await;
     assert_eq!(store.read_state(queue, sent[0]).unwrap(), None);
-    assert_eq!(broker.browse("DLQ", "", 10).unwrap().len(), 1);
+    assert_eq!(broker.management().browse("DLQ", "", 10).unwrap().len(), 1);
 }

@@ -101,6 +101,7 @@ pub(super) async fn retry(
     let may_return_to = |address: &str| access::may_return_to(&policy, &caller, &selection.queue, address);
     let work = state
         .broker
+        .management()
         .retry_messages(&selection, request.dry_run, 0, limit, may_return_to);
     let outcomes = if request.dry_run {
         work.await?
@@ -145,10 +146,13 @@ pub(super) async fn move_to(
     let operation = Operation::move_to(&state.broker, &name, &request.to_address);
     let selection = read(&state, &caller, &operation, &request)?;
     if request.dry_run {
-        let count = state.broker.count_messages(&selection)?;
+        let count = state.broker.management().count_messages(&selection)?;
         return Ok(Json(json!({"dry_run": true, "count": count})));
     }
-    let work = state.broker.move_messages(&selection, &request.to_address);
+    let work = state
+        .broker
+        .management()
+        .move_messages(&selection, &request.to_address);
     let moved = audit::carried_out(&caller, &operation, count, work).await?;
     Ok(Json(json!({"dry_run": false, "moved": moved})))
 }
@@ -192,10 +196,10 @@ pub(super) async fn remove(
     let operation = Operation::on_queue(&state.broker, Kind::Remove, &name);
     let selection = read(&state, &caller, &operation, &request)?;
     if request.dry_run {
-        let count = state.broker.count_messages(&selection)?;
+        let count = state.broker.management().count_messages(&selection)?;
         return Ok(Json(json!({"dry_run": true, "count": count})));
     }
-    let work = state.broker.remove_messages(&selection);
+    let work = state.broker.management().remove_messages(&selection);
     let removed = audit::carried_out(&caller, &operation, count, work).await?;
     Ok(Json(json!({"dry_run": false, "removed": removed})))
 }

@@ -72,7 +72,7 @@ pub(super) async fn overview(
     let broker = &state.broker;
     let stats = broker.store().stats();
     let queues = browse_queues(&state, &caller);
-    let (latest, rates) = if queues.len() == broker.queue_count() {
+    let (latest, rates) = if queues.len() == broker.management().queue_count() {
         state.console.sampler.history()
     } else {
         (Totals::of(broker, &queues), Vec::new())
@@ -86,7 +86,7 @@ pub(super) async fn overview(
     let mut waiting = Vec::new();
     let mut in_outage = Vec::new();
     for queue in &queues {
-        if broker.serving_node(&queue.name).is_some() {
+        if broker.cluster().serving_node(&queue.name).is_some() {
             elsewhere.push(json!({ "name": queue.name }));
             continue;
         }
@@ -137,7 +137,7 @@ pub(super) async fn overview(
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_ms": broker.uptime().as_millis() as u64,
         "listen": {"grpc": listening.grpc.to_string(), "http": listening.http.to_string()},
-        "addresses": broker.address_count(),
+        "addresses": broker.management().address_count(),
         "connections": broker.metrics().connections.get(),
         "open_transactions": broker.open_transactions(),
         "store": {"commits": stats.commits, "ops": stats.ops, "syncs": stats.syncs, "disk_bytes": stats.disk_bytes},
@@ -242,7 +242,7 @@ pub(super) async fn queues(
                 || q.name.to_lowercase().contains(&needle)
                 || q.address.to_lowercase().contains(&needle))
                 && (!table.dead_letters || dead_letter_addresses.contains(q.address.as_str()))
-                && (!table.served_here || broker.serving_node(&q.name).is_none())
+                && (!table.served_here || broker.cluster().serving_node(&q.name).is_none())
         })
         .collect();
     let total = kept.len();
@@ -382,7 +382,10 @@ pub(super) async fn messages(
         )));
     }
     let depth = (page.offset + limit + 1).min(MAX_BROWSE_DEPTH);
-    let browsed = state.broker.browse(&queue.name, &page.filter, depth)?;
+    let browsed = state
+        .broker
+        .management()
+        .browse(&queue.name, &page.filter, depth)?;
     let more = browsed.len() > page.offset + limit;
     let snap = queue.snapshot();
     // A queue in outage mode holds its ready messages back.
@@ -418,7 +421,7 @@ pub(super) async fn body(
     Path((name, id)): Path<(String, u64)>,
 ) -> Result<Response, ApiError> {
     let queue = browse_queue(&state, &caller, &name)?;
-    let message = state.broker.message(&queue.name, id)?;
+    let message = state.broker.management().message(&queue.name, id)?;
     let headers = [
         (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
         (
@@ -436,7 +439,9 @@ pub(super) async fn message(
     Path((name, id)): Path<(String, u64)>,
 ) -> ApiResult {
     let queue = browse_queue(&state, &caller, &name)?;
-    Ok(Json(json::message(&state.broker.message(&queue.name, id)?)))
+    Ok(Json(json::message(
+        &state.broker.management().message(&queue.name, id)?,
+    )))
 }
 
 /// A dead-letter queue's messages grouped by origin and reason (the first
@@ -447,7 +452,7 @@ pub(super) async fn dead_letters(
     Path(name): Path<String>,
 ) -> ApiResult {
     let queue = browse_queue(&state, &caller, &name)?;
-    let browsed = state.broker.browse(&queue.name, "", MAX_GROUPED)?;
+    let browsed = state.broker.management().browse(&queue.name, "", MAX_GROUPED)?;
     let total = queue.snapshot().messages;
     Ok(Json(json!({
         "queue": queue.name,

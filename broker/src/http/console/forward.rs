@@ -63,7 +63,7 @@ pub(super) async fn to_serving_node(
 ) -> Response {
     let serving = params
         .get("queue")
-        .and_then(|queue| state.broker.serving_node(queue));
+        .and_then(|queue| state.broker.cluster().serving_node(queue));
     let Some(owner) = serving.filter(|_| !request.headers().contains_key(FORWARDED)) else {
         return next.run(request).await;
     };
@@ -95,7 +95,7 @@ pub(super) async fn rows_of_serving_nodes(state: &HttpState, headers: &HeaderMap
     let mut by_node: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, row) in rows.iter_mut().enumerate() {
         let name = row["name"].as_str().unwrap_or_default().to_owned();
-        match state.broker.serving_node(&name) {
+        match state.broker.cluster().serving_node(&name) {
             Some(owner) => {
                 row["served_by"] = Value::from(owner.node);
                 if let Some(http) = owner.http {
@@ -104,7 +104,9 @@ pub(super) async fn rows_of_serving_nodes(state: &HttpState, headers: &HeaderMap
             }
             None => {
                 let queue = state.broker.queue(&name).ok();
-                let me = queue.map(|q| state.broker.served_by(&q)).unwrap_or_default();
+                let me = queue
+                    .map(|q| state.broker.cluster().served_by(&q))
+                    .unwrap_or_default();
                 row["served_by"] = Value::from(me);
             }
         }

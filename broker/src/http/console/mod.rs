@@ -109,6 +109,7 @@ fn browse_queues(state: &HttpState, caller: &Caller) -> Vec<Arc<Queue>> {
     let policy = state.security.policy();
     state
         .broker
+        .management()
         .queues_where(|queue| access::may_browse(&policy, caller, &queue.address))
 }
 

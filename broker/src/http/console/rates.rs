@@ -43,7 +43,7 @@ pub struct Totals {
 
 impl Totals {
     /// The store's figures now, before any queue is added.
-    fn now(broker: &Broker) -> Totals {
+    fn now(broker: &Arc<Broker>) -> Totals {
         let stats = broker.store().stats();
         Totals {
             at_ms: now_ms(),
@@ -66,7 +66,7 @@ impl Totals {
     }
 
     /// The counters of `queues` summed now, with the store's figures.
-    pub fn of(broker: &Broker, queues: &[Arc<Queue>]) -> Totals {
+    pub fn of(broker: &Arc<Broker>, queues: &[Arc<Queue>]) -> Totals {
         let mut totals = Totals::now(broker);
         for queue in queues {
             totals.add(&queue.snapshot().counters);
@@ -149,14 +149,14 @@ impl Sampler {
     }
 
     /// Takes one sample now.
-    pub fn sample(&self, broker: &Broker) {
+    pub fn sample(&self, broker: &Arc<Broker>) {
         let mut totals = Totals::now(broker);
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let secs = ring.samples.back().map_or(1.0, |last| {
             (totals.at_ms.saturating_sub(last.at_ms) as f64 / 1000.0).max(0.001)
         });
         let mut queues = HashMap::with_capacity(ring.queues.len());
-        for queue in broker.queues_page("", usize::MAX, |_| true).items {
+        for queue in broker.management().queues_page("", usize::MAX, |_| true).items {
             let c = queue.snapshot().counters;
             totals.add(&c);
             let rates = match ring.queues.get(&queue.name) {

@@ -11,13 +11,12 @@
 //! way, with its node-local (non-durable) queues, unless a durable queue of
 //! it is still there (one this node just created on it).
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use rebound_storage::{AddressRecord, QueueId, QueueRecord};
 use tracing::info;
 
-use super::Broker;
-use super::recovery::queue_from_record;
+use super::Cluster;
+use crate::engine::recovery::queue_from_record;
 use crate::postoffice::Address;
 
 /// What one read of the store had: the ids of its queues and the names of
@@ -30,12 +29,12 @@ pub struct Stored {
     pub addresses: BTreeSet<String>,
 }
 
-impl Broker {
+impl Cluster<'_> {
     /// Brings the registry in step with the store's `addresses` and `queues`;
     /// `previous` is what the previous call had (nothing the first time).
     /// Returns what this one had.
     pub fn merge_stored(
-        self: &Arc<Self>,
+        &self,
         addresses: Vec<AddressRecord>,
         queues: Vec<QueueRecord>,
         previous: &Stored,
@@ -48,7 +47,7 @@ impl Broker {
         let mut removed = Vec::new();
         let mut gone_addresses = Vec::new();
         {
-            let mut reg = self.write();
+            let mut reg = self.broker.write();
             let gone: Vec<String> = reg
                 .queues
                 .values()
@@ -89,11 +88,11 @@ impl Broker {
         }
         for address in gone_addresses {
             info!(%address, "address deleted by another node");
-            self.duplicates.forget_address(&address);
+            self.broker.duplicates.forget_address(&address);
         }
         for queue in added {
             info!(queue = %queue.name, "created by another node");
-            self.start_queue(queue);
+            self.broker.start_queue(queue);
         }
         stored
     }

@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rebound_storage::Op;
 use tracing::warn;
 
-use super::{Broker, blocking};
+use super::Cluster;
+use crate::engine::blocking;
 use crate::error::{BrokerError, Result};
 use crate::queue::{Entry, Queue};
 use crate::transactions::HeldAcks;
@@ -48,7 +49,7 @@ pub struct HeldFor {
 
 /// What a transaction's commit writes for acks another node holds: the
 /// claim on that node's lease, and the removals it covers.
-pub(super) fn held_removal_ops(held: &HeldAcks) -> impl Iterator<Item = Op> + '_ {
+pub(in crate::engine) fn held_removal_ops(held: &HeldAcks) -> impl Iterator<Item = Op> + '_ {
     let claim = Op::Claim {
         queue: held.queue,
         node: held.node.clone(),
@@ -69,7 +70,7 @@ struct Hold {
 
 /// The holds of this node, by transaction.
 #[derive(Default)]
-pub(super) struct Holds {
+pub(in crate::engine) struct Holds {
     by_transaction: Mutex<HashMap<HeldFor, Vec<Hold>>>,
 }
 
@@ -79,19 +80,21 @@ impl Holds {
     }
 }
 
-impl Broker {
+impl Cluster<'_> {
     /// Holds `entries`, acked from `queue` inside `transaction` of another
     /// node, until that transaction is resolved. Refused when this node no
     /// longer serves the queue (the entries go back as failed deliveries).
-    pub(super) async fn hold(
-        self: &Arc<Self>,
+    pub(in crate::engine) async fn hold(
+        &self,
         transaction: HeldFor,
         queue: &Arc<Queue>,
         entries: Vec<Entry>,
     ) -> Result<HeldAcks> {
         let served = self.node().zip(self.lease_epoch(queue.id));
         let Some(((node, _), epoch)) = served else {
-            self.fail(queue, entries, "its queue moved", None, None).await?;
+            self.broker
+                .fail(queue, entries, "its queue moved", None, None)
+                .await?;
             return Err(BrokerError::QueueMoved(queue.name.clone()));
         };
         let held = HeldAcks {
@@ -101,11 +104,16 @@ impl Broker {
             message_ids: entries.iter().map(|e| e.id).collect(),
             transaction: transaction.transaction,
         };
-        self.holds.lock().entry(transaction).or_default().push(Hold {
-            queue: queue.clone(),
-            epoch,
-            entries,
-        });
+        self.broker
+            .holds
+            .lock()
+            .entry(transaction)
+            .or_default()
+            .push(Hold {
+                queue: queue.clone(),
+                epoch,
+                entries,
+            });
         Ok(held)
     }
 
@@ -113,8 +121,9 @@ impl Broker {
     /// the store (see the module's doc): those of acks `user` made (a call
     /// by anyone else resolves nothing). Holds the store cannot be read for
     /// wait for another try.
-    pub async fn resolve_held(self: &Arc<Self>, node: &str, transaction: u64, user: &str) -> Result<()> {
+    pub async fn resolve_held(&self, node: &str, transaction: u64, user: &str) -> Result<()> {
         let keys: Vec<HeldFor> = self
+            .broker
             .holds
             .lock()
             .keys()
@@ -130,8 +139,9 @@ impl Broker {
     /// Resolves the holds of every node that is not among `live` (node id
     /// and incarnation) any more: it died, or started again and forgot its
     /// transactions.
-    pub async fn resolve_held_of_gone(self: &Arc<Self>, live: &HashMap<String, u64>) {
+    pub async fn resolve_held_of_gone(&self, live: &HashMap<String, u64>) {
         let gone: Vec<HeldFor> = self
+            .broker
             .holds
             .lock()
             .keys()
@@ -145,8 +155,8 @@ impl Broker {
         }
     }
 
-    async fn resolve(self: &Arc<Self>, key: HeldFor) -> Result<()> {
-        let Some(holds) = self.holds.lock().remove(&key) else {
+    async fn resolve(&self, key: HeldFor) -> Result<()> {
+        let Some(holds) = self.broker.holds.lock().remove(&key) else {
             return Ok(());
         };
         let mut unresolved = Vec::new();
@@ -165,14 +175,19 @@ impl Broker {
             }
         }
         if !unresolved.is_empty() {
-            self.holds.lock().entry(key).or_default().extend(unresolved);
+            self.broker
+                .holds
+                .lock()
+                .entry(key)
+                .or_default()
+                .extend(unresolved);
         }
         error.map_or(Ok(()), Err)
     }
 
     /// Which of a hold's messages the store still has.
     async fn stored_of(&self, hold: &Hold) -> Result<Vec<bool>> {
-        let store = self.store.clone();
+        let store = self.broker.store.clone();
         let queue = hold.queue.id;
         let ids: Vec<u64> = hold.entries.iter().map(|e| e.id).collect();
         blocking(move || store.stored_messages(queue, &ids)).await
@@ -180,7 +195,7 @@ impl Broker {
 
     /// Carries out a resolved hold: the messages gone were acked, the others
     /// failed.
-    async fn resolved(self: &Arc<Self>, hold: Hold, stored: Vec<bool>) {
+    async fn resolved(&self, hold: Hold, stored: Vec<bool>) {
         let (mut failed, mut acked) = (Vec::new(), Vec::new());
         for (entry, stored) in hold.entries.into_iter().zip(stored) {
             match stored {
@@ -189,12 +204,13 @@ impl Broker {
             }
         }
         if !acked.is_empty() {
-            self.acked(&hold.queue, acked.len());
+            self.broker.acked(&hold.queue, acked.len());
             hold.queue.finish(&acked);
         }
         if !failed.is_empty()
-            && !self.is_shutting_down()
+            && !self.broker.is_shutting_down()
             && let Err(err) = self
+                .broker
                 .fail(&hold.queue, failed, "transaction rolled back", None, None)
                 .await
         {

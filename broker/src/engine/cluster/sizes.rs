@@ -7,13 +7,14 @@ use std::collections::HashMap;
 
 use rebound_storage::QueueId;
 
-use super::Broker;
+use super::Cluster;
 use crate::address_size;
 
-impl Broker {
+impl Cluster<'_> {
     /// The bytes held by each durable queue this node serves.
     pub fn served_sizes(&self) -> Vec<(QueueId, u64)> {
-        self.read()
+        self.broker
+            .read()
             .queues
             .values()
             .filter(|q| q.durable && q.is_served())
@@ -25,7 +26,7 @@ impl Broker {
     /// theirs as they published it); a queue this node serves counts its own
     /// bytes only.
     pub fn set_sizes_elsewhere(&self, sizes: &HashMap<QueueId, u64>) {
-        let reg = self.read();
+        let reg = self.broker.read();
         let elsewhere = |queues: &[std::sync::Arc<crate::queue::Queue>]| -> u64 {
             queues
                 .iter()
@@ -39,6 +40,6 @@ impl Broker {
             .map(|a| (&*a.size, elsewhere(&a.queues)))
             .collect();
         let total = per_address.iter().map(|(_, bytes)| bytes).sum();
-        address_size::set_elsewhere(&self.sizes, per_address, total);
+        address_size::set_elsewhere(&self.broker.sizes, per_address, total);
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use rebound_storage::{QueueId, ScannedMessage, StorageError};
 use tracing::info;
 
-use super::Broker;
+use super::Cluster;
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::time::now_ms;
@@ -52,7 +52,7 @@ struct Owners {
 }
 
 /// What [`Broker::serve_leased_only`] set.
-pub(super) struct Leased {
+pub(in crate::engine) struct Leased {
     queue_ids: QueueIds,
     owners: std::sync::RwLock<Owners>,
     /// Fires when `owners` is seen again, and when this node loads or unloads
@@ -77,21 +77,21 @@ const TAKING_WAIT: Duration = Duration::from_secs(2);
 /// the inbox, which delivers its messages all the same, maybe late.
 const ARRIVALS_WAIT: Duration = Duration::from_millis(500);
 
-impl Broker {
+impl<'a> Cluster<'a> {
     /// From now on, serves a durable queue only once [`Broker::load_queue`]
     /// says so (every one is unloaded now), and takes new queue ids from
     /// `queue_ids` ([`Broker::open_leased`], before the config's queues).
-    pub(super) fn serve_leased_only(&self, queue_ids: QueueIds) {
+    pub(in crate::engine) fn serve_leased_only(&self, queue_ids: QueueIds) {
         let leased = Leased {
             queue_ids,
             owners: Default::default(),
             owners_seen: Default::default(),
             epochs: Default::default(),
         };
-        if self.leased.set(leased).is_err() {
+        if self.broker.leased.set(leased).is_err() {
             return;
         }
-        for queue in self.read().queues.values().filter(|q| q.durable) {
+        for queue in self.broker.read().queues.values().filter(|q| q.durable) {
             queue.unload();
         }
     }
@@ -99,7 +99,7 @@ impl Broker {
     /// Records who this node is (`me`) and its incarnation, and which nodes
     /// serve the queues it does not (`others`), for forwarding and listings.
     pub fn set_owners(&self, me: Owner, incarnation: u64, others: HashMap<QueueId, Owner>) {
-        if let Some(leased) = self.leased.get() {
+        if let Some(leased) = self.broker.leased.get() {
             *leased.owners.write().unwrap_or_else(|e| e.into_inner()) = Owners {
                 me,
                 incarnation,
@@ -112,13 +112,14 @@ impl Broker {
     /// Whether this broker is a node of a cluster (its durable queues are
     /// served under leases, and may move).
     pub fn is_node(&self) -> bool {
-        self.leased.get().is_some()
+        self.broker.leased.get().is_some()
     }
 
     /// This node's id and incarnation, once its cluster task has seen the
     /// leases; `None` before, and on a single broker.
     pub fn node(&self) -> Option<(String, u64)> {
         let owners = self
+            .broker
             .leased
             .get()?
             .owners
@@ -131,6 +132,7 @@ impl Broker {
     /// serves it.
     pub(crate) fn lease_epoch(&self, id: QueueId) -> Option<u64> {
         let epochs = self
+            .broker
             .leased
             .get()?
             .epochs
@@ -142,7 +144,7 @@ impl Broker {
     /// The id of the node serving `queue`, as last seen: this node's for one
     /// it serves, empty when no node is known to (and on a single broker).
     pub fn served_by(&self, queue: &Queue) -> String {
-        let Some(leased) = self.leased.get() else {
+        let Some(leased) = self.broker.leased.get() else {
             return String::new();
         };
         let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
@@ -168,6 +170,7 @@ impl Broker {
                 return ControlFlow::Break(Some(owner));
             }
             let away = self
+                .broker
                 .read()
                 .queues
                 .get(name)
@@ -175,7 +178,7 @@ impl Broker {
             if !away {
                 return ControlFlow::Break(None);
             }
-            self.queues_changed.notify_one();
+            self.broker.queues_changed.notify_one();
             ControlFlow::Continue(())
         })
         .await
@@ -185,7 +188,7 @@ impl Broker {
     /// for it to (it may have taken the queue's lease a moment ago); false at
     /// once for a queue that is not durable or is gone.
     pub async fn served_here_soon(&self, name: &str) -> bool {
-        self.until_owners_say(TAKING_WAIT, false, || match self.read().queues.get(name) {
+        self.until_owners_say(TAKING_WAIT, false, || match self.broker.read().queues.get(name) {
             Some(q) if q.is_served() => ControlFlow::Break(true),
             Some(q) if q.durable && !q.is_closed() => ControlFlow::Continue(()),
             _ => ControlFlow::Break(false),
@@ -202,7 +205,7 @@ impl Broker {
         timed_out: T,
         mut look: impl FnMut() -> ControlFlow<T>,
     ) -> T {
-        let Some(leased) = self.leased.get() else {
+        let Some(leased) = self.broker.leased.get() else {
             return timed_out;
         };
         let deadline = tokio::time::Instant::now() + wait;
@@ -227,11 +230,12 @@ impl Broker {
     pub async fn served_at_soon(&self, name: &str) -> Option<String> {
         let here = || {
             let served = self
+                .broker
                 .read()
                 .queues
                 .get(name)
                 .is_some_and(|q| q.durable && q.is_served());
-            let leased = self.leased.get()?;
+            let leased = self.broker.leased.get()?;
             let owners = leased.owners.read().unwrap_or_else(|e| e.into_inner());
             served.then(|| owners.me.advertise.clone())
         };
@@ -251,8 +255,8 @@ impl Broker {
     /// The node serving queue `name`, if another node serves it (as last
     /// seen).
     pub fn serving_node(&self, name: &str) -> Option<Owner> {
-        let leased = self.leased.get()?;
-        let queue = self.read().queues.get(name).cloned()?;
+        let leased = self.broker.leased.get()?;
+        let queue = self.broker.read().queues.get(name).cloned()?;
         if queue.is_served() {
             return None;
         }
@@ -266,18 +270,19 @@ impl Broker {
     /// deliveries it had out, and the node taking its queues must count them
     /// as failed attempts (the cost: one state write per delivery, in the
     /// group commit).
-    pub(super) fn persists_counts_before_delivery(&self) -> bool {
-        self.is_node() || self.settings.persist_count_before_delivery()
+    pub(in crate::engine) fn persists_counts_before_delivery(&self) -> bool {
+        self.is_node() || self.broker.settings.persist_count_before_delivery()
     }
 
     /// Fires when a queue was created (a node may want to serve it).
-    pub fn queues_changed(&self) -> &tokio::sync::Notify {
-        &self.queues_changed
+    pub fn queues_changed(&self) -> &'a tokio::sync::Notify {
+        &self.broker.queues_changed
     }
 
     /// The ids of the durable queues: those nodes take leases on.
     pub fn durable_queue_ids(&self) -> Vec<QueueId> {
         let mut ids: Vec<QueueId> = self
+            .broker
             .read()
             .queues
             .values()
@@ -291,7 +296,7 @@ impl Broker {
     /// Stops serving queue `id` here (its consumers are told it moved).
     /// Returns whether there is such a durable queue.
     pub fn unload_queue(&self, id: QueueId) -> bool {
-        if let Some(leased) = self.leased.get() {
+        if let Some(leased) = self.broker.leased.get() {
             leased
                 .epochs
                 .lock()
@@ -316,7 +321,7 @@ impl Broker {
         let Some(queue) = self.durable_queue(id) else {
             return false;
         };
-        if let Some(leased) = self.leased.get() {
+        if let Some(leased) = self.broker.leased.get() {
             leased
                 .epochs
                 .lock()
@@ -333,7 +338,7 @@ impl Broker {
 
     /// Wakes the calls waiting to learn where a queue is served.
     fn owners_changed(&self) {
-        if let Some(leased) = self.leased.get() {
+        if let Some(leased) = self.broker.leased.get() {
             leased.owners_seen.notify_waiters();
         }
     }
@@ -357,6 +362,7 @@ impl Broker {
     /// The ids of the durable queues this node serves.
     pub fn served_queue_ids(&self) -> Vec<QueueId> {
         let mut ids: Vec<QueueId> = self
+            .broker
             .read()
             .queues
             .values()
@@ -394,8 +400,9 @@ impl Broker {
         Ok(count)
     }
 
-    pub(super) fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
-        self.read()
+    pub(in crate::engine) fn durable_queue(&self, id: QueueId) -> Option<Arc<Queue>> {
+        self.broker
+            .read()
             .queues
             .values()
             .find(|q| q.id == id && q.durable)
@@ -403,10 +410,11 @@ impl Broker {
     }
 
     /// The id of queue `name`, about to be created.
-    pub(super) fn queue_id(&self, name: &str) -> Result<QueueId> {
-        match self.leased.get() {
+    pub(in crate::engine) fn queue_id(&self, name: &str) -> Result<QueueId> {
+        match self.broker.leased.get() {
             Some(leased) => Ok((leased.queue_ids)(name)?),
             None => Ok(self
+                .broker
                 .next_queue_id
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         }
@@ -414,12 +422,12 @@ impl Broker {
 
     /// A queue was just created (not yet bound): once queues are leased, a
     /// durable one waits for its lease.
-    pub(super) fn created(&self, queue: &Queue) {
+    pub(in crate::engine) fn created(&self, queue: &Queue) {
         if self.is_node() {
             if queue.durable {
                 queue.unload();
             }
-            self.queues_changed.notify_one();
+            self.broker.queues_changed.notify_one();
         }
     }
 }
