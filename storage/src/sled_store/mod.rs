@@ -1,7 +1,7 @@
 //! [`SledStore`]: the [`Store`] on run files and sled 0.34.7, the broker's
 //! default. The only module that imports sled.
 //!
-//! Why: commits are made durable by the journal ([`crate::journal`]) and
+//! Why: commits are made durable by the journal (`src/journal.rs`) and
 //! reach the kv (the runs for message records, sled for the rest) only at
 //! checkpoints, so a commit costs one append and one `fdatasync`, and sled's
 //! own durability gaps are closed once per checkpoint. `docs/storage.md` has
