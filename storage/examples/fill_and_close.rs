@@ -8,7 +8,7 @@
 //!
 //! This is how sled 0.34.7's hang in `flush()` after a large run of writes
 //! was found and how the checkpointer's flushing every few thousand writes
-//! was checked (`sled_store.rs`, `FLUSH_EVERY_WRITES`): without it, 2 rounds
+//! was checked (`sled_store/kv.rs`, `FLUSH_EVERY_WRITES`): without it, 2 rounds
 //! of 44 hung at the close; with it, none of 204.
 
 use std::sync::Arc;

@@ -1,15 +1,15 @@
-//! The checkpointer: the thread that moves journaled writes into the engine
-//! and makes the engine durable now and then, so that journal segments can be
+//! The checkpointer: the thread that moves journaled writes into the kv
+//! and makes the kv durable now and then, so that journal segments can be
 //! reused.
 //!
 //! Every commit is durable in the journal and readable from the memtable
-//! before the engine sees it ([`crate::journal`], [`crate::memtable`]). When
+//! before the kv sees it ([`crate::journal`], [`crate::memtable`]). When
 //! the committer moves to a new journal segment, or the memtable's active
 //! table reaches its size bound, it freezes the table and hands it over here.
-//! The checkpointer applies the frozen table to the engine, which lets it
+//! The checkpointer applies the frozen table to the kv, which lets it
 //! leave memory. After a table that ends a segment it also records
-//! "everything up to seq N is in the engine" in the engine itself and makes
-//! the engine durable (for sled: a `flush()` and an `fdatasync` of its log),
+//! "everything up to seq N is in the kv" in the kv itself and makes
+//! the kv durable (for sled: a `flush()` and an `fdatasync` of its log),
 //! which covers that segment and all before it; then the segment becomes the
 //! spare (or is deleted, if there is one). A table frozen at its bound needs
 //! no checkpoint of its own: its records stay in the journal, which is
@@ -21,7 +21,7 @@
 //! for it: [`Job::done`], a drain or the close), and without the keys the
 //! next table writes again. A message that lives a little longer than a
 //! table, say one redelivered after a delay and then acked or
-//! dead-lettered, therefore never reaches the engine either: in the `poison`
+//! dead-lettered, therefore never reaches the kv either: in the `poison`
 //! benchmark that kept some 1,500 puts (10–15 ms of sled's CPU and 3 ms of
 //! its IO, each checkpoint) out of sled and halved the good messages' p99.
 //! Leaving a key out of table N is safe because no checkpoint covers N + 1
@@ -32,7 +32,7 @@
 //! step of a checkpoint that fails on an error that clears by itself (out of
 //! file handles, or of disk space for a write: [`StorageError::is_transient`])
 //! is tried again, with a growing pause, until it goes through: each step can
-//! be repeated (a table's writes are applied again whole; a page run that
+//! be repeated (a table's writes are applied again whole; a run file that
 //! could not be written is deleted and written anew), and the tables stay
 //! in the journal and the memtable meanwhile. Commits go on until
 //! [`MAX_QUEUED_JOBS`] tables wait, then wait too; [`Health`] tells the store's
@@ -40,15 +40,15 @@
 //! fatal to the store, like a failed journal sync: the committer refuses
 //! every later commit, since the journal could no longer be reused safely.
 //!
-//! # Deletes the engine never needs
+//! # Deletes the kv never needs
 //!
 //! In a queue that keeps up, a message is put and acked within one table:
 //! the frozen table holds only the deletes of its message and state keys,
-//! which the engine never had. Applying them is no change but costs a lookup
+//! which the kv never had. Applying them is no change but costs a lookup
 //! each (about 15,000 per 8 MiB segment in the `durable` benchmark, 4–8 ms of
 //! CPU, enough to stall the broker's other threads on a 2-core machine for a
 //! few milliseconds). So the checkpointer keeps, per queue, the highest
-//! message id under which the engine can hold a message or state key
+//! message id under which the kv can hold a message or state key
 //! ([`Highs`]), and drops deletes above it. Within one table every key occurs
 //! once, so its deletes can go before its puts, which raise the mark.
 
@@ -60,10 +60,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::engine::Engine;
 use crate::error::StorageError;
 use crate::journal::{self, Completed};
 use crate::keys::Key;
+use crate::kv::OrderedKv;
 use crate::memtable::{Memtable, Table};
 use crate::{MessageId, QueueId};
 
@@ -87,7 +87,7 @@ impl<V> Job<V> {
         self.done.is_empty() && !self.last
     }
 
-    /// Whether the engine must be made durable once the job is applied: it
+    /// Whether the kv must be made durable once the job is applied: it
     /// frees a segment, someone waits for it or the store closes. A table
     /// frozen at its size bound alone only needs to leave memory: its
     /// records stay in the journal until the checkpoint at its segment's end.
@@ -98,7 +98,7 @@ impl<V> Job<V> {
 
 /// Frozen tables waiting for the checkpointer before the committer waits too:
 /// bounds the memtable's memory (each table at most a segment's writes or
-/// about [`crate::SledOptions::memtable_table_bytes`]) when the engine cannot
+/// about [`crate::SledOptions::memtable_table_bytes`]) when the kv cannot
 /// keep up.
 const MAX_QUEUED_JOBS: usize = 4;
 
@@ -211,8 +211,8 @@ pub(crate) struct Checkpointer<V> {
 impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
     /// Starts the thread for the store in `store`; it first makes a spare
     /// segment if there is none.
-    pub(crate) fn start<E: Engine<Value = V>>(
-        engine: E,
+    pub(crate) fn start<K: OrderedKv<Value = V>>(
+        kv: K,
         memtable: Arc<Memtable<V>>,
         store: PathBuf,
         segment_bytes: u64,
@@ -239,7 +239,7 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
                     }
                     let next = held.as_ref().map(|job| &*job.table);
                     let started = Instant::now();
-                    let result = checkpoint(&engine, &memtable, &mut highs, &jobs, next, &thread_health);
+                    let result = checkpoint(&kv, &memtable, &mut highs, &jobs, next, &thread_health);
                     tracing::debug!(
                         tables = jobs.len(),
                         writes = jobs.iter().map(|j| j.table.len()).sum::<usize>(),
@@ -311,36 +311,36 @@ impl<V: Clone + Send + Sync + 'static> Checkpointer<V> {
 /// table that follows the last one, if it is already frozen. Each step is
 /// tried again while it fails on a transient error (see the module docs):
 /// a table leaves the read path only once it is applied whole.
-fn checkpoint<E: Engine>(
-    engine: &E,
-    memtable: &Memtable<E::Value>,
+fn checkpoint<K: OrderedKv>(
+    kv: &K,
+    memtable: &Memtable<K::Value>,
     highs: &mut Highs,
-    jobs: &[Job<E::Value>],
-    next: Option<&Table<E::Value>>,
+    jobs: &[Job<K::Value>],
+    next: Option<&Table<K::Value>>,
     health: &Health,
 ) -> Result<(), StorageError> {
     for (i, job) in jobs.iter().enumerate() {
         let next = jobs.get(i + 1).map(|j| &*j.table).or(next);
         health.retry("applying a table to the store", || {
-            apply(engine, highs, &job.table, next)
+            apply(kv, highs, &job.table, next)
         })?;
         memtable.release();
     }
     match jobs.last() {
         Some(last) if jobs.iter().any(Job::needs_checkpoint) => {
-            health.retry("a checkpoint", || engine.checkpoint(last.seq))
+            health.retry("a checkpoint", || kv.checkpoint(last.seq))
         }
         _ => Ok(()),
     }
 }
 
 /// Applies one table, leaving out the keys `next` writes again: the deletes
-/// the engine may need, then the puts.
-fn apply<E: Engine>(
-    engine: &E,
+/// the kv may need, then the puts.
+fn apply<K: OrderedKv>(
+    kv: &K,
     highs: &mut Highs,
-    table: &Table<E::Value>,
-    next: Option<&Table<E::Value>>,
+    table: &Table<K::Value>,
+    next: Option<&Table<K::Value>>,
 ) -> Result<(), StorageError> {
     // The puts (or the deletes) `next` does not write again; each pass looks
     // up in `next` only the keys it applies.
@@ -352,48 +352,48 @@ fn apply<E: Engine>(
     };
     let mut deletes = Vec::new();
     for (key, _) in current(false) {
-        if highs.may_hold(engine, key)? {
+        if highs.may_hold(kv, key)? {
             deletes.push((key.clone(), None));
         }
     }
-    engine.apply(deletes.into_iter())?;
+    kv.apply(deletes.into_iter())?;
     for (key, _) in current(true) {
-        highs.raise(engine, key)?;
+        highs.raise(kv, key)?;
     }
-    engine.apply(current(true).map(|(k, v)| (k.clone(), v.clone())))
+    kv.apply(current(true).map(|(k, v)| (k.clone(), v.clone())))
 }
 
-/// Per queue, a message id that no message or state key in the engine
-/// exceeds; learned from the engine the first time a queue is seen, then
+/// Per queue, a message id that no message or state key in the kv
+/// exceeds; learned from the kv the first time a queue is seen, then
 /// raised by every put the checkpointer applies (the only writer of the
-/// engine once the store is open).
+/// kv once the store is open).
 #[derive(Default)]
 struct Highs(HashMap<QueueId, MessageId>);
 
 impl Highs {
-    /// Whether the engine may hold `key`: false only for a message or state
+    /// Whether the kv may hold `key`: false only for a message or state
     /// key above its queue's mark.
-    fn may_hold<E: Engine>(&mut self, engine: &E, key: &[u8]) -> Result<bool, StorageError> {
+    fn may_hold<K: OrderedKv>(&mut self, kv: &K, key: &[u8]) -> Result<bool, StorageError> {
         match Key::decode(key) {
-            Ok(Key::Message { queue, id } | Key::State { queue, id }) => Ok(id <= self.high(engine, queue)?),
+            Ok(Key::Message { queue, id } | Key::State { queue, id }) => Ok(id <= self.high(kv, queue)?),
             _ => Ok(true),
         }
     }
 
-    /// Records that a put of `key` is about to reach the engine.
-    fn raise<E: Engine>(&mut self, engine: &E, key: &[u8]) -> Result<(), StorageError> {
+    /// Records that a put of `key` is about to reach the kv.
+    fn raise<K: OrderedKv>(&mut self, kv: &K, key: &[u8]) -> Result<(), StorageError> {
         if let Ok(Key::Message { queue, id } | Key::State { queue, id }) = Key::decode(key) {
-            let high = self.high(engine, queue)?;
+            let high = self.high(kv, queue)?;
             self.0.insert(queue, high.max(id));
         }
         Ok(())
     }
 
-    fn high<E: Engine>(&mut self, engine: &E, queue: QueueId) -> Result<MessageId, StorageError> {
+    fn high<K: OrderedKv>(&mut self, kv: &K, queue: QueueId) -> Result<MessageId, StorageError> {
         if let Some(high) = self.0.get(&queue) {
             return Ok(*high);
         }
-        let high = engine.highest_id(queue)?.unwrap_or(0);
+        let high = kv.highest_id(queue)?.unwrap_or(0);
         self.0.insert(queue, high);
         Ok(high)
     }
@@ -417,15 +417,15 @@ mod tests {
     use crate::keys;
     use crate::large::LargeBody;
 
-    /// An engine in a map, counting the deletes it is asked for.
+    /// A kv in a map, counting the deletes it is asked for.
     #[derive(Clone, Default)]
-    struct MapEngine {
+    struct MapKv {
         map: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>,
         deletes: Arc<Mutex<usize>>,
         checkpoints: Arc<Mutex<Vec<u64>>>,
     }
 
-    impl Engine for MapEngine {
+    impl OrderedKv for MapKv {
         type Value = Vec<u8>;
 
         fn keys_with_prefix(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StorageError> {
@@ -487,27 +487,27 @@ mod tests {
 
     proptest! {
         /// Skipping deletes and leaving out what the next table writes again
-        /// never changes what the engine ends up holding, whatever it held
+        /// never changes what the kv ends up holding, whatever it held
         /// before; in between, only the keys of the next table may differ.
         #[test]
         fn skipped_writes_change_nothing(
             before in prop::collection::btree_map(key(), Just(vec![0u8]), 0..20),
             tables in prop::collection::vec(table(), 1..6),
         ) {
-            let engine = MapEngine::default();
-            *engine.map.lock().unwrap() = before.clone();
+            let kv = MapKv::default();
+            *kv.map.lock().unwrap() = before.clone();
             let mut expected = before;
             let mut highs = Highs::default();
             for (i, table) in tables.iter().enumerate() {
                 let next = tables.get(i + 1);
-                apply(&engine, &mut highs, table, next).unwrap();
+                apply(&kv, &mut highs, table, next).unwrap();
                 for (k, v) in table {
                     match v {
                         Some(v) => expected.insert(k.clone(), v.clone()),
                         None => expected.remove(k),
                     };
                 }
-                let held = engine.map.lock().unwrap().clone();
+                let held = kv.map.lock().unwrap().clone();
                 let outside = |map: &BTreeMap<Vec<u8>, Vec<u8>>| -> BTreeMap<Vec<u8>, Vec<u8>> {
                     map.iter()
                         .filter(|(k, _)| next.is_none_or(|n| !n.contains_key(*k)))
@@ -516,58 +516,58 @@ mod tests {
                 };
                 prop_assert_eq!(outside(&held), outside(&expected));
             }
-            prop_assert_eq!(&*engine.map.lock().unwrap(), &expected);
+            prop_assert_eq!(&*kv.map.lock().unwrap(), &expected);
         }
     }
 
     #[test]
-    fn a_message_acked_in_the_next_table_never_reaches_the_engine() {
-        let engine = MapEngine::default();
+    fn a_message_acked_in_the_next_table_never_reaches_the_kv() {
+        let kv = MapKv::default();
         let mut highs = Highs::default();
         let first = Table::from([
             (keys::message(1, 5).to_vec(), Some(vec![5])),
             (keys::message(1, 6).to_vec(), Some(vec![6])),
         ]);
         let second = Table::from([(keys::message(1, 5).to_vec(), None)]);
-        apply(&engine, &mut highs, &first, Some(&second)).unwrap();
-        let keys: Vec<_> = engine.map.lock().unwrap().keys().cloned().collect();
+        apply(&kv, &mut highs, &first, Some(&second)).unwrap();
+        let keys: Vec<_> = kv.map.lock().unwrap().keys().cloned().collect();
         assert_eq!(
             keys,
             vec![keys::message(1, 6).to_vec()],
             "message 5 never went in"
         );
-        apply(&engine, &mut highs, &second, None).unwrap();
-        let keys: Vec<_> = engine.map.lock().unwrap().keys().cloned().collect();
+        apply(&kv, &mut highs, &second, None).unwrap();
+        let keys: Vec<_> = kv.map.lock().unwrap().keys().cloned().collect();
         assert_eq!(keys, vec![keys::message(1, 6).to_vec()]);
     }
 
     #[test]
-    fn a_message_put_and_acked_within_a_table_costs_the_engine_nothing() {
-        let engine = MapEngine::default();
+    fn a_message_put_and_acked_within_a_table_costs_the_kv_nothing() {
+        let kv = MapKv::default();
         let mut highs = Highs::default();
-        // Message 5 reaches the engine; 6 to 9 are acked within the next table.
+        // Message 5 reaches the kv; 6 to 9 are acked within the next table.
         let first = Table::from([(keys::message(1, 5).to_vec(), Some(vec![5]))]);
-        apply(&engine, &mut highs, &first, None).unwrap();
+        apply(&kv, &mut highs, &first, None).unwrap();
         let mut second = Table::new();
         for id in 5..10 {
             second.insert(keys::message(1, id).to_vec(), None);
             second.insert(keys::state(1, id).to_vec(), None);
         }
-        apply(&engine, &mut highs, &second, None).unwrap();
-        assert!(engine.map.lock().unwrap().is_empty());
-        // Only message 5's two keys could be in the engine.
-        assert_eq!(*engine.deletes.lock().unwrap(), 2);
+        apply(&kv, &mut highs, &second, None).unwrap();
+        assert!(kv.map.lock().unwrap().is_empty());
+        // Only message 5's two keys could be in the kv.
+        assert_eq!(*kv.deletes.lock().unwrap(), 2);
     }
 
     /// Tables frozen at their size bound (no segment, nobody waiting) reach
-    /// the engine in order and leave the memtable, but only a job that frees
-    /// a segment, is waited for or is the last makes the engine durable.
+    /// the kv in order and leave the memtable, but only a job that frees
+    /// a segment, is waited for or is the last makes the kv durable.
     #[test]
     fn a_step_failing_on_a_transient_error_is_tried_again_until_it_goes_through() {
         let health = Health::default();
         let out_of_handles = || {
             StorageError::io(
-                "writing a page run",
+                "writing a run file",
                 std::io::Error::from_raw_os_error(libc::EMFILE),
             )
         };
@@ -590,7 +590,7 @@ mod tests {
         let result = health.retry_pausing("a test step", Duration::from_millis(1), || {
             tries += 1;
             Err(StorageError::io(
-                "syncing a page run",
+                "syncing a run file",
                 std::io::Error::from_raw_os_error(libc::EIO),
             ))
         });
@@ -614,10 +614,10 @@ mod tests {
         let segment = journal::dir(store.path()).join("00000000000000000001.wal");
         std::fs::create_dir_all(segment.parent().unwrap()).unwrap();
         std::fs::write(&segment, b"").unwrap();
-        let engine = MapEngine::default();
+        let kv = MapKv::default();
         let memtable = Arc::new(Memtable::new(crate::memtable::TABLE_BYTES));
         let checkpointer = Checkpointer::start(
-            engine.clone(),
+            kv.clone(),
             Arc::clone(&memtable),
             store.path().to_path_buf(),
             4096,
@@ -651,13 +651,13 @@ mod tests {
         checkpointer.submit(job(5, Vec::new(), None, true));
         checkpointer.finish();
         assert_eq!(
-            *engine.map.lock().unwrap(),
+            *kv.map.lock().unwrap(),
             BTreeMap::from([(k1, vec![3])]),
             "the newest write of every key, whatever the batches"
         );
         assert!(memtable.is_empty());
         assert!(!segment.exists(), "the segment was recycled");
-        let checkpoints = engine.checkpoints.lock().unwrap().clone();
+        let checkpoints = kv.checkpoints.lock().unwrap().clone();
         assert_eq!(checkpoints.last(), Some(&5));
         assert!(
             checkpoints.iter().all(|seq| *seq == 3 || *seq == 5),

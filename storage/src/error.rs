@@ -1,7 +1,8 @@
 //! The one error type of the storage layer.
 //!
-//! Engine errors are boxed into [`StorageError::Engine`] so that no engine
-//! type appears in a signature (the tikv `engine_traits` rule). The error is
+//! Errors of the database under a store (sled, PostgreSQL) are boxed into
+//! [`StorageError::Engine`] so that none of its types appears in a signature
+//! (the tikv `engine_traits` rule). The error is
 //! `Clone` because one failed group commit answers every waiter in the group
 //! with the same error; sources are therefore held in `Arc`s.
 
@@ -10,7 +11,8 @@ use std::sync::Arc;
 /// Everything that can go wrong in the storage layer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StorageError {
-    /// The storage engine reported an error. (Its message is in ours, so it
+    /// The database under the store (sled, PostgreSQL) reported an error.
+    /// (Its message is in ours, so it
     /// is not also a `source`: an error chain would print it twice.)
     #[error("storage engine error: {0}")]
     Engine(Arc<dyn std::error::Error + Send + Sync>),
@@ -44,9 +46,9 @@ pub enum StorageError {
         /// What is wrong.
         reason: String,
     },
-    /// A page file (a run of queued messages, or the manifest that lists
-    /// the runs) is damaged; what it holds cannot be read.
-    #[error("page file {file} is damaged at byte {offset}: {reason}")]
+    /// A run file (a run of queued messages, or the manifest that lists
+    /// the runs, `crate::runs`) is damaged; what it holds cannot be read.
+    #[error("run file {file} is damaged at byte {offset}: {reason}")]
     CorruptPage {
         /// The file.
         file: String,
@@ -76,13 +78,13 @@ pub enum StorageError {
         min: u64,
     },
     /// The database could not be reached or dropped the connection
-    /// (PostgreSQL engine): nothing of the commit was written, or, for a
+    /// (PostgreSQL store): nothing of the commit was written, or, for a
     /// failure during `COMMIT`, the outcome is unknown. Later commits try
     /// again; the broker answers `UNAVAILABLE`. (Not a `source`, as `Engine`.)
     #[error("the database is unavailable: {0}")]
     Unavailable(Arc<dyn std::error::Error + Send + Sync>),
     /// The database holds a schema newer than this build knows (PostgreSQL
-    /// engine): a newer rebound migrated it. Nothing was opened.
+    /// store): a newer rebound migrated it. Nothing was opened.
     #[error("the database schema is version {found}, this build knows up to {known}: upgrade rebound")]
     SchemaTooNew {
         /// The version in the database.
@@ -93,7 +95,7 @@ pub enum StorageError {
     /// A commit wrote the state of a queue (an ack, a delivery state) under a
     /// lease that is gone: this node's, or the one it claimed of the node that
     /// held acks for its transaction ([`crate::Op::Claim`]); another node took
-    /// the queue over (PostgreSQL engine, several brokers on one database).
+    /// the queue over (PostgreSQL store, several brokers on one database).
     /// Nothing of the commit was written; the queue's new owner has the
     /// message.
     #[error("queue {queue} is served by another node now: the lease its commit was made under is gone")]
@@ -102,7 +104,7 @@ pub enum StorageError {
         queue: crate::QueueId,
     },
     /// A commit stored duplicate ids another commit had stored already
-    /// (PostgreSQL engine: the database keeps one row per id and address,
+    /// (PostgreSQL store: the database keeps one row per id and address,
     /// whichever node stored it). Nothing of the commit was written.
     #[error("duplicate ids already stored: {}", describe_ids(ids))]
     DuplicateIds {
@@ -110,7 +112,7 @@ pub enum StorageError {
         ids: Vec<(String, bytes::Bytes)>,
     },
     /// Another process registered this node's id since this one did
-    /// (PostgreSQL engine, several brokers on one database): two nodes run
+    /// (PostgreSQL store, several brokers on one database): two nodes run
     /// with one `node-id`, or this one was replaced after a stall.
     #[error("node {node} was registered again by another process: node ids must be unique")]
     NodeReplaced {
@@ -153,7 +155,7 @@ impl StorageError {
         }
     }
 
-    /// An engine error that is only its message: options the engine cannot
+    /// A database error that is only its message: options the store cannot
     /// work with.
     pub(crate) fn refused(message: impl Into<String>) -> StorageError {
         StorageError::Engine(Arc::new(std::io::Error::other(message.into())))
@@ -178,13 +180,13 @@ mod tests {
 
     #[test]
     fn out_of_handles_or_space_clears_but_a_failed_sync_does_not() {
-        assert!(io("writing a page run", libc::EMFILE).is_transient());
-        assert!(io("syncing the pages directory", libc::ENFILE).is_transient());
-        assert!(io("writing a page run", libc::ENOSPC).is_transient());
-        assert!(io("writing the pages manifest", libc::EDQUOT).is_transient());
-        assert!(!io("syncing a page run", libc::ENOSPC).is_transient());
+        assert!(io("writing a run file", libc::EMFILE).is_transient());
+        assert!(io("syncing the runs' directory", libc::ENFILE).is_transient());
+        assert!(io("writing a run file", libc::ENOSPC).is_transient());
+        assert!(io("writing the runs' manifest", libc::EDQUOT).is_transient());
+        assert!(!io("syncing a run file", libc::ENOSPC).is_transient());
         assert!(!io("fdatasync of the journal", libc::EIO).is_transient());
-        assert!(!io("writing a page run", libc::EIO).is_transient());
+        assert!(!io("writing a run file", libc::EIO).is_transient());
         assert!(!StorageError::Closed.is_transient());
     }
 }

@@ -19,7 +19,7 @@
 //!    its large bodies and fsyncs `large/` once ([`crate::large`]), appends
 //!    the set as one record to the journal ([`crate::journal`], which starts
 //!    writing it to the disk), merges the set into the memtable while the
-//!    disk works (it reaches the engine once its table is frozen, at the end
+//!    disk works (it reaches the kv once its table is frozen, at the end
 //!    of the segment or at the table's size bound, [`crate::checkpoint`]),
 //!    `fdatasync`s the journal once, unlinks the body files the group made
 //!    obsolete, and answers every waiter with the same result. Merging
@@ -29,7 +29,7 @@
 //!
 //! While it syncs, new requests queue up and ride the next group, so the
 //! number of syncs adapts to the load: one producer pays one sync per commit,
-//! N concurrent producers share them. The crate docs have the figures.
+//! N concurrent producers share them. `docs/storage.md` has the figures.
 //!
 //! Failure handling: if writing a body file or the journal record fails, every
 //! waiter of that group gets the error, nothing of the group is visible and
@@ -55,10 +55,10 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::checkpoint::{Checkpointer, Health, Job};
-use crate::engine::Engine;
 use crate::error::StorageError;
 use crate::journal::Journal;
 use crate::keys::Key;
+use crate::kv::OrderedKv;
 use crate::large::{LargeBody, LargeDir, same_body, stored_marker};
 use crate::memtable::Memtable;
 use crate::write_set::{Staged, WriteSet, stage};
@@ -102,7 +102,7 @@ struct Request {
 enum Reply {
     /// A commit: answered once durable.
     Commit(oneshot::Sender<Result<(), StorageError>>),
-    /// [`Committer::drain`]: answered once the engine holds everything
+    /// [`Committer::drain`]: answered once the kv holds everything
     /// committed before (blocking, hence a std channel).
     Drain(mpsc::Sender<Result<(), StorageError>>),
 }
@@ -118,12 +118,12 @@ pub(crate) struct Committer {
 
 impl Committer {
     /// Starts the committer thread, which owns `journal` from now on, applies
-    /// to `engine`, writes large bodies to `large` and hands finished journal
+    /// to `kv`, writes large bodies to `large` and hands finished journal
     /// segments to a checkpointer of the store in `store`.
-    pub(crate) fn start<E: Engine>(
-        engine: E,
+    pub(crate) fn start<K: OrderedKv>(
+        kv: K,
         journal: Journal,
-        memtable: Arc<Memtable<E::Value>>,
+        memtable: Arc<Memtable<K::Value>>,
         large: Arc<LargeDir>,
         store: PathBuf,
     ) -> Result<Committer, StorageError> {
@@ -132,7 +132,7 @@ impl Committer {
         let thread_counters = Arc::clone(&counters);
         let health = Arc::new(Health::default());
         let checkpointer = Checkpointer::start(
-            engine.clone(),
+            kv.clone(),
             Arc::clone(&memtable),
             store,
             journal.segment_bytes(),
@@ -143,7 +143,7 @@ impl Committer {
             .name("rebound-commit".into())
             .spawn(move || {
                 let committer = Thread {
-                    engine,
+                    kv,
                     journal,
                     memtable,
                     large,
@@ -180,8 +180,8 @@ impl Committer {
         }
     }
 
-    /// Blocks until the engine itself holds every commit made before, so that
-    /// reading the engine alone sees them all (for [`crate::Store::recover`]).
+    /// Blocks until the kv itself holds every commit made before, so that
+    /// reading the kv alone sees them all (for [`crate::Store::recover`]).
     pub(crate) fn drain(&self) -> Result<(), StorageError> {
         let (reply, done) = mpsc::channel();
         self.send(Request {
@@ -242,17 +242,17 @@ impl Drop for Committer {
 }
 
 /// What the committer thread owns.
-struct Thread<E: Engine> {
-    engine: E,
+struct Thread<K: OrderedKv> {
+    kv: K,
     journal: Journal,
-    memtable: Arc<Memtable<E::Value>>,
+    memtable: Arc<Memtable<K::Value>>,
     large: Arc<LargeDir>,
-    checkpointer: Checkpointer<E::Value>,
+    checkpointer: Checkpointer<K::Value>,
     health: Arc<Health>,
     counters: Arc<Counters>,
 }
 
-impl<E: Engine> Thread<E> {
+impl<K: OrderedKv> Thread<K> {
     /// The loop; after the last request, has everything applied and
     /// checkpointed and removes the journal (so the next open has nothing to
     /// replay), returning the result of that.
@@ -303,7 +303,7 @@ impl<E: Engine> Thread<E> {
 
     /// The active table frozen, as a job that reaches the last record
     /// written, for `done` to wait on; `last` when the store closes.
-    fn frozen(&self, done: Vec<mpsc::Sender<Result<(), StorageError>>>, last: bool) -> Job<E::Value> {
+    fn frozen(&self, done: Vec<mpsc::Sender<Result<(), StorageError>>>, last: bool) -> Job<K::Value> {
         Job {
             table: self.memtable.freeze(),
             seq: self.journal.last_seq(),
@@ -319,13 +319,13 @@ impl<E: Engine> Thread<E> {
     fn write_group(&mut self, group: Vec<Staged>) -> Result<(), StorageError> {
         let mut existing = |prefix: &[u8]| {
             self.memtable
-                .keys_with_prefix(prefix, || self.engine.keys_with_prefix(prefix))
+                .keys_with_prefix(prefix, || self.kv.keys_with_prefix(prefix))
         };
         let mut set = WriteSet::fold(group, &mut existing)?;
         let mut bodies = Bodies::default();
         let marker = |key: &[u8]| match self.memtable.get(key) {
             Some(value) => Ok(value.and_then(|v| stored_marker(key, v.as_ref()))),
-            None => self.engine.marker(key),
+            None => self.kv.marker(key),
         };
         if let Err(e) = bodies.place(&mut set, marker, &self.large) {
             bodies.discard(&self.large);
@@ -356,7 +356,7 @@ impl<E: Engine> Thread<E> {
         }
         let full = self
             .memtable
-            .merge(set.into_writes().map(|(k, v)| (k, v.map(E::Value::from))));
+            .merge(set.into_writes().map(|(k, v)| (k, v.map(K::Value::from))));
         self.journal.sync().inspect_err(|e| {
             tracing::error!(error = %e, "journal sync failed; the store refuses all further commits");
             self.health.fail(e.clone());

@@ -36,7 +36,7 @@
 //! The crc covers seq and payload. Each record carries the net writes of one
 //! group (the final value of every key it touched, see [`crate::write_set`]),
 //! so replaying a record is idempotent, and replaying a run of records over
-//! any engine state that lies between the run's start and its end yields the
+//! any kv state that lies between the run's start and its end yields the
 //! run's end state.
 //!
 //! # Where the log ends

@@ -2,7 +2,7 @@
 //!
 //! All records live in one ordered keyspace. A key starts with a one-byte
 //! *kind* prefix, followed by the record's identity. Integers are written
-//! big-endian, so the engine's lexicographic byte order is the numeric order:
+//! big-endian, so the kv's lexicographic byte order is the numeric order:
 //! the messages of one queue are contiguous and ascend by [`MessageId`], and
 //! "everything of queue `q`" is a prefix scan.
 //!
@@ -27,7 +27,7 @@
 //! whatever bytes names contain (so byte order sorts these keys by address
 //! length first: only the order within one address means anything).
 //!
-//! This module is pure: no engine, no I/O, so it is unit- and property-tested
+//! This module is pure: no store, no I/O, so it is unit- and property-tested
 //! on its own.
 //!
 //! [`MessageRecord`]: crate::records::MessageRecord
@@ -50,7 +50,7 @@ pub const ADDRESS: u8 = 0x10;
 /// Kind prefix of a [`QueueRecord`](crate::records::QueueRecord) key.
 pub const QUEUE: u8 = 0x11;
 /// The one key of the journal checkpoint: the seq of the last journal record
-/// known to be durable in the engine (see `journal.rs`).
+/// known to be durable in the kv (see `journal.rs`).
 pub const JOURNAL_CHECKPOINT: u8 = 0x20;
 /// Kind prefix of a [`DuplicateIdRecord`](crate::records::DuplicateIdRecord) key.
 pub const DUPLICATE_ID: u8 = 0x30;
@@ -116,7 +116,7 @@ pub enum KeyError {
 }
 
 impl Key {
-    /// Encodes this key to the bytes stored in the engine.
+    /// Encodes this key to the bytes stored in the kv.
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Key::Message { queue, id } => message(*queue, *id).to_vec(),

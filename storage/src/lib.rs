@@ -1,272 +1,52 @@
 //! rebound's durable storage: the [`Store`] trait the broker programs
-//! against, and three engines behind it: [`SledStore`], a write-ahead journal
-//! with group commit in front of page files for queued messages and sled for
-//! the rest, which the broker runs on by default;
-//! [`PostgresStore`], the same contract in a PostgreSQL database, with group
-//! commit into one transaction per group ([`postgres`] has its design); and
-//! [`MemoryStore`], the same contract in memory, for fast tests of the
-//! broker's engine ([`memory`] says why).
+//! against, and three stores behind it: [`SledStore`], a write-ahead journal
+//! with group commit in front of run files for queued messages and sled for
+//! the rest, which the broker runs on by default; [`PostgresStore`], the same
+//! contract in a PostgreSQL database, with group commit into one transaction
+//! per group; and [`MemoryStore`], the same contract in memory, for fast tests
+//! of the broker's engine ([`memory`] says why).
 //!
-//! The broker holds an `Arc<dyn Store>`; no engine type appears in this
-//! crate's API (errors are boxed into [`StorageError`]), so another engine can
-//! replace sled behind the same trait. What every engine must do is one test
-//! suite, `tests/contract/`, which `tests/engines.rs` runs against each
-//! engine: a new engine (PostgreSQL, say) passes it unchanged by adding a
-//! `Harness` and one `store_contract!` line there.
-//!
-//! # Data model
-//!
-//! Queues hold message *references*. A message stored for a queue is one
-//! record keyed by queue and [`MessageId`]; a multicast message is stored once
-//! per queue it reaches. That duplicates the body per subscription, but an
-//! acknowledgement never coordinates across queues and a dead-letter move is
-//! one atomic commit.
-//!
-//! # Key layout
-//!
-//! One ordered keyspace, a kind byte, then big-endian integers so that byte
-//! order is numeric order ([`keys`]). In [`SledStore`] the message records
-//! (`0x01`) live in the pages once checkpointed (below), everything else in
-//! one sled tree:
+//! Why a trait: the broker holds an `Arc<dyn Store>` and no store's type
+//! appears in this crate's API (errors are boxed into [`StorageError`]), so
+//! another store can replace sled behind it; what every store must do is one
+//! test suite, `tests/contract/`. The design (data model, key layout, the
+//! journal, group commit, checkpoints, runs, large messages, durability, the
+//! PostgreSQL schema) is in `docs/storage.md`.
 //!
 //! ```text
-//! 0x01 | queue u32 | message u64  -> MessageRecord
-//! 0x02 | queue u32 | message u64  -> DeliveryState   (only once written)
-//! 0x03 | queue u32 | due u64 | message u64  -> DueBatchRecord   (Op::PutDues)
-//! 0x10 | address name (UTF-8)     -> AddressRecord
-//! 0x11 | queue u32                -> QueueRecord
-//! 0x20                            -> journal checkpoint (u64 BE)
-//! 0x30 | len u32 | address | seq u64  -> DuplicateIdRecord
+//! lib.rs           the Store trait, Op, Commit, Recovered; the limits
+//! error.rs         StorageError
+//! limits.rs        the size checks every store applies to a commit
+//! keys.rs          the key layout
+//! records.rs       the record format (protobuf)
+//! memory.rs        MemoryStore
+//! postgres/        PostgresStore (its module docs list its files)
+//! sled_store/      SledStore (its module docs list its files)
+//! kv.rs            OrderedKv: what the write path needs from the kv behind the journal
+//! group_commit.rs  the committer (uses write_set, journal, checkpoint)
+//! write_set.rs     ops to key-level writes, one set per group
+//! journal.rs       the write-ahead journal and its format
+//! memtable.rs      journaled writes not yet in the kv
+//! checkpoint.rs    the checkpointer: memtable into the kv, segments freed
+//! runs/            where checkpointed messages live: run files, manifest, merged ranges
+//! large.rs         body files of large messages
 //! ```
-//!
-//! # Source files
-//!
-//! ```text
-//! src/lib.rs             the Store trait, Op, Commit, Recovered; the limits
-//! src/limits.rs          the size checks every engine applies to a commit
-//! src/memory.rs          MemoryStore
-//! src/postgres/          PostgresStore (its module docs list its files)
-//! src/sled_store.rs      SledStore: opening, reads, recovery, sled's gaps,
-//!                        which keys go to the pages and which to sled
-//! src/engine.rs          Engine: what the write path needs from the engine
-//! src/group_commit.rs    the committer (uses write_set, journal, checkpoint)
-//! src/write_set.rs       ops to key-level writes, one set per group
-//! src/journal.rs         the write-ahead journal and its format
-//! src/memtable.rs        journaled writes not yet in the engine
-//! src/checkpoint.rs      the checkpointer: memtable into the engine, segments freed
-//! src/pages/             where checkpointed messages live: runs, manifest, merged ranges
-//! src/large.rs           body files of large messages
-//! src/keys.rs, records.rs  key layout and record format
-//! tests/contract/        the Store contract, for every engine
-//! tests/engines.rs       the contract run against every engine
-//! tests/postgres.rs      what only PostgresStore does (the database failing)
-//! tests/cluster.rs       PostgresStore for several brokers: leases, fencing
-//! tests/store.rs, large.rs, crash.rs   what only SledStore does
-//! ```
-//!
-//! # Files on disk (SledStore)
-//!
-//! ```text
-//! <dir>/journal/<seq>.wal                    journal segments (the durability point)
-//! <dir>/journal/spare.wal                    the next segment, zero-filled or recycled
-//! <dir>/pages/<number>.run                  a run of queued message records
-//! <dir>/pages/MANIFEST                       the runs and their live ids, as of a checkpoint
-//! <dir>/db, conf, snap.*                     sled (its blobs/ stays empty, see below)
-//! <dir>/large/q<queue>-m<id>.body            body of a large message
-//! <dir>/large/q<queue>-m<id>.g<gen>.body     same, written again (gen >= 1)
-//! ```
-//!
-//! # How a commit becomes durable
-//!
-//! In [`SledStore`], the write path has three stages, one file each:
-//!
-//! 1. **Group commit** (`src/group_commit.rs`): one committer thread takes
-//!    every commit queued, folds them into one set of key-level writes
-//!    (`src/write_set.rs`), appends that set to the journal as *one record*
-//!    and `fdatasync`s the journal once, then answers every waiter.
-//! 2. **Journal** (`src/journal.rs`, the on-disk format is documented there):
-//!    preallocated 8 MiB segments ([`JOURNAL_SEGMENT_BYTES`]), so a sync never
-//!    has a file size to commit; records carry a length, a crc32 and a
-//!    sequence number, and replay stops at the first record that is not whole.
-//!    One record per group is what makes a commit atomic: after a crash a
-//!    group is replayed whole or not at all, so a DLQ move (remove from queue
-//!    A, insert into queue B, delete the state) is in exactly one queue.
-//! 3. **Checkpoint** (`src/checkpoint.rs`): journaled writes are readable at
-//!    once from an in-memory table (`src/memtable.rs`), frozen at the end of
-//!    each segment or once its estimated size reaches 4 MiB
-//!    ([`SledOptions::memtable_table_bytes`]), whichever comes first, and
-//!    reach the engine one table later: a checkpointer thread applies a
-//!    table (leaving out what the next table writes again, and deletes of
-//!    keys the engine cannot have). Its message records become one sorted,
-//!    synced file, a run, in `pages/`, and its acks clear bits in the runs'
-//!    live bitmaps (`src/pages/` says why and how); its other writes go to
-//!    sled. After the table that ends a segment it writes the pages'
-//!    manifest, records the journal position in sled under `0x20`, makes
-//!    sled durable (`flush()` and `fdatasync`) and recycles the segment; a
-//!    table frozen within a segment only leaves memory, its records staying
-//!    in the journal until then. A message acked within a table or two (a
-//!    queue that keeps up, a message redelivered after a short delay) never
-//!    reaches the engine at all. Opening the store replays the journal after
-//!    the recorded position. The size bound is what keeps a deep backlog's
-//!    drain in bounded memory: its segments are full of ~20-byte deletes that
-//!    cost ten times that in a table (BENCHMARKS.md, "Deep backlogs").
-//!
-//! Artemis's journal works the same way (pre-filled, reused journal files,
-//! compacted into the bindings and messages it keeps); the pages and sled
-//! play the part of the compacted state.
-//!
-//! # Record encoding
-//!
-//! Values are protobuf messages encoded with prost; the types in [`records`]
-//! *are* the on-disk format. Compatibility rule: never reuse a tag, only add
-//! fields whose zero value means "as before". A value that fails to decode is
-//! reported as [`StorageError::Corrupt`] with its key in hex, never a panic; a
-//! journal with a gap or a damaged record before its end is refused with
-//! [`StorageError::CorruptJournal`] naming the file and offset, rather than
-//! silently dropping acknowledged commits.
-//! A message (key plus its full encoded record, body included) may be at most
-//! [`MAX_RECORD_BYTES`]; what is stored inline (every other record, and a
-//! message without the body it keeps in a file) at most
-//! [`MAX_INLINE_RECORD_BYTES`]. Commits breaking either are refused whole
-//! with [`StorageError::RecordTooLarge`], by every engine (`src/limits.rs`).
-//!
-//! # Large messages
-//!
-//! As in Artemis, a body above [`LARGE_BODY_THRESHOLD`] (64 KiB), or one that
-//! would push the record over [`MAX_INLINE_RECORD_BYTES`], is written to its
-//! own file under `large/` rather than into the journal ([`large`] has the
-//! details). The `0x01` record of such a message has no body and a marker
-//! (tag 100, see [`records`]) with the body's length and file generation. The
-//! committer does it inside the group, in this order:
-//!
-//! 1. write each body file and `sync_data` it; then fsync `large/` once for
-//!    the whole group;
-//! 2. append the group's record (records carry the marker) to the journal and
-//!    fdatasync it;
-//! 3. unlink the files of messages the group removed, replaced or whose queue
-//!    it deleted; then answer the waiters.
-//!
-//! So a send is acknowledged only once both body and record are durable, and
-//! a crash leaves at worst a body no record references, never a record
-//! without its body. Opening the store deletes such orphans (a file whose
-//! `(queue, id, generation)` is not what the record under `0x01|queue|id`
-//! says, after the journal is replayed). Should a body file vanish anyway
-//! (deleted by hand, lost by the file system), [`Store::recover`] still lists
-//! the message (with a warning in the log), so that the broker's indexes
-//! match the store, and [`Store::read_message`] reports
-//! [`StorageError::Corrupt`] naming the key and the file; it never panics.
-//!
-//! Fan-out: a multicast message is one record per queue; when one group
-//! stores the same message id with the same body for several queues, the
-//! body is written and synced once and the other names are hard links to it.
-//! Bodies are read whole into memory by `read_message`, like small ones.
-//!
-//! Why 64 KiB: below it, a separate file costs an extra `sync_data` and
-//! directory fsync for little gain; above it, values bloat sled's pages,
-//! which sled rewrites whole on every consolidation (17–20 values per page),
-//! and keeping records at most half of [`MAX_INLINE_RECORD_BYTES`] leaves the
-//! other half for properties.
-//!
-//! # Why sled 0.34.7
-//!
-//! It is the last stable sled (2021) and is pinned with `=`. The 1.0 alphas
-//! drop transactions, `generate_id` and the stability of batches, use a new
-//! on-disk format and have no release cadence, so they are not an upgrade
-//! path; we treat 0.34.7 as frozen vendor code and keep it behind [`Store`].
-//!
-//! # Durability
-//!
-//! A [`Commit`] resolves only after its ops are in a journal record that has
-//! been `fdatasync`ed, and readable. The pages and sled are only checkpoint
-//! targets. A run is synced when written, and the manifest naming it is
-//! written to a temporary file, synced, renamed and its directory synced,
-//! all before sled records the checkpoint. sled's own durability gaps are
-//! closed at every checkpoint ([`sled_store`]):
-//!
-//! * sled's `flush()` uses `sync_file_range`, which leaves data in the drive's
-//!   volatile cache: after the flush we `fdatasync` sled's log file, and only
-//!   then may the journal segments it covers be reused;
-//! * log items above `segment_size / 4 - 20` bytes become blob files that sled
-//!   never fsyncs: sled's segments are 16 MiB and its values are capped
-//!   ([`MAX_INLINE_RECORD_BYTES`]) so that even a whole page of maximum-size
-//!   records stays inline, so no blob is written; larger bodies go to our own
-//!   fsynced files (above);
-//! * concurrent `flush_async` deadlocks in 0.34.7: it is never called;
-//! * `flush()` itself can hang after a long run of writes (sled #1412, seen
-//!   here at one close in twenty with `examples/fill_and_close.rs`): the
-//!   checkpointer flushes every few thousand writes, and commits that wait
-//!   on a checkpoint for more than 10 s say so in the log.
-//!
-//! A store dropped without [`Store::close`] (or a killed process) keeps every
-//! commit that was acknowledged; the crash tests kill a child process with
-//! SIGKILL and check exactly that, one of them with 16 KiB journal segments
-//! so that the kills land in the middle of checkpoints. A failed journal
-//! sync, directory sync or checkpoint is fatal: the store refuses every
-//! later commit (see `src/group_commit.rs` for why a retried fsync proves
-//! nothing).
-//!
-//! # Disk space and memory
-//!
-//! An ack removes the message's keys (and its body file, once the removal is
-//! durable). A run's file goes once none of its messages is live, and a run
-//! left with a few live messages is compacted into a new one, so the pages
-//! take about what the queued messages take. The journal holds the segment being written, the one the
-//! checkpointer keeps back, those not yet checkpointed (at most 4 waiting;
-//! commits wait beyond that) and one spare: normally 24 MiB, at most about
-//! 60 MiB with the default segment size. The same writes, net of what later
-//! writes replaced, are held in memory until their checkpoint. Queued
-//! messages cost memory only through their runs' block indexes and live
-//! bitmaps, well under a byte per message. sled, which keeps the rest,
-//! reuses the log space of removed records but never shrinks its file;
-//! it holds no messages, so its size follows the number of queues,
-//! addresses, duplicate ids and redelivered messages, not the backlog.
-//!
-//! # Group commit
-//!
-//! An `fdatasync` costs a fraction of a millisecond to milliseconds whatever
-//! the batch size, so commits are grouped: while the committer syncs, new
-//! commits queue up and ride the next group. Concurrent producers share syncs;
-//! a lone producer pays one per commit.
-//!
-//! Measured on the project machine (2 vCPU, ext4 on virtio, release build,
-//! `cargo run --release -p rebound-storage --example commit_throughput`),
-//! each committer awaiting one 1 KiB `PutMessage` per commit, three 3 s runs;
-//! next to them the disk did 6,800–7,300 `fdatasync`/s of 4 KiB into a
-//! preallocated file and 4,800–5,500 appending (`bench/fsync_rate.py`):
-//!
-//! | committers | msgs/s        | syncs per commit |
-//! |-----------:|--------------:|-----------------:|
-//! | 1          | 6,100–6,400   | 1.00             |
-//! | 8          | 23,900–24,600 | 0.21–0.22        |
-//! | 64         | 70,500–76,600 | 0.027            |
-//!
-//! Before the journal (commit 1a7d9b8), each group was a sled batch, a
-//! `flush()` and an `fdatasync` of sled's growing log; run alternately with
-//! the journal build, twice, it gave 2,400–2,500, 10,400–10,800 and
-//! 49,600–50,500 msgs/s (the journal: 6,300–6,700, 23,000–23,400 and
-//! 72,500–72,800). sled's flush hands every IO buffer to its thread pool,
-//! and the sync had file-size metadata to commit.
-//!
-//! Large messages (same example, `3 /tmp 1048576 1,8,64`), 1 MiB bodies each
-//! written to a file and `sync_data`ed inside the group, are bound by the
-//! disk's write bandwidth rather than the sync count: 460–650 MiB/s with 1
-//! committer, 560–650 MiB/s with 8 or 64 (two runs).
 
 #![warn(missing_docs)]
 
 mod checkpoint;
-mod engine;
 pub mod error;
 mod group_commit;
 mod journal;
 pub mod keys;
+mod kv;
 pub mod large;
 mod limits;
 pub mod memory;
 mod memtable;
-mod pages;
 pub mod postgres;
 pub mod records;
+mod runs;
 pub mod sled_store;
 mod write_set;
 
@@ -330,12 +110,14 @@ pub const MAX_RECORD_BYTES: usize = 16 << 20;
 /// The largest value the store puts into sled, key plus encoded value:
 /// 128 KiB. Every record but a large message's body must fit.
 ///
-/// Derived from sled 0.34.7 in [`sled_store`]: it is what keeps every page of
-/// records inline in sled's fsynced log rather than in a never-fsynced blob.
+/// Derived from sled 0.34.7 (`docs/storage.md`, "Why no write ever becomes a
+/// blob"; checked at compile time in [`sled_store`]): it is what keeps every
+/// page of records inline in sled's fsynced log rather than in a
+/// never-fsynced blob.
 pub const MAX_INLINE_RECORD_BYTES: usize = 128 << 10;
 
 /// Message bodies longer than this (64 KiB) are stored in their own files
-/// under `large/` rather than in sled; see "Large messages" above.
+/// under `large/` rather than in sled (`docs/storage.md`, "Large messages").
 pub const LARGE_BODY_THRESHOLD: usize = 64 << 10;
 
 /// Nominal size of a journal segment by default, 8 MiB (Artemis's
@@ -374,8 +156,8 @@ pub trait Store: Send + Sync + 'static {
     /// The delivery state of message `id` in `queue`, if one was written.
     fn read_state(&self, queue: QueueId, id: MessageId) -> Result<Option<DeliveryState>, StorageError>;
 
-    /// Which of messages `ids` of `queue` are stored, in the order given. An
-    /// engine behind a network answers in one round trip.
+    /// Which of messages `ids` of `queue` are stored, in the order given. A
+    /// store behind a network answers in one round trip.
     fn stored_messages(&self, queue: QueueId, ids: &[MessageId]) -> Result<Vec<bool>, StorageError> {
         ids.iter()
             .map(|&id| Ok(self.read_message(queue, id)?.is_some()))
@@ -428,7 +210,7 @@ pub trait Store: Send + Sync + 'static {
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
-    /// Whether the store writes, for the broker's health: an engine whose
+    /// Whether the store writes, for the broker's health: a store whose
     /// background writes can fail says so here (commits alone cannot show a
     /// failure nobody waits on).
     fn health(&self) -> StoreHealth {
@@ -436,16 +218,16 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// The most messages an [`Op::DeleteQueue`] should take with it, if the
-    /// engine writes one delete per key it removes: a caller deleting a
+    /// store writes one delete per key it removes: a caller deleting a
     /// larger queue removes its messages first, that many per commit, so
     /// that no commit (nor the memory it takes) grows with the queue. `None`:
-    /// the engine deletes a queue whole, however large.
+    /// the store deletes a queue whole, however large.
     fn queue_delete_chunk(&self) -> Option<usize> {
         None
     }
 
     /// Whether a commit may fail with [`StorageError::DuplicateIds`]: the
-    /// engine refuses a duplicate id another commit stored already (another
+    /// store refuses a duplicate id another commit stored already (another
     /// node's, on a database several brokers share). `false`: the caller's
     /// own cache of ids is the only check, and a caller need not keep a copy
     /// of a commit to make it again.
@@ -455,7 +237,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Finishes queued commits, flushes and fsyncs everything and stops the
     /// committer; later commits fail with [`StorageError::Closed`]. Reads
-    /// keep working; the engine's files are released when the store is
+    /// keep working; the store's files are released when the store is
     /// dropped.
     fn close(&self) -> Result<(), StorageError>;
 }
@@ -541,7 +323,7 @@ pub enum Op {
         address: String,
         /// The entry's place in that cache.
         seq: u64,
-        /// The entry's id (the PostgreSQL engine keys entries by id, so
+        /// The entry's id (the PostgreSQL store keys entries by id, so
         /// that several nodes' caches share one row per id).
         id: bytes::Bytes,
     },
@@ -720,6 +502,6 @@ pub struct StoreStats {
     pub ops: u64,
     /// Journal fdatasyncs, one per group.
     pub syncs: u64,
-    /// Bytes the engine uses on disk.
+    /// Bytes the store uses on disk.
     pub disk_bytes: u64,
 }

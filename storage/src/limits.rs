@@ -1,10 +1,10 @@
-//! The size limits of a commit, checked in one place for every engine, so
+//! The size limits of a commit, checked in one place for every store, so
 //! that the broker sees the same [`StorageError::RecordTooLarge`] whatever
-//! engine is behind [`Store`](crate::Store).
+//! store is behind [`Store`](crate::Store).
 //!
-//! The limits come from the sled engine ([`MAX_RECORD_BYTES`],
+//! The limits come from the sled store ([`MAX_RECORD_BYTES`],
 //! [`MAX_INLINE_RECORD_BYTES`], [`LARGE_BODY_THRESHOLD`] explain why), but
-//! they are part of the contract: an engine without sled's constraints (the
+//! they are part of the contract: a store without sled's constraints (the
 //! in-memory one) refuses the same commits, or a broker tested against it
 //! would accept messages that production refuses.
 

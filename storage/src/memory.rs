@@ -10,7 +10,7 @@
 //! ([`MemoryStore::reopen`]) and check what it recovers.
 //!
 //! It keeps the whole [`Store`] contract, checked by the same suite as the
-//! sled engine (`tests/contract/`): commits apply whole and in order or not
+//! sled store (`tests/contract/`): commits apply whole and in order or not
 //! at all, with the same size limits (`src/limits.rs`); ids increase across
 //! reopens; [`Store::recover`] orders as documented on [`Recovered`]. A
 //! commit is applied under one lock before [`Store::commit`] returns, so its
@@ -202,7 +202,7 @@ impl Store for MemoryStore {
     }
 
     fn generate_id(&self) -> Result<MessageId, StorageError> {
-        // From 1, as the sled engine: 0 is what an unset protobuf field reads as.
+        // From 1, as the sled store: 0 is what an unset protobuf field reads as.
         Ok(self.disk.last_id.fetch_add(1, Ordering::Relaxed) + 1)
     }
 

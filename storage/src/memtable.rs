@@ -1,4 +1,4 @@
-//! Writes that are durable in the journal but not yet applied to the engine.
+//! Writes that are durable in the journal but not yet applied to the kv.
 //!
 //! Why: in a queue that keeps up, a message is stored, delivered from memory
 //! and acknowledged within milliseconds. Applying its put and then its delete
@@ -8,8 +8,8 @@
 //! delete of the same key leaves only the delete behind. When the journal
 //! moves to a new segment, or the active table's estimated size reaches its
 //! bound ([`TABLE_BYTES`] by default), the active table is frozen and handed
-//! to the checkpointer, which applies what is left to the engine, one table later
-//! and without the deletes the engine does not need ([`crate::checkpoint`]).
+//! to the checkpointer, which applies what is left to the kv, one table later
+//! and without the deletes the kv does not need ([`crate::checkpoint`]).
 //!
 //! Why a size bound and not only the segment: a journal record of a delete is
 //! some 20 bytes, its entry here ten times that (a key allocation and a share
@@ -25,12 +25,12 @@
 //! tables of them at a time (the active one, the one held back and the one
 //! being applied). Freezing once they make a quarter of the bound keeps a
 //! fill's memory small without applying more of a busy queue's puts and
-//! deletes to the engine (BENCHMARKS.md, "Deep backlogs in page files").
+//! deletes to the kv (BENCHMARKS.md, "Deep backlogs in page files").
 //!
-//! Reads look here first, newest table first, then in the engine: the
+//! Reads look here first, newest table first, then in the kv: the
 //! committer (large-body markers, prefix deletes) and the store's readers see
 //! every journaled write at once. A frozen table leaves the read path only
-//! after the engine holds its writes.
+//! after the kv holds its writes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -59,7 +59,7 @@ fn entry_bytes<V: AsRef<[u8]>>(key_len: usize, value: &Option<V>) -> usize {
     ENTRY_OVERHEAD + key_len + value.as_ref().map_or(0, |v| v.as_ref().len())
 }
 
-/// The tables not yet in the engine, newest last.
+/// The tables not yet in the kv, newest last.
 pub(crate) struct Memtable<V> {
     tables: RwLock<Tables<V>>,
     /// The estimated size at which the active table asks to be frozen.
@@ -94,7 +94,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
     /// reached its bound (or its message puts theirs) and should be frozen.
     /// (Delivery states, say, stay out of the puts' count: they are
     /// written while a message is redelivered and deleted with it, and
-    /// freezing on them would only hand their churn to the engine.)
+    /// freezing on them would only hand their churn to the kv.)
     pub(crate) fn merge(&self, writes: impl Iterator<Item = (Vec<u8>, Option<V>)>) -> bool {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let Tables {
@@ -132,20 +132,20 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
             .find_map(|table| table.get(key).cloned())
     }
 
-    /// Whether no write waits for the engine.
+    /// Whether no write waits for the kv.
     pub(crate) fn is_empty(&self) -> bool {
         let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
         tables.active.is_empty() && tables.frozen.is_empty()
     }
 
-    /// The keys under `prefix`, given a function listing those in the engine.
+    /// The keys under `prefix`, given a function listing those in the kv.
     pub(crate) fn keys_with_prefix<E>(
         &self,
         prefix: &[u8],
-        engine: impl FnOnce() -> Result<Vec<Vec<u8>>, E>,
+        kv: impl FnOnce() -> Result<Vec<Vec<u8>>, E>,
     ) -> Result<Vec<Vec<u8>>, E> {
         // Tables first: one the checkpointer applies meanwhile is then applied
-        // again below, which changes nothing; listing the engine first could miss
+        // again below, which changes nothing; listing the kv first could miss
         // its writes once it has left the read path.
         let (frozen, active): (Vec<_>, Vec<_>) = {
             let tables = self.tables.read().unwrap_or_else(PoisonError::into_inner);
@@ -161,7 +161,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
                 under(&tables.active),
             )
         };
-        let mut keys: BTreeSet<Vec<u8>> = engine()?.into_iter().collect();
+        let mut keys: BTreeSet<Vec<u8>> = kv()?.into_iter().collect();
         for (key, present) in frozen.into_iter().chain(active) {
             if present {
                 keys.insert(key);
@@ -175,7 +175,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
     /// The latest journaled writes of the keys in `from..=to`, at most `max`
     /// keys from each table, and the key up to which that is every write
     /// (`None`: all of `from..=to`). An ordered read merges them over the
-    /// engine's range up to that key, then goes on after it.
+    /// kv's range up to that key, then goes on after it.
     #[allow(clippy::type_complexity)]
     pub(crate) fn range(
         &self,
@@ -210,7 +210,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
         (writes, complete)
     }
 
-    /// Freezes the active table and returns it for the engine.
+    /// Freezes the active table and returns it for the kv.
     pub(crate) fn freeze(&self) -> Arc<Table<V>> {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let table = Arc::new(std::mem::take(&mut tables.active));
@@ -220,7 +220,7 @@ impl<V: Clone + AsRef<[u8]>> Memtable<V> {
         table
     }
 
-    /// Drops the oldest frozen table, whose writes the engine now holds.
+    /// Drops the oldest frozen table, whose writes the kv now holds.
     pub(crate) fn release(&self) {
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         tables.frozen.pop_front();
@@ -289,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn prefix_listing_merges_engine_and_tables() {
+    fn prefix_listing_merges_kv_and_tables() {
         let m = Memtable::new(TABLE_BYTES);
         m.merge([w(1, None), w(3, Some(3))].into_iter());
         m.freeze();

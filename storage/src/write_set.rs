@@ -1,5 +1,5 @@
 //! Turning [`Op`]s into key-level writes, and folding many commits into one
-//! engine batch.
+//! write set.
 //!
 //! [`stage`] runs on the caller's thread: it encodes every record and checks
 //! the size limits ([`crate::limits`]), so a bad commit is refused before it
@@ -10,7 +10,7 @@
 //! staged commits of a group: the final value (or deletion) of every touched
 //! key, with later ops overriding earlier ones, exactly as if the commits had
 //! been applied one after another. Nothing here knows the
-//! engine; prefix deletes ask it for the existing keys through a closure.
+//! kv; prefix deletes ask it for the existing keys through a closure.
 
 use bytes::Bytes;
 use prost::Message;

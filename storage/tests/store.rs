@@ -1,5 +1,5 @@
 //! What `SledStore` does beyond the store contract (`tests/contract/`, run
-//! for every engine by `tests/engines.rs`): concurrent commits share journal
+//! for every store by `tests/stores.rs`): concurrent commits share journal
 //! syncs (group commit).
 
 use std::sync::Arc;

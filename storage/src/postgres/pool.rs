@@ -2,8 +2,8 @@
 //! lives on it, and how a database error becomes a [`StorageError`].
 //!
 //! The runtime is the store's, not the broker's, so that the synchronous
-//! reads of [`Store`](crate::Store) can wait for it from any thread (see the
-//! module docs of [`super`]), and so that the committer keeps running however
+//! reads of [`Store`](crate::Store) can wait for it from any thread (`docs/storage.md`,
+//! "Reads are synchronous"), and so that the committer keeps running however
 //! busy the broker's workers are.
 
 use std::future::Future;

@@ -213,7 +213,7 @@ pub(super) async fn scan_queue(
     let mut scanned = Vec::with_capacity(found.len());
     for row in found {
         let id = row.get::<_, i64>(0) as MessageId;
-        // As the other engines: the message that reaches `max_bytes` is the last.
+        // As the other stores: the message that reaches `max_bytes` is the last.
         if bytes >= max_bytes && !scanned.is_empty() {
             break;
         }

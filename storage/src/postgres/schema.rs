@@ -18,7 +18,7 @@ const MIGRATION_LOCK: i64 = 0x0072_6562_6f75_6e64;
 
 /// The migrations, in order; the schema's version is how many were applied.
 pub(super) const MIGRATIONS: &[&str] = &[
-    // 1: the single-node layout (see the module docs of `super`).
+    // 1: the single-node layout (`docs/storage.md`, "Tables").
     "CREATE TABLE addresses (
          name text PRIMARY KEY,
          record bytea NOT NULL);

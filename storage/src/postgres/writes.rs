@@ -1,7 +1,7 @@
 //! [`Writes`]: the ops of a group of commits folded into the net final value
 //! of every row they touch, and the few multi-row statements that write it in one transaction.
 //!
-//! Folding is what the sled engine's write set does for keys
+//! Folding is what the sled store's write set does for keys
 //! (`src/write_set.rs`), with the two prefix deletes kept as such: deleting
 //! a queue (or an address) wipes its rows in the database with one statement
 //! and forgets what the group had put for it before; what the group puts for

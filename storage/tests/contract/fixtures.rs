@@ -1,5 +1,5 @@
 //! A message with a large body, shared by the contract suite and the sled
-//! engine's own large-message tests.
+//! store's own large-message tests.
 use bytes::Bytes;
 use rebound_storage::MessageRecord;
 

@@ -1,28 +1,35 @@
-//! The [`Store`] contract: what the broker may rely on whatever engine is
-//! behind the trait, as tests every engine must pass unchanged.
+//! The [`Store`] contract: what the broker may rely on whatever store is
+//! behind the trait, as tests every store must pass unchanged.
 //!
-//! An engine takes part with a [`Harness`] and one line
-//! `store_contract!(name, harness_expression);` in `tests/engines.rs`, which
+//! A store takes part with a [`Harness`] and one line
+//! `store_contract!(name, harness_expression);` in `tests/stores.rs`, which
 //! instantiates every test below as `name::<test>` (the harness expression
-//! is evaluated afresh for each test). What only one engine does (files,
-//! crashes, group commit) is tested next to that engine, not here.
+//! is evaluated afresh for each test). What only one store does (files,
+//! crashes, group commit) is tested next to that store, not here.
 
+mod concurrency;
+mod duplicate_ids;
 mod fixtures;
+mod removals;
 mod scan;
+mod sizes;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use rebound_storage::{
-    AddressRecord, DeliveryState, FailureRecord, LARGE_BODY_THRESHOLD, MAX_INLINE_RECORD_BYTES,
-    MAX_RECORD_BYTES, MessageRecord, Op, PropertyValue, QueueRecord, RoutingType, StorageError, Store, keys,
-    records::property_value,
+    AddressRecord, DeliveryState, FailureRecord, MAX_RECORD_BYTES, MessageRecord, Op, PropertyValue,
+    QueueRecord, RoutingType, StorageError, Store, records::property_value,
 };
 
+pub use concurrency::*;
+pub use duplicate_ids::*;
 pub use fixtures::large;
+pub use removals::*;
 pub use scan::*;
+pub use sizes::*;
 
-/// Opens stores of one engine for one test.
+/// Opens stores of one kind for one test.
 pub trait Harness {
     /// Opens a new, empty store.
     fn open(&mut self) -> Arc<dyn Store>;
@@ -32,10 +39,10 @@ pub trait Harness {
     fn reopen(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store>;
 }
 
-/// Instantiates every contract test for one engine, in a module `$engine`.
+/// Instantiates every contract test for one store, in a module `$store`.
 macro_rules! store_contract {
-    ($engine:ident, $harness:expr) => {
-        mod $engine {
+    ($store:ident, $harness:expr) => {
+        mod $store {
             use super::*;
 
             store_contract!(@tests $harness, #[tokio::test];
@@ -53,7 +60,7 @@ macro_rules! store_contract {
                 generated_ids_increase_also_across_reopen,
                 commits_after_close_fail_with_closed_and_reads_keep_working,
                 stats_count_durable_commits_and_their_ops,
-                size_limits_are_those_of_every_engine,
+                size_limits_are_those_of_every_store,
                 large_bodies_round_trip_through_commit_reopen_and_read,
                 large_messages_are_rewritten_moved_and_removed,
                 scans_read_a_queue_in_order_after_a_cursor,
@@ -127,44 +134,6 @@ fn put_state(queue: u32, id: u64, state: &DeliveryState) -> Op {
         id,
         state: state.clone(),
     }
-}
-
-/// A message in queue 1 whose key plus encoded record is exactly `size`
-/// bytes: a body of `body` bytes, a bytes property for the rest.
-fn sized(id: u64, size: usize, body: usize) -> MessageRecord {
-    let key = keys::message(1, id).len();
-    let mut message = MessageRecord {
-        message_id: id,
-        body: vec![0xa5; body].into(),
-        ..Default::default()
-    };
-    let mut pad = 0;
-    for _ in 0..5 {
-        message.properties.insert(
-            "pad".into(),
-            PropertyValue {
-                value: Some(property_value::Value::Bytes(vec![0x5a; pad].into())),
-            },
-        );
-        pad = (pad + size).saturating_sub(key + prost::Message::encoded_len(&message));
-    }
-    assert_eq!(key + prost::Message::encoded_len(&message), size);
-    message
-}
-
-/// A message in queue 1 of exactly `size` bytes, all but a few of them body.
-fn body_sized(id: u64, size: usize) -> MessageRecord {
-    let key = keys::message(1, id).len();
-    let mut message = MessageRecord {
-        message_id: id,
-        ..Default::default()
-    };
-    for _ in 0..3 {
-        let body = (message.body.len() + size).saturating_sub(key + prost::Message::encoded_len(&message));
-        message.body = vec![0xa5; body].into();
-    }
-    assert_eq!(key + prost::Message::encoded_len(&message), size);
-    message
 }
 
 fn ids(store: &dyn Store, queue: u32) -> Vec<u64> {
@@ -430,123 +399,6 @@ pub async fn patient_commits_are_commits(h: &mut dyn Harness) {
     assert_eq!(ids(&*store, 1), [2, 3]);
 }
 
-/// RemoveMessage (an ack) takes the message and its state, and nothing else;
-/// removing what is not there is no error.
-pub async fn remove_message_removes_the_message_and_its_state(h: &mut dyn Harness) {
-    let store = h.open();
-    store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            put(1, 1),
-            put(1, 2),
-            put_state(1, 1, &state(1)),
-            put_state(1, 2, &state(2)),
-        ])
-        .await
-        .unwrap();
-    store
-        .commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
-        .await
-        .unwrap();
-    store
-        .commit(vec![Op::RemoveMessage { queue: 1, id: 99 }])
-        .await
-        .unwrap();
-    let check = |store: &dyn Store| {
-        assert_eq!(store.read_message(1, 1).unwrap(), None);
-        assert_eq!(store.read_state(1, 1).unwrap(), None);
-        assert_eq!(store.read_message(1, 2).unwrap(), Some(message(2, 4)));
-        assert_eq!(store.read_state(1, 2).unwrap(), Some(state(2)));
-        assert_eq!(
-            store.stored_messages(1, &[2, 1, 99]).unwrap(),
-            [true, false, false]
-        );
-        let recovered = store.recover().unwrap();
-        assert_eq!(recovered.queues[0].messages.len(), 1);
-        assert_eq!(recovered.queues[0].messages[0].state, Some(state(2)));
-    };
-    check(&*store);
-    check(&*h.reopen(store));
-}
-
-/// RemoveStatelessMessage takes the message and writes nothing for a state: one
-/// that exists (a caller's mistake) stays, invisible to recovery.
-pub async fn remove_stateless_message_removes_the_message_only(h: &mut dyn Harness) {
-    let store = h.open();
-    store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            put(1, 1),
-            put(1, 2),
-            put_state(1, 2, &state(2)),
-        ])
-        .await
-        .unwrap();
-    store
-        .commit(vec![
-            Op::RemoveStatelessMessage { queue: 1, id: 1 },
-            Op::RemoveStatelessMessage { queue: 1, id: 2 },
-        ])
-        .await
-        .unwrap();
-    let check = |store: &dyn Store| {
-        assert_eq!(store.read_message(1, 1).unwrap(), None);
-        assert_eq!(store.read_message(1, 2).unwrap(), None);
-        assert_eq!(store.read_state(1, 2).unwrap(), Some(state(2)));
-        assert!(store.recover().unwrap().queues[0].messages.is_empty());
-    };
-    check(&*store);
-    check(&*h.reopen(store));
-}
-
-/// DeleteQueue removes the queue with its messages and states; other queues
-/// keep theirs, and a queue created again under the same id is empty.
-pub async fn delete_queue_removes_its_messages_and_states_only(h: &mut dyn Harness) {
-    let store = h.open();
-    store
-        .commit(vec![Op::PutQueue(queue(1, "q1")), Op::PutQueue(queue(2, "q2"))])
-        .await
-        .unwrap();
-    store
-        .commit(vec![put(1, 1), put(1, 2), put(2, 1), put(2, 2)])
-        .await
-        .unwrap();
-    store.commit(vec![put_state(1, 1, &state(1))]).await.unwrap();
-    store.commit(vec![put_state(2, 2, &state(1))]).await.unwrap();
-    store
-        .commit(vec![Op::RemoveMessage { queue: 1, id: 1 }, Op::DeleteQueue(2)])
-        .await
-        .unwrap();
-    store
-        .commit(vec![Op::DeleteAddress("orders".into())])
-        .await
-        .unwrap();
-    let store = h.reopen(store);
-    assert_eq!(store.read_message(1, 1).unwrap(), None);
-    assert_eq!(store.read_state(1, 1).unwrap(), None);
-    assert_eq!(store.read_message(2, 1).unwrap(), None);
-    assert_eq!(store.read_state(2, 2).unwrap(), None);
-    let recovered = store.recover().unwrap();
-    assert!(recovered.addresses.is_empty());
-    assert_eq!(recovered.queues.len(), 1);
-    assert_eq!(ids(&*store, 1), [2]);
-    assert_eq!(store.read_message(1, 2).unwrap(), Some(message(2, 4)));
-
-    store
-        .commit(vec![Op::PutQueue(queue(2, "q2 again"))])
-        .await
-        .unwrap();
-    assert_eq!(ids(&*store, 2), Vec::<u64>::new());
-    // Deleting it in the commit that fills it leaves nothing either.
-    store
-        .commit(vec![put(2, 3), put_state(2, 3, &state(1)), Op::DeleteQueue(2)])
-        .await
-        .unwrap();
-    assert_eq!(store.read_message(2, 3).unwrap(), None);
-    assert_eq!(store.read_state(2, 3).unwrap(), None);
-    assert_eq!(store.recover().unwrap().queues.len(), 1);
-}
-
 pub async fn messages_of_an_unknown_queue_are_not_recovered(h: &mut dyn Harness) {
     let store = h.open();
     store.commit(vec![put(5, 1)]).await.unwrap();
@@ -586,107 +438,6 @@ pub async fn states_are_put_replaced_and_read(h: &mut dyn Harness) {
         .map(|m| (m.id, m.state.clone()))
         .collect();
     assert_eq!(states, [(1, Some(later)), (2, None)]);
-}
-
-fn put_duplicate_id(address: &str, seq: u64, id: &str) -> Op {
-    Op::PutDuplicateId {
-        address: address.into(),
-        seq,
-        id: Bytes::copy_from_slice(id.as_bytes()),
-    }
-}
-
-/// The entries of every address's duplicate-id cache, as `recover` lists them.
-fn duplicate_ids(store: &dyn Store) -> Vec<(String, u64, Bytes)> {
-    store
-        .recover()
-        .unwrap()
-        .duplicate_ids
-        .into_iter()
-        .map(|d| (d.address, d.seq, d.id))
-        .collect()
-}
-
-/// Duplicate-id cache entries are written with the message they came with,
-/// survive a restart, come back one address at a time ascending by seq,
-/// leave one by one (the FIFO dropping the oldest) or all together with their
-/// address, and touch no other address's entries.
-pub async fn duplicate_ids_are_kept_in_order_removed_and_deleted_with_their_address(h: &mut dyn Harness) {
-    let store = h.open();
-    let orders = AddressRecord {
-        name: "orders".into(),
-        anycast: true,
-        ..Default::default()
-    };
-    store
-        .commit(vec![
-            Op::PutAddress(orders),
-            Op::PutQueue(queue(1, "q")),
-            put(1, 1),
-            put_duplicate_id("orders", 2, "b"),
-            put_duplicate_id("orders", 1, "a"),
-            put_duplicate_id("orders.eu", 1, "a"),
-            put_duplicate_id("o", 300, "x"),
-        ])
-        .await
-        .unwrap();
-    store
-        .commit(vec![
-            Op::RemoveDuplicateId {
-                address: "orders".into(),
-                seq: 1,
-                id: Bytes::from_static(b"a"),
-            },
-            put_duplicate_id("orders", 3, "c"),
-            // Removing what is not there is no error.
-            Op::RemoveDuplicateId {
-                address: "nowhere".into(),
-                seq: 1,
-                id: Bytes::from_static(b"x"),
-            },
-        ])
-        .await
-        .unwrap();
-    let store = h.reopen(store);
-    let mut found = duplicate_ids(&*store);
-    // One address after the other, each ascending by seq.
-    let mut seen: Vec<&str> = Vec::new();
-    for window in found.windows(2) {
-        if window[0].0 == window[1].0 {
-            assert!(window[0].1 < window[1].1, "{found:?}");
-        }
-    }
-    for (address, _, _) in &found {
-        if seen.last() != Some(&address.as_str()) {
-            assert!(
-                !seen.contains(&address.as_str()),
-                "{address} twice apart: {found:?}"
-            );
-            seen.push(address);
-        }
-    }
-    found.sort();
-    let entry = |a: &str, seq, id: &str| (a.to_owned(), seq, Bytes::copy_from_slice(id.as_bytes()));
-    assert_eq!(
-        found,
-        [
-            entry("o", 300, "x"),
-            entry("orders", 2, "b"),
-            entry("orders", 3, "c"),
-            entry("orders.eu", 1, "a"),
-        ]
-    );
-    // Deleting an address deletes its cache, also when the address has no record.
-    store
-        .commit(vec![
-            Op::DeleteAddress("orders".into()),
-            Op::DeleteAddress("o".into()),
-        ])
-        .await
-        .unwrap();
-    let store = h.reopen(store);
-    assert_eq!(duplicate_ids(&*store), [entry("orders.eu", 1, "a")]);
-    assert_eq!(ids(&*store, 1), [1]);
 }
 
 pub async fn generated_ids_increase_also_across_reopen(h: &mut dyn Harness) {
@@ -751,258 +502,4 @@ pub async fn stats_count_durable_commits_and_their_ops(h: &mut dyn Harness) {
     let stats = store.stats();
     assert_eq!((stats.commits, stats.ops), (2, 4));
     assert!((1..=2).contains(&stats.syncs), "{stats:?}");
-}
-
-/// The limits of `MAX_RECORD_BYTES` and `MAX_INLINE_RECORD_BYTES`, with the
-/// same error, whatever the engine.
-pub async fn size_limits_are_those_of_every_engine(h: &mut dyn Harness) {
-    let store = h.open();
-    store.commit(vec![Op::PutQueue(queue(1, "q"))]).await.unwrap();
-    let key = |id: u64| keys::hex(&keys::message(1, id));
-
-    // A whole message: one byte over is refused, naming key and size ...
-    let over = body_sized(1, MAX_RECORD_BYTES + 1);
-    match store.commit(vec![put_message(1, &over)]).await {
-        Err(StorageError::RecordTooLarge { key: k, size, max }) => {
-            assert_eq!((k, size, max), (key(1), MAX_RECORD_BYTES + 1, MAX_RECORD_BYTES));
-        }
-        other => panic!("{other:?}"),
-    }
-    // ... the limit itself is not.
-    let at = body_sized(2, MAX_RECORD_BYTES);
-    store.commit(vec![put_message(1, &at)]).await.unwrap();
-    assert_eq!(store.read_message(1, 2).unwrap(), Some(at));
-    assert_eq!(
-        store.recover().unwrap().queues[0].messages[0].size as usize,
-        MAX_RECORD_BYTES - keys::message(1, 2).len()
-    );
-
-    // What stays inline (all but a large body) has the smaller limit: a body
-    // that could go to a file does not help properties that are too big ...
-    let result = store
-        .commit(vec![put_message(
-            1,
-            &sized(3, MAX_INLINE_RECORD_BYTES + (1 << 20), 1 << 20),
-        )])
-        .await;
-    assert!(too_large(result, MAX_INLINE_RECORD_BYTES));
-    let result = store
-        .commit(vec![put_message(1, &sized(4, MAX_INLINE_RECORD_BYTES + 1, 0))])
-        .await;
-    match result {
-        Err(StorageError::RecordTooLarge { key: k, size, max }) => {
-            // The size counted includes room for a large-body marker.
-            assert_eq!((k, max), (key(4), MAX_INLINE_RECORD_BYTES));
-            assert!(size > MAX_INLINE_RECORD_BYTES, "{size}");
-        }
-        other => panic!("{other:?}"),
-    }
-    // ... but a small body that only makes the record too big is fine.
-    let moved_out = sized(5, MAX_INLINE_RECORD_BYTES + 1000, 2000);
-    store.commit(vec![put_message(1, &moved_out)]).await.unwrap();
-    assert_eq!(store.read_message(1, 5).unwrap(), Some(moved_out));
-    let at_inline = sized(6, MAX_INLINE_RECORD_BYTES, LARGE_BODY_THRESHOLD);
-    store.commit(vec![put_message(1, &at_inline)]).await.unwrap();
-    assert_eq!(store.read_message(1, 6).unwrap(), Some(at_inline));
-
-    // Every other record has the inline limit.
-    let long = "x".repeat(MAX_INLINE_RECORD_BYTES);
-    let address = Op::PutAddress(AddressRecord {
-        name: long.clone(),
-        ..Default::default()
-    });
-    let queue_op = Op::PutQueue(QueueRecord {
-        filter: long.clone(),
-        ..queue(2, "q2")
-    });
-    let state_op = put_state(
-        1,
-        2,
-        &DeliveryState {
-            failures: vec![FailureRecord {
-                at_ms: 1,
-                reason: long,
-            }],
-            ..Default::default()
-        },
-    );
-    for op in [address, queue_op, state_op] {
-        let result = store.commit(vec![op.clone()]).await;
-        assert!(too_large(result, MAX_INLINE_RECORD_BYTES), "{op:?}");
-    }
-    let store = h.reopen(store);
-    let recovered = store.recover().unwrap();
-    assert!(recovered.addresses.is_empty());
-    assert_eq!(recovered.queues.len(), 1);
-    assert_eq!(ids(&*store, 1), [2, 5, 6]);
-    assert_eq!(store.read_state(1, 2).unwrap(), None);
-}
-
-/// Bodies at and above `LARGE_BODY_THRESHOLD` read back whole at once and
-/// after a reopen; recovery reports the full size.
-pub async fn large_bodies_round_trip_through_commit_reopen_and_read(h: &mut dyn Harness) {
-    let store = h.open();
-    let at_threshold = large(1, LARGE_BODY_THRESHOLD);
-    let over = large(2, LARGE_BODY_THRESHOLD + 1);
-    let mib = large(3, 1 << 20);
-    let five = large(4, 5 << 20);
-    store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            put_message(1, &at_threshold),
-            put_message(1, &over),
-            put_message(1, &mib),
-            put_message(1, &five),
-        ])
-        .await
-        .unwrap();
-    // Readable as soon as the commit resolves ...
-    assert_eq!(store.read_message(1, 3).unwrap(), Some(mib.clone()));
-    assert_eq!(store.read_message(1, 4).unwrap(), Some(five.clone()));
-
-    // ... and after a reopen without close.
-    let store = h.reopen(store);
-    let recovered = store.recover().unwrap();
-    let entries = &recovered.queues[0].messages;
-    let all = [&at_threshold, &over, &mib, &five];
-    assert_eq!(entries.len(), 4);
-    for (entry, message) in entries.iter().zip(all) {
-        assert_eq!(entry.id, message.message_id);
-        assert_eq!((entry.priority, entry.expiration_ms), (6, 77));
-        // The full size, body included, as the broker computes it.
-        assert_eq!(
-            entry.size as usize,
-            prost::Message::encoded_len(message),
-            "id {}",
-            entry.id
-        );
-        assert_eq!(
-            store.read_message(1, message.message_id).unwrap().as_ref(),
-            Some(message)
-        );
-    }
-}
-
-/// A large message rewritten (large again, then small), moved to another
-/// queue, put and removed in one commit, and removed.
-pub async fn large_messages_are_rewritten_moved_and_removed(h: &mut dyn Harness) {
-    let store = h.open();
-    store
-        .commit(vec![
-            Op::PutQueue(queue(1, "q1")),
-            Op::PutQueue(queue(2, "q2")),
-            put_message(1, &large(1, 100 << 10)),
-            put_message(1, &large(2, 200 << 10)),
-        ])
-        .await
-        .unwrap();
-    let second = MessageRecord {
-        body: Bytes::from(vec![9; 150 << 10]),
-        ..large(1, 0)
-    };
-    store.commit(vec![put_message(1, &second)]).await.unwrap();
-    assert_eq!(store.read_message(1, 1).unwrap(), Some(second));
-    let small = large(1, 10);
-    store.commit(vec![put_message(1, &small)]).await.unwrap();
-    assert_eq!(store.read_message(1, 1).unwrap(), Some(small.clone()));
-
-    store
-        .commit(vec![
-            put_message(1, &large(3, 1 << 20)),
-            Op::RemoveMessage { queue: 1, id: 3 },
-        ])
-        .await
-        .unwrap();
-    assert_eq!(store.read_message(1, 3).unwrap(), None);
-
-    let moved = large(2, 200 << 10);
-    store
-        .commit(vec![
-            Op::RemoveMessage { queue: 1, id: 2 },
-            put_message(2, &moved),
-        ])
-        .await
-        .unwrap();
-    assert_eq!(store.read_message(1, 2).unwrap(), None);
-    let store = h.reopen(store);
-    assert_eq!(store.read_message(1, 1).unwrap(), Some(small));
-    assert_eq!(store.read_message(2, 2).unwrap(), Some(moved));
-    assert_eq!((ids(&*store, 1), ids(&*store, 2)), (vec![1], vec![2]));
-    store
-        .commit(vec![Op::RemoveMessage { queue: 2, id: 2 }])
-        .await
-        .unwrap();
-    assert_eq!(store.read_message(2, 2).unwrap(), None);
-}
-
-/// 64 tasks commit 50 messages each, ids from `generate_id`: every commit is
-/// counted, recovered in id order, and still there after a reopen.
-pub async fn concurrent_commits_are_all_durable(h: &mut dyn Harness) {
-    let store = h.open();
-    store.commit(vec![Op::PutQueue(queue(1, "q"))]).await.unwrap();
-    let tasks: Vec<_> = (0..64_u64)
-        .map(|task| {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                for i in 0..50 {
-                    let id = store.generate_id().unwrap();
-                    store
-                        .commit(vec![Op::PutMessage {
-                            queue: 1,
-                            message: message(id, (task + i) as u32 % 10),
-                        }])
-                        .await
-                        .unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let stats = store.stats();
-    assert_eq!(stats.commits, 1 + 64 * 50);
-    assert_eq!(stats.ops, 1 + 64 * 50);
-    let before = ids(&*store, 1);
-    assert_eq!(before.len(), 3200);
-    assert!(before.is_sorted());
-    let store = h.reopen(store);
-    assert_eq!(ids(&*store, 1), before);
-}
-
-/// While a writer rewrites, removes and puts back a large message, a reader
-/// sees it whole or not at all, never an error.
-pub async fn concurrent_readers_see_whole_messages(h: &mut dyn Harness) {
-    let store = h.open();
-    store.commit(vec![Op::PutQueue(queue(1, "q1"))]).await.unwrap();
-    let writer = {
-        let store = Arc::clone(&store);
-        tokio::spawn(async move {
-            for round in 0..40_u64 {
-                let body = MessageRecord {
-                    body: Bytes::from(vec![round as u8; 100 << 10]),
-                    ..large(1, 0)
-                };
-                store.commit(vec![put_message(1, &body)]).await.unwrap();
-                store
-                    .commit(vec![Op::RemoveMessage { queue: 1, id: 1 }])
-                    .await
-                    .unwrap();
-                store.commit(vec![put_message(1, &body)]).await.unwrap();
-            }
-        })
-    };
-    let reader = {
-        let store = Arc::clone(&store);
-        tokio::task::spawn_blocking(move || {
-            for _ in 0..2000 {
-                if let Some(m) = store.read_message(1, 1).unwrap() {
-                    assert_eq!(m.body.len(), 100 << 10);
-                    assert!(m.body.iter().all(|b| *b == m.body[0]));
-                }
-            }
-        })
-    };
-    writer.await.unwrap();
-    reader.await.unwrap();
 }

@@ -56,7 +56,7 @@ fn check_scans(store: &dyn Store) {
     assert!(store.scan_queue(3, 0, 100, u64::MAX).unwrap().is_empty());
 }
 
-/// A backlog partly checkpointed and partly only journaled (for engines that
+/// A backlog partly checkpointed and partly only journaled (for stores that
 /// have a journal), larger than any internal batch, read whole in chunks.
 pub async fn scans_merge_old_and_recent_writes_in_chunks(h: &mut dyn Harness) {
     let store = h.open();

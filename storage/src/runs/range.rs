@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::Pages;
+use super::Runs;
 use super::run::Run;
 use crate::error::StorageError;
 use crate::{MessageId, QueueId};
 
-/// The iterator [`Pages::range`] returns.
+/// The iterator [`Runs::range`] returns.
 pub(crate) struct Range<'a> {
-    pages: &'a Pages,
+    runs: &'a Runs,
     queue: QueueId,
     first: MessageId,
     last: MessageId,
@@ -48,9 +48,9 @@ struct Cursor {
 }
 
 impl<'a> Range<'a> {
-    pub(super) fn new(pages: &'a Pages, queue: QueueId, first: MessageId, last: MessageId) -> Range<'a> {
+    pub(super) fn new(runs: &'a Runs, queue: QueueId, first: MessageId, last: MessageId) -> Range<'a> {
         let mut waiting: Vec<(MessageId, u64, Arc<Run>)> = {
-            let state = pages.read();
+            let state = runs.read();
             state
                 .queues
                 .get(&queue)
@@ -62,7 +62,7 @@ impl<'a> Range<'a> {
         };
         waiting.sort_by_key(|(min, run, _)| Reverse((*min, *run)));
         Range {
-            pages,
+            runs,
             queue,
             first,
             last,
@@ -83,7 +83,7 @@ impl<'a> Range<'a> {
                 cursor.done = true;
                 break;
             }
-            let Some(entries) = self.pages.read_block(cursor.run, &cursor.file, cursor.block)? else {
+            let Some(entries) = self.runs.read_block(cursor.run, &cursor.file, cursor.block)? else {
                 // Deleted meanwhile: nothing in it was live.
                 cursor.done = true;
                 break;
@@ -92,7 +92,7 @@ impl<'a> Range<'a> {
             if entries.last().is_none_or(|(key, _)| *key >= (queue, last)) {
                 cursor.done = true;
             }
-            let state = self.pages.read();
+            let state = self.runs.read();
             let Some(part) = state
                 .queues
                 .get(&queue)

@@ -1,4 +1,4 @@
-//! Pages: where queued messages (the `0x01` message records) live once they
+//! Runs: where queued messages (the `0x01` message records) live once they
 //! leave the memtable, in place of one sled key per message.
 //!
 //! # Why
@@ -31,13 +31,13 @@
 //! - A checkpoint writes the **manifest** ([`manifest`]): the runs and their
 //!   live bitmaps, replaced atomically. It is written before sled records the
 //!   checkpoint's journal position, so what the journal replays after a crash
-//!   is always a suffix of what the pages already hold; replaying blind puts
+//!   is always a suffix of what the runs already hold; replaying blind puts
 //!   and deletes again ends in the same state. Run files the manifest does
 //!   not name (written after it, before a crash) are deleted when the store
 //!   opens, and the journal writes them again.
 //! - A run that keeps a few live messages keeps its whole file: when fewer
 //!   than a quarter of its entries are live, the checkpointer copies them
-//!   into the next run ([`Pages::compact`]), so disk use follows the live
+//!   into the next run ([`Runs::compact`]), so disk use follows the live
 //!   data.
 //!
 //! Reads (by key, and ranges in id order merged across runs) look at the
@@ -64,20 +64,21 @@ use crate::error::StorageError;
 use crate::{MessageId, QueueId};
 use bytes::Bytes;
 
-/// The directory of the pages, in the store's directory.
+/// The directory of the runs, in the store's directory. Named "pages", as
+/// when runs were called so, and kept: stores written then stay readable.
 const DIR: &str = "pages";
 
 /// A run is compacted once fewer than 1 in this many of its entries is live.
 const COMPACT_BELOW: u64 = 4;
 
-/// Blocks [`Pages::get`] keeps decoded, the newest last.
+/// Blocks [`Runs::get`] keeps decoded, the newest last.
 const RECENT_BLOCKS: usize = 4;
 
 /// A block's entries, decoded.
 type Block = Arc<Vec<(RunKey, Bytes)>>;
 
 /// The message records that have left the memtable.
-pub(crate) struct Pages {
+pub(crate) struct Runs {
     dir: PathBuf,
     state: RwLock<State>,
     /// The last blocks `get` read, by run and block number. Lookups come in
@@ -135,12 +136,12 @@ impl Part {
     }
 }
 
-impl Pages {
-    /// Opens the pages of the store in `store`: the runs the manifest names,
+impl Runs {
+    /// Opens the runs of the store in `store`: the runs the manifest names,
     /// deleting any other run file (written after the last checkpoint).
-    pub(crate) fn open(store: &Path) -> Result<Pages, StorageError> {
+    pub(crate) fn open(store: &Path) -> Result<Runs, StorageError> {
         let dir = store.join(DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("creating the pages directory", e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("creating the runs' directory", e))?;
         let manifest = manifest::read(&dir)?;
         let mut state = State::default();
         for listed in manifest.runs {
@@ -192,9 +193,9 @@ impl Pages {
         // Files of runs not listed: written after the manifest, or deleted
         // before a crash could say so. The journal has what they held.
         for entry in
-            std::fs::read_dir(&dir).map_err(|e| StorageError::io("listing the pages directory", e))?
+            std::fs::read_dir(&dir).map_err(|e| StorageError::io("listing the runs' directory", e))?
         {
-            let entry = entry.map_err(|e| StorageError::io("listing the pages directory", e))?;
+            let entry = entry.map_err(|e| StorageError::io("listing the runs' directory", e))?;
             let Some(number) = entry
                 .file_name()
                 .to_str()
@@ -205,11 +206,11 @@ impl Pages {
             };
             if !state.runs.contains_key(&number) {
                 std::fs::remove_file(entry.path())
-                    .map_err(|e| StorageError::io("deleting an unlisted page run", e))?;
+                    .map_err(|e| StorageError::io("deleting an unlisted run file", e))?;
                 state.next_run = state.next_run.max(number + 1);
             }
         }
-        Ok(Pages {
+        Ok(Runs {
             dir,
             state: RwLock::new(state),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
@@ -323,7 +324,7 @@ impl Pages {
     /// Applies writes in order: a delete takes the id out of the run that has
     /// it; the puts are written to one new run (the last put of a key wins),
     /// and a key put again is no longer live in its older run. Visible at
-    /// once, durable at the next [`Pages::checkpoint`].
+    /// once, durable at the next [`Runs::checkpoint`].
     pub(crate) fn apply(
         &self,
         writes: impl IntoIterator<Item = (RunKey, Option<Bytes>)>,
@@ -400,7 +401,7 @@ impl Pages {
                 let state = self.read();
                 live.extend(entries.into_iter().filter(|key| state.is_live_in(number, key.0)));
             }
-            tracing::debug!(run = number, live = live.len(), "compacting a page run");
+            tracing::debug!(run = number, live = live.len(), "compacting a run file");
             // A key deleted or put again meanwhile is not live in the old
             // run, and `apply`'s put makes it live in the new one only if it
             // was: so only keys still live in `number` are carried over.
@@ -496,7 +497,7 @@ impl Pages {
         manifest::write(&self.dir, &manifest)?;
         for number in dead {
             if let Err(e) = std::fs::remove_file(run_path(&self.dir, number)) {
-                tracing::warn!(run = number, error = %e, "could not delete a drained page run");
+                tracing::warn!(run = number, error = %e, "could not delete a drained run file");
             }
         }
         Ok(())
@@ -604,16 +605,13 @@ mod tests {
         Bytes::from(vec![byte; (key.1 % 7) as usize * 100])
     }
 
-    /// Everything the pages say of `queue`: by range, by key, and its ids.
-    fn held(pages: &Pages, queue: QueueId) -> Vec<(MessageId, Bytes)> {
-        let ranged: Vec<_> = pages
-            .range(queue, 0, MessageId::MAX)
-            .map(Result::unwrap)
-            .collect();
+    /// Everything the runs say of `queue`: by range, by key, and its ids.
+    fn held(runs: &Runs, queue: QueueId) -> Vec<(MessageId, Bytes)> {
+        let ranged: Vec<_> = runs.range(queue, 0, MessageId::MAX).map(Result::unwrap).collect();
         let ids: Vec<_> = ranged.iter().map(|(id, _)| *id).collect();
-        assert_eq!(pages.ids(queue), ids);
+        assert_eq!(runs.ids(queue), ids);
         for (id, value) in &ranged {
-            assert_eq!(pages.get(queue, *id).unwrap().as_ref(), Some(value));
+            assert_eq!(runs.get(queue, *id).unwrap().as_ref(), Some(value));
         }
         ranged
     }
@@ -621,13 +619,13 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// The pages hold what a map would, through checkpoints, compaction
+        /// The runs hold what a map would, through checkpoints, compaction
         /// and reopening; ranges inside the bounds agree too; no file is left
         /// of a run with nothing live.
         #[test]
-        fn the_pages_hold_what_a_map_would(steps in prop::collection::vec(step(), 1..30), lo in 0..300u64, span in 0..300u64) {
+        fn the_runs_hold_what_a_map_would(steps in prop::collection::vec(step(), 1..30), lo in 0..300u64, span in 0..300u64) {
             let dir = tempfile::tempdir().unwrap();
-            let mut pages = Pages::open(dir.path()).unwrap();
+            let mut runs = Runs::open(dir.path()).unwrap();
             let mut model: BTreeMap<RunKey, Bytes> = BTreeMap::new();
             for step in steps {
                 match step {
@@ -639,30 +637,30 @@ mod tests {
                                 None => model.remove(key),
                             };
                         }
-                        pages.apply(writes).unwrap();
+                        runs.apply(writes).unwrap();
                     }
-                    Step::Checkpoint => pages.checkpoint().unwrap(),
+                    Step::Checkpoint => runs.checkpoint().unwrap(),
                     Step::Reopen => {
-                        pages.checkpoint().unwrap();
-                        drop(pages);
-                        pages = Pages::open(dir.path()).unwrap();
+                        runs.checkpoint().unwrap();
+                        drop(runs);
+                        runs = Runs::open(dir.path()).unwrap();
                     }
                 }
                 for queue in 1..4 {
                     let expected: Vec<_> = model.range((queue, 0)..=(queue, MessageId::MAX)).map(|(k, v)| (k.1, v.clone())).collect();
-                    prop_assert_eq!(held(&pages, queue), expected);
+                    prop_assert_eq!(held(&runs, queue), expected);
                     let (first, last) = (lo, lo + span);
                     let expected: Vec<_> = model.range((queue, first)..=(queue, last)).map(|(k, v)| (k.1, v.clone())).collect();
-                    let ranged: Vec<_> = pages.range(queue, first, last).map(Result::unwrap).collect();
+                    let ranged: Vec<_> = runs.range(queue, first, last).map(Result::unwrap).collect();
                     prop_assert_eq!(ranged, expected);
                 }
             }
-            pages.checkpoint().unwrap();
+            runs.checkpoint().unwrap();
             let files = std::fs::read_dir(dir.path().join(DIR)).unwrap().filter(|e| {
                 e.as_ref().unwrap().file_name().to_str().unwrap().ends_with(".run")
             }).count();
-            prop_assert_eq!(files, pages.read().runs.len());
-            prop_assert!(pages.read().runs.values().all(|r| r.live > 0));
+            prop_assert_eq!(files, runs.read().runs.len());
+            prop_assert!(runs.read().runs.values().all(|r| r.live > 0));
         }
     }
 
@@ -671,11 +669,10 @@ mod tests {
     #[test]
     fn a_missing_run_with_live_messages_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
-        let pages = Pages::open(dir.path()).unwrap();
-        pages
-            .apply((0..10u64).map(|id| ((1, id), Some(Bytes::from_static(b"x")))))
+        let runs = Runs::open(dir.path()).unwrap();
+        runs.apply((0..10u64).map(|id| ((1, id), Some(Bytes::from_static(b"x")))))
             .unwrap();
-        pages.checkpoint().unwrap();
+        runs.checkpoint().unwrap();
         let run = std::fs::read_dir(dir.path().join(DIR))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -683,11 +680,11 @@ mod tests {
             .unwrap();
         std::fs::remove_file(&run).unwrap();
         let corrupt = |e: StorageError| matches!(e, StorageError::CorruptPage { file, .. } if file == run.display().to_string());
-        assert!(corrupt(pages.get(1, 3).unwrap_err()));
-        assert!(corrupt(pages.range(1, 0, 9).next().unwrap().unwrap_err()));
-        drop(pages);
+        assert!(corrupt(runs.get(1, 3).unwrap_err()));
+        assert!(corrupt(runs.range(1, 0, 9).next().unwrap().unwrap_err()));
+        drop(runs);
         assert!(matches!(
-            Pages::open(dir.path()),
+            Runs::open(dir.path()),
             Err(StorageError::CorruptPage { .. })
         ));
     }
@@ -697,23 +694,22 @@ mod tests {
     #[test]
     fn a_run_left_with_a_few_live_messages_is_compacted() {
         let dir = tempfile::tempdir().unwrap();
-        let pages = Pages::open(dir.path()).unwrap();
-        pages
-            .apply((0..1000u64).map(|id| ((1, id), Some(Bytes::from(vec![1u8; 200])))))
+        let runs = Runs::open(dir.path()).unwrap();
+        runs.apply((0..1000u64).map(|id| ((1, id), Some(Bytes::from(vec![1u8; 200])))))
             .unwrap();
-        pages.checkpoint().unwrap();
-        pages.apply((0..990u64).map(|id| ((1, id), None))).unwrap();
+        runs.checkpoint().unwrap();
+        runs.apply((0..990u64).map(|id| ((1, id), None))).unwrap();
         // Drained since the last checkpoint: not compacted yet.
-        pages.checkpoint().unwrap();
-        let before = pages.disk_bytes();
+        runs.checkpoint().unwrap();
+        let before = runs.disk_bytes();
         assert!(before > 150_000, "{before}");
         // Unchanged since: compacted, and the old file goes.
-        pages.checkpoint().unwrap();
-        assert!(pages.disk_bytes() < 10_000, "{}", pages.disk_bytes());
-        assert_eq!(pages.ids(1), (990..1000).collect::<Vec<_>>());
-        drop(pages);
-        let pages = Pages::open(dir.path()).unwrap();
-        assert_eq!(pages.ids(1), (990..1000).collect::<Vec<_>>());
-        assert_eq!(pages.get(1, 995).unwrap(), Some(Bytes::from(vec![1u8; 200])));
+        runs.checkpoint().unwrap();
+        assert!(runs.disk_bytes() < 10_000, "{}", runs.disk_bytes());
+        assert_eq!(runs.ids(1), (990..1000).collect::<Vec<_>>());
+        drop(runs);
+        let runs = Runs::open(dir.path()).unwrap();
+        assert_eq!(runs.ids(1), (990..1000).collect::<Vec<_>>());
+        assert_eq!(runs.get(1, 995).unwrap(), Some(Bytes::from(vec![1u8; 200])));
     }
 }

@@ -1,5 +1,5 @@
-//! The store contract (`tests/contract/`) run against every engine. A new
-//! engine joins with a [`Harness`] and one `store_contract!` line.
+//! The store contract (`tests/contract/`) run against every store. A new
+//! store joins with a [`Harness`] and one `store_contract!` line.
 
 #[macro_use]
 mod contract;

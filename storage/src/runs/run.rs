@@ -136,7 +136,7 @@ impl Run {
         path: &Path,
         entries: impl Iterator<Item = (RunKey, &'a [u8])>,
     ) -> Result<Run, StorageError> {
-        let io = |e| StorageError::io("writing a page run", e);
+        let io = |e| StorageError::io("writing a run file", e);
         let file = File::create_new(path).map_err(io)?;
         // A run that cannot be written whole is no run: its file goes (a
         // full disk gets its space back), and the checkpoint writes another.
@@ -150,7 +150,7 @@ impl Run {
         file: &File,
         entries: impl Iterator<Item = (RunKey, &'a [u8])>,
     ) -> Result<Run, StorageError> {
-        let io = |e| StorageError::io("writing a page run", e);
+        let io = |e| StorageError::io("writing a run file", e);
         let mut writer = Writer {
             out: BufWriter::with_capacity(256 << 10, file),
             offset: MAGIC.len() as u64,
@@ -172,7 +172,7 @@ impl Run {
 
     /// Opens the run at `path`, reading its index.
     pub(crate) fn open(path: &Path) -> Result<Run, StorageError> {
-        let io = |e| StorageError::io("opening a page run", e);
+        let io = |e| StorageError::io("opening a run file", e);
         let file = File::open(path).map_err(io)?;
         let bytes = file.metadata().map_err(io)?.len();
         let mut run = Run {
@@ -191,7 +191,7 @@ impl Run {
             return Err(run.corrupt(footer_at, "bad footer"));
         }
         if run.read_at(&file, 0, MAGIC.len())? != MAGIC {
-            return Err(run.corrupt(0, "not a page run"));
+            return Err(run.corrupt(0, "not a run file"));
         }
         let index = run.read_at(&file, index_at, index_len as usize)?;
         if crc32fast::hash(&index) != index_crc || index.len() % INDEX_ENTRY != 0 {
@@ -213,9 +213,9 @@ impl Run {
     /// file's data).
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
         File::open(&self.path)
-            .map_err(|e| StorageError::io("opening a page run to make it durable", e))?
+            .map_err(|e| StorageError::io("opening a run file to make it durable", e))?
             .sync_data()
-            .map_err(|e| StorageError::io("syncing a page run", e))
+            .map_err(|e| StorageError::io("syncing a run file", e))
     }
 
     /// The file's path.
@@ -282,7 +282,7 @@ impl Run {
         match File::open(&self.path) {
             Ok(file) => Ok(Some(file)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StorageError::io("opening a page run", e)),
+            Err(e) => Err(StorageError::io("opening a run file", e)),
         }
     }
 
@@ -293,7 +293,7 @@ impl Run {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 Err(self.corrupt(offset, "the file ends early"))
             }
-            Err(e) => Err(StorageError::io("reading a page run", e)),
+            Err(e) => Err(StorageError::io("reading a run file", e)),
         }
     }
 
@@ -312,7 +312,7 @@ mod tests {
 
     use super::*;
 
-    /// The value under `key`, as `Pages::get` finds it.
+    /// The value under `key`, as `Runs::get` finds it.
     fn get(run: &Run, key: RunKey) -> Result<Option<Bytes>, StorageError> {
         if run.block_count() == 0 {
             return Ok(None);

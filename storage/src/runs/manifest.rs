@@ -18,8 +18,9 @@ use std::path::Path;
 use crate::QueueId;
 use crate::error::StorageError;
 
+/// "PAGES" from the runs' first name, kept so that stored manifests stay readable.
 const MAGIC: &[u8; 8] = b"RBPAGES1";
-/// The manifest's file name in the pages directory.
+/// The manifest's file name in the runs' directory.
 pub(crate) const FILE: &str = "MANIFEST";
 const TMP: &str = "MANIFEST.tmp";
 
@@ -64,7 +65,7 @@ pub(crate) fn read(dir: &Path) -> Result<Manifest, StorageError> {
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
-        Err(e) => return Err(StorageError::io("reading the pages manifest", e)),
+        Err(e) => return Err(StorageError::io("reading the runs' manifest", e)),
     };
     let corrupt = |reason: &str| StorageError::CorruptPage {
         file: path.display().to_string(),
@@ -73,7 +74,7 @@ pub(crate) fn read(dir: &Path) -> Result<Manifest, StorageError> {
     };
     let rest = bytes
         .strip_prefix(MAGIC)
-        .ok_or_else(|| corrupt("not a pages manifest"))?;
+        .ok_or_else(|| corrupt("not a runs manifest"))?;
     let (crc, body) = rest
         .split_first_chunk::<4>()
         .ok_or_else(|| corrupt("cut short"))?;
@@ -87,7 +88,7 @@ pub(crate) fn read(dir: &Path) -> Result<Manifest, StorageError> {
 /// synced first (so the runs it names are durable), then the new file, then
 /// the directory again.
 pub(crate) fn write(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {
-    let io = |e| StorageError::io("writing the pages manifest", e);
+    let io = |e| StorageError::io("writing the runs' manifest", e);
     sync_dir(dir)?;
     let body = prost::Message::encode_to_vec(manifest);
     let tmp = dir.join(TMP);
@@ -104,7 +105,7 @@ pub(crate) fn write(dir: &Path, manifest: &Manifest) -> Result<(), StorageError>
 fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("syncing the pages directory", e))
+        .map_err(|e| StorageError::io("syncing the runs' directory", e))
 }
 
 #[cfg(test)]
