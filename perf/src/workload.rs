@@ -39,105 +39,67 @@ pub struct Workload {
     pub outage_ms: Option<u64>,
 }
 
+/// `durable`, the row the others are told apart from.
+const DURABLE: Workload = Workload {
+    name: "durable",
+    messages: 50_000,
+    size: 1024,
+    producers: 1,
+    consumers: 1,
+    in_flight: 64,
+    batch: 16,
+    credit: 1000,
+    poison_every: None,
+    backlog: false,
+    groups: None,
+    outage_ms: None,
+};
+
+/// `outage`; `outage-off` is the same load against a broker with outage mode off
+/// (their settings differ: [`Workload::required_settings`]).
+const OUTAGE: Workload = Workload {
+    name: "outage",
+    messages: 20_000,
+    consumers: 2,
+    credit: 100,
+    outage_ms: Some(3000),
+    ..DURABLE
+};
+
 /// Every workload. Keep BENCHMARKS.md's table in step with this one.
 pub const WORKLOADS: &[Workload] = &[
-    Workload {
-        name: "durable",
-        messages: 50_000,
-        size: 1024,
-        producers: 1,
-        consumers: 1,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: None,
-        backlog: false,
-        groups: None,
-        outage_ms: None,
-    },
+    DURABLE,
     Workload {
         name: "fan",
-        messages: 50_000,
-        size: 1024,
         producers: 4,
         consumers: 4,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: None,
-        backlog: false,
-        groups: None,
-        outage_ms: None,
+        ..DURABLE
     },
     Workload {
         name: "poison",
         messages: 10_000,
-        size: 1024,
-        producers: 1,
-        consumers: 1,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
         poison_every: Some(10),
-        backlog: false,
-        groups: None,
-        outage_ms: None,
+        ..DURABLE
     },
     Workload {
         name: "backlog",
         messages: 500_000,
         size: 100,
-        producers: 1,
-        consumers: 1,
         in_flight: 2000,
         batch: 500,
-        credit: 1000,
-        poison_every: None,
         backlog: true,
-        groups: None,
-        outage_ms: None,
+        ..DURABLE
     },
     Workload {
         name: "groups",
-        messages: 50_000,
-        size: 1024,
-        producers: 1,
         consumers: 2,
-        in_flight: 64,
-        batch: 16,
-        credit: 1000,
-        poison_every: None,
-        backlog: false,
         groups: Some(100),
-        outage_ms: None,
+        ..DURABLE
     },
-    Workload {
-        name: "outage",
-        messages: 20_000,
-        size: 1024,
-        producers: 1,
-        consumers: 2,
-        in_flight: 64,
-        batch: 16,
-        credit: 100,
-        poison_every: None,
-        backlog: false,
-        groups: None,
-        outage_ms: Some(3000),
-    },
+    OUTAGE,
     Workload {
         name: "outage-off",
-        messages: 20_000,
-        size: 1024,
-        producers: 1,
-        consumers: 2,
-        in_flight: 64,
-        batch: 16,
-        credit: 100,
-        poison_every: None,
-        backlog: false,
-        groups: None,
-        outage_ms: Some(3000),
+        ..OUTAGE
     },
 ];
 
@@ -146,33 +108,41 @@ pub fn named(name: &str) -> Option<&'static Workload> {
     WORKLOADS.iter().find(|w| w.name == name)
 }
 
-/// What `poison` needs from the address-settings of its address, as
-/// `GetSettings` renders each value; `None` = any value but "none".
-const POISON_SETTINGS: &[(&str, Option<&str>)] = &[
-    ("max-delivery-attempts", Some("5")),
+/// An address-setting a workload needs, as `GetSettings` renders its value;
+/// `None` = any value but "none".
+type Required = (&'static str, Option<&'static str>);
+
+/// What every checked workload needs: `perf.#`'s 5 deliveries.
+const DELIVERIES: Required = ("max-delivery-attempts", Some("5"));
+
+/// What `poison` needs from the address-settings of its address.
+const POISON_SETTINGS: &[Required] = &[
+    DELIVERIES,
     ("redelivery-delay", Some("10")),
     ("redelivery-delay-multiplier", Some("2.0")),
     ("dead-letter-address", None),
     ("auto-create-dead-letter-resources", Some("true")),
 ];
 
-/// What `outage` needs (outage mode on); `outage-off` needs the same with it off.
-const OUTAGE_SETTINGS: &[(&str, Option<&str>)] = &[
-    ("max-delivery-attempts", Some("5")),
+/// What `outage` needs (outage mode on).
+const OUTAGE_SETTINGS: &[Required] = &[
+    DELIVERIES,
     ("outage-threshold", Some("10")),
     ("outage-pause", Some("100")),
     ("outage-pause-multiplier", Some("2.0")),
     ("max-outage-pause", Some("1000")),
 ];
-const OUTAGE_OFF_SETTINGS: &[(&str, Option<&str>)] = &[
-    ("max-delivery-attempts", Some("5")),
+
+/// What `outage-off` needs (outage mode off).
+const OUTAGE_OFF_SETTINGS: &[Required] = &[
+    DELIVERIES,
     ("outage-threshold", Some("off")),
     ("outage-failure-ratio", Some("off")),
 ];
 
 impl Workload {
     /// The address-settings the workload's figures depend on.
-    fn required_settings(&self) -> &'static [(&'static str, Option<&'static str>)] {
+    fn required_settings(&self) -> &'static [Required] {
         match (self.poison_every, self.name) {
             (Some(_), _) => POISON_SETTINGS,
             (None, "outage") => OUTAGE_SETTINGS,
@@ -224,7 +194,7 @@ impl Workload {
 }
 
 /// The required settings `settings` does not have, described.
-fn mismatches(required: &[(&str, Option<&str>)], settings: &[SettingValue]) -> Vec<String> {
+fn mismatches(required: &[Required], settings: &[SettingValue]) -> Vec<String> {
     required
         .iter()
         .filter_map(|&(key, want)| {

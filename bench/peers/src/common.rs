@@ -42,8 +42,6 @@ pub struct Run {
     pub last_sent_ns: AtomicU64,
     pub acked: AtomicU64,
     pub last_ack_ns: AtomicU64,
-    /// Poison: on the dead-letter queue.
-    pub dead_lettered: AtomicU64,
     /// Deliveries of poison messages, every attempt.
     pub poison_deliveries: AtomicU64,
     /// Good messages delivered more than once.
@@ -64,7 +62,6 @@ impl Run {
             last_sent_ns: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             last_ack_ns: AtomicU64::new(0),
-            dead_lettered: AtomicU64::new(0),
             poison_deliveries: AtomicU64::new(0),
             redelivered_good: AtomicU64::new(0),
             seen: (0..n)

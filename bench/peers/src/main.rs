@@ -1,7 +1,8 @@
 //! `peers`: the RabbitMQ and NATS JetStream halves of `bench/compare.sh`.
 //!
 //! It runs the workloads of `rebound perf` (durable, fan, poison, backlog; the table in
-//! perf/src/workload.rs, shared through common.rs) against a peer broker and prints
+//! perf/src/workload.rs, shared through common.rs) against a peer broker, through one
+//! workload flow (driver.rs) and what is specific to each broker (nats.rs, rabbit.rs), and prints
 //! one JSON line in `rebound perf --json`'s schema, with `"system": "rabbitmq"` or
 //! `"nats"`. A tool for people: nothing in CI builds or runs it.
 //!
@@ -16,6 +17,7 @@
 //!   at most `credit` unacked deliveries, and every delivery is acked (or, for poison,
 //!   nacked) on its own.
 mod common;
+mod driver;
 mod nats;
 mod rabbit;
 
@@ -92,16 +94,13 @@ fn main() -> anyhow::Result<()> {
     let report = rt.block_on(async {
         match cli.system {
             System::Rabbitmq => {
-                rabbit::run(
-                    &cli.url,
-                    spec,
-                    cli.server_pid,
-                    deadline,
-                    cli.rabbit_delivery_limit,
-                )
-                .await
+                let peer = rabbit::Rabbit::setup(&cli.url, &spec, cli.rabbit_delivery_limit).await?;
+                driver::run(peer, &cli.url, spec, cli.server_pid, deadline).await
             }
-            System::Nats => nats::run(&cli.url, spec, cli.server_pid, deadline, &cli.nats_retry).await,
+            System::Nats => {
+                let peer = nats::Nats::setup(&cli.url, &spec, &cli.nats_retry).await?;
+                driver::run(peer, &cli.url, spec, cli.server_pid, deadline).await
+            }
         }
     })?;
     println!("{}", serde_json::to_string(&report)?);

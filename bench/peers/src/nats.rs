@@ -20,20 +20,18 @@
 //! once), and it replaces AckWait for *every* message, so a good message not acked
 //! within 10 ms is redelivered too (`redelivered_good`).
 use std::future::IntoFuture;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::{self, consumer, stream, AckKind};
-use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use serde_json::{json, Map, Value};
+use tokio::task::JoinHandle;
 
-use crate::common::{
-    backoff_after, body_fields, report, rss, share, Outcome, Run, Workload, BACKOFF_MS, MAX_DELIVERIES,
-    POLL,
-};
+use crate::common::{backoff_after, Run, Workload, BACKOFF_MS, MAX_DELIVERIES};
+use crate::driver::{settle, Peer, Pending};
 
 const STREAM: &str = "BENCH";
 const SUBJECT: &str = "bench.q";
@@ -41,17 +39,47 @@ const CONSUMER: &str = "work";
 const DLQ_STREAM: &str = "BENCHDLQ";
 const DLQ_SUBJECT: &str = "bench.dlq";
 
-async fn connect(url: &str) -> Result<async_nats::Client> {
-    async_nats::connect(url)
-        .await
-        .with_context(|| format!("connecting to {url}"))
-}
-
 fn e<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> anyhow::Error {
     move |err| anyhow::anyhow!("{what}: {err}")
 }
 
-async fn setup(js: &jetstream::Context, spec: &Workload, mode: &str) -> Result<()> {
+/// A JetStream server set up for one run.
+pub struct Nats {
+    js: jetstream::Context,
+    /// `nak-delay` or `ack-wait`.
+    mode: String,
+    /// The MAX_DELIVERIES advisories, until the dead-letter mover takes them.
+    advisories: Option<async_nats::Subscriber>,
+    /// Messages the mover has put on `BENCHDLQ`.
+    dead_lettered: Arc<AtomicU64>,
+}
+
+impl Nats {
+    /// Recreates `BENCH` (and `BENCHDLQ`) and the consumer `work` for `spec`.
+    pub async fn setup(url: &str, spec: &Workload, mode: &str) -> Result<Nats> {
+        if mode != "nak-delay" && mode != "ack-wait" {
+            bail!("--nats-retry must be nak-delay or ack-wait");
+        }
+        let admin = Self::connect(url).await?;
+        let js = jetstream::new(admin.clone());
+        declare(&js, spec, mode).await?;
+        let advisories = if spec.poison_every.is_some() {
+            let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM}.{CONSUMER}");
+            Some(admin.subscribe(subject).await?)
+        } else {
+            None
+        };
+        admin.flush().await?;
+        Ok(Nats {
+            js,
+            mode: mode.to_string(),
+            advisories,
+            dead_lettered: Arc::default(),
+        })
+    }
+}
+
+async fn declare(js: &jetstream::Context, spec: &Workload, mode: &str) -> Result<()> {
     for s in [STREAM, DLQ_STREAM] {
         let _ = js.delete_stream(s).await;
     }
@@ -90,70 +118,110 @@ async fn setup(js: &jetstream::Context, spec: &Workload, mode: &str) -> Result<(
     Ok(())
 }
 
-async fn produce(client: async_nats::Client, run: Arc<Run>, index: u32) -> Result<()> {
-    let js = jetstream::new(client);
-    let mut inflight = FuturesUnordered::new();
-    for seq in share(&run.spec, index) {
-        let (body, sent_ns) = run.body(seq);
-        let ack = js.publish(SUBJECT, body.into()).await.map_err(e("publish"))?;
-        let ack = ack.into_future();
-        inflight.push(async move { (sent_ns, ack.await) });
-        while inflight.len() >= run.spec.in_flight {
-            let (sent_ns, a) = inflight.next().await.unwrap();
-            a.map_err(e("publish ack"))?;
-            run.confirmed(sent_ns);
-        }
-    }
-    while let Some((sent_ns, a)) = inflight.next().await {
-        a.map_err(e("publish ack"))?;
-        run.confirmed(sent_ns);
-    }
-    Ok(())
+/// JetStream's count of deliveries of `m`, this one included.
+fn delivered(m: &jetstream::Message) -> u32 {
+    m.info().map(|i| i.delivered).unwrap_or(1).max(1) as u32
 }
 
-async fn consume(client: async_nats::Client, run: Arc<Run>, mode: String) -> Result<()> {
-    let js = jetstream::new(client);
-    let st = js.get_stream(STREAM).await.map_err(e("get stream"))?;
-    let c: consumer::PullConsumer = st.get_consumer(CONSUMER).await.map_err(e("get consumer"))?;
-    let mut msgs = c
-        .stream()
-        .max_messages_per_batch(run.spec.credit as usize)
-        .messages()
-        .await
-        .map_err(e("messages"))?;
-    while let Some(m) = msgs.next().await {
-        let m = m.map_err(e("pull"))?;
-        let Some((sent_ns, seq)) = body_fields(&m.payload) else {
-            bail!("foreign message")
-        };
-        let delivered = m.info().map(|i| i.delivered).unwrap_or(1).max(1) as u32;
-        if run.spec.is_poison(seq) {
-            run.poison_deliveries.fetch_add(1, Ordering::Relaxed);
-            if mode == "ack-wait" {
-                continue; // left unacked: the consumer's BackOff times it out
-            }
-            let kind = if delivered < MAX_DELIVERIES {
-                AckKind::Nak(Some(backoff_after(delivered)))
-            } else {
-                AckKind::Nak(None)
-            };
-            m.ack_with(kind).await.map_err(e("nak"))?;
-        } else {
-            let first = run.received(seq, sent_ns, delivered > 1);
-            m.ack().await.map_err(e("ack"))?;
-            if first {
-                run.acked_one();
-            }
-        }
+impl Peer for Nats {
+    type Conn = async_nats::Client;
+    type Publisher = jetstream::Context;
+    type Delivery = jetstream::Message;
+    const SYSTEM: &'static str = "nats";
+    const QUEUE: &'static str = STREAM;
+    // Each ack is awaited before the next delivery is taken.
+    const SETTLING: usize = 1;
+
+    async fn connect(url: &str) -> Result<async_nats::Client> {
+        async_nats::connect(url)
+            .await
+            .with_context(|| format!("connecting to {url}"))
     }
-    bail!("the consumer stream ended")
+
+    async fn publisher(conn: async_nats::Client) -> Result<jetstream::Context> {
+        Ok(jetstream::new(conn))
+    }
+
+    async fn publish(js: &jetstream::Context, body: Vec<u8>) -> Result<Pending> {
+        let ack = js.publish(SUBJECT, body.into()).await.map_err(e("publish"))?;
+        let ack = ack.into_future();
+        Ok(Box::pin(async move {
+            ack.await.map_err(e("publish ack"))?;
+            Ok(())
+        }))
+    }
+
+    async fn consume(self: Arc<Self>, conn: async_nats::Client, run: Arc<Run>, _index: u32) -> Result<()> {
+        let js = jetstream::new(conn);
+        let st = js.get_stream(STREAM).await.map_err(e("get stream"))?;
+        let c: consumer::PullConsumer = st.get_consumer(CONSUMER).await.map_err(e("get consumer"))?;
+        let msgs = c
+            .stream()
+            .max_messages_per_batch(run.spec.credit as usize)
+            .messages()
+            .await
+            .map_err(e("messages"))?;
+        settle(&*self, msgs.map(|m| m.map_err(e("pull"))), &run).await
+    }
+
+    fn body(m: &jetstream::Message) -> &[u8] {
+        &m.payload
+    }
+
+    fn redelivered(m: &jetstream::Message) -> bool {
+        delivered(m) > 1
+    }
+
+    fn ack(m: jetstream::Message) -> Pending {
+        Box::pin(async move { m.ack().await.map_err(e("ack")) })
+    }
+
+    fn retry(&self, m: jetstream::Message) -> Option<Pending> {
+        if self.mode == "ack-wait" {
+            return None; // left unacked: the consumer's BackOff times it out
+        }
+        let delivered = delivered(&m);
+        let kind = if delivered < MAX_DELIVERIES {
+            AckKind::Nak(Some(backoff_after(delivered)))
+        } else {
+            AckKind::Nak(None)
+        };
+        Some(Box::pin(async move { m.ack_with(kind).await.map_err(e("nak")) }))
+    }
+
+    fn side_tasks(&mut self) -> Vec<JoinHandle<Result<()>>> {
+        let mover = |sub| tokio::spawn(dlq_mover(sub, self.js.clone(), self.dead_lettered.clone()));
+        self.advisories.take().map(mover).into_iter().collect()
+    }
+
+    async fn dead_lettered(&self) -> Result<u64> {
+        Ok(self.dead_lettered.load(Ordering::Relaxed))
+    }
+
+    fn extra(&self, poison: bool) -> Map<String, Value> {
+        let mut extra = Map::new();
+        extra.insert(
+            "durability".into(),
+            json!("file storage; a publish is acked once written, fsync'd per write only with sync_interval: always (nats-server 2.10+; bench/compare.sh sets it when available)"),
+        );
+        if poison {
+            extra.insert("nats_retry".into(), json!(self.mode));
+            extra.insert(
+                "dlq".into(),
+                json!(
+                    "MAX_DELIVERIES advisory -> get msg -> publish to BENCHDLQ (acked) -> delete from BENCH"
+                ),
+            );
+        }
+        extra
+    }
 }
 
 /// The dead-letter "queue": moves messages that exhausted MaxDeliver to `BENCHDLQ`.
 async fn dlq_mover(
     mut advisories: async_nats::Subscriber,
     js: jetstream::Context,
-    run: Arc<Run>,
+    dead_lettered: Arc<AtomicU64>,
 ) -> Result<()> {
     let st = js.get_stream(STREAM).await.map_err(e("get stream"))?;
     while let Some(a) = advisories.next().await {
@@ -173,125 +241,8 @@ async fn dlq_mover(
             .map_err(e("dlq publish"))?
             .await
             .map_err(e("dlq publish ack"))?;
-        run.dead_lettered.fetch_add(1, Ordering::Relaxed);
+        dead_lettered.fetch_add(1, Ordering::Relaxed);
         let _ = st.delete_message(seq).await;
     }
     Ok(())
-}
-
-pub async fn run(
-    url: &str,
-    spec: Workload,
-    pid: Option<u32>,
-    deadline: Instant,
-    mode: &str,
-) -> Result<Value> {
-    if mode != "nak-delay" && mode != "ack-wait" {
-        bail!("--nats-retry must be nak-delay or ack-wait");
-    }
-    let admin = connect(url).await?;
-    let js = jetstream::new(admin.clone());
-    setup(&js, &spec, mode).await?;
-    let advisories = if spec.poison_every.is_some() {
-        let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM}.{CONSUMER}");
-        Some(admin.subscribe(subject).await?)
-    } else {
-        None
-    };
-    admin.flush().await?;
-    let mut producers = vec![];
-    for _ in 0..spec.producers {
-        producers.push(connect(url).await?);
-    }
-    let mut consumers = vec![];
-    for _ in 0..spec.consumers {
-        consumers.push(connect(url).await?);
-    }
-    let before = rss(pid).0;
-    let run = Run::new(spec.clone());
-    let mut consumer_tasks = vec![];
-    if let Some(sub) = advisories {
-        consumer_tasks.push(tokio::spawn(dlq_mover(sub, js.clone(), run.clone())));
-    }
-    let spawn_consumers = |conns: Vec<async_nats::Client>,
-                           tasks: &mut Vec<tokio::task::JoinHandle<Result<()>>>| {
-        for c in conns {
-            tasks.push(tokio::spawn(consume(c, run.clone(), mode.to_string())));
-        }
-    };
-    let tasks: Vec<_> = producers
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| tokio::spawn(produce(c, run.clone(), i as u32)))
-        .collect();
-    let mut backlog = None;
-    if spec.backlog {
-        for t in tasks {
-            t.await.context("producer")??;
-        }
-        let filled = rss(pid).0;
-        backlog = Some((before, filled, run.epoch.elapsed().as_secs_f64()));
-        spawn_consumers(consumers, &mut consumer_tasks);
-    } else {
-        spawn_consumers(consumers, &mut consumer_tasks);
-        for t in tasks {
-            t.await.context("producer")??;
-        }
-    }
-    let waited = tokio::select! {
-        r = run.wait_acked(deadline) => r,
-        r = async {
-            loop {
-                if consumer_tasks.iter().any(|t| t.is_finished()) {
-                    return Err(anyhow::anyhow!("a consumer stopped early"));
-                }
-                tokio::time::sleep(POLL).await;
-            }
-        } => r,
-    };
-    if let Err(err) = waited {
-        for t in &consumer_tasks {
-            t.abort();
-        }
-        return Err(err);
-    }
-    let mut poison_dlq_s = None;
-    let poison = spec.poison_count();
-    if poison > 0 {
-        while run.dead_lettered.load(Ordering::Relaxed) < poison {
-            if Instant::now() > deadline {
-                bail!(
-                    "timed out: {} of {poison} poison messages dead-lettered",
-                    run.dead_lettered.load(Ordering::Relaxed)
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        poison_dlq_s = Some(run.epoch.elapsed().as_secs_f64());
-    }
-    let end_s = run.epoch.elapsed().as_secs_f64();
-    for t in &consumer_tasks {
-        t.abort();
-    }
-    let mut extra = Map::new();
-    extra.insert(
-        "durability".into(),
-        json!("file storage; a publish is acked once written, fsync'd per write only with sync_interval: always (nats-server 2.10+; bench/compare.sh sets it when available)"),
-    );
-    if poison > 0 {
-        extra.insert("nats_retry".into(), json!(mode));
-        extra.insert(
-            "dlq".into(),
-            json!("MAX_DELIVERIES advisory -> get msg -> publish to BENCHDLQ (acked) -> delete from BENCH"),
-        );
-    }
-    let outcome = Outcome {
-        queue: STREAM.into(),
-        end_s,
-        backlog,
-        poison_dlq_s,
-        rss_end: rss(pid),
-        extra,
-    };
-    Ok(report("nats", &run, outcome))
 }

@@ -36,7 +36,7 @@ fn rate(x: f64) -> String {
     let s = r.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -113,7 +113,11 @@ fn main() {
             // Artemis's heap is what `artemis create` gave it; compare.sh reports it.
             "artemis-jms" | "artemis-perf" => format!(
                 "{}, heap {}",
-                if system == "artemis-jms" { "artemis (JMS)" } else { "artemis perf client" },
+                if system == "artemis-jms" {
+                    "artemis (JMS)"
+                } else {
+                    "artemis perf client"
+                },
                 v["broker_heap"].as_str().unwrap_or("?")
             ),
             _ => system.to_string(),
