@@ -46,7 +46,7 @@ use crate::connections::handles::{self, Handles};
 use crate::connections::{self, Acceptor, Guarded, HTTP2_PREFACE, Listener};
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{Peers, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
+use crate::grpc::{Nodes, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::host::Hosts;
 use crate::http::{self, HttpState};
@@ -63,7 +63,7 @@ pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8161";
 pub const DEFAULT_DATA_DIR: &str = "./data";
 /// Largest gRPC message accepted; above the largest max-message-size, so that the
 /// broker's own check (which names the limit and the address) is what users see.
-/// Also what a node's calls to another node take and send (`grpc/peers.rs`).
+/// Also what a node's calls to another node take and send (`grpc/cluster/nodes.rs`).
 pub(crate) const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How long HTTP requests under way may take to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
@@ -202,7 +202,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let peers = peers(&config, cluster.as_ref(), secret.clone())?;
+    let nodes = peers(&config, cluster.as_ref(), secret.clone())?;
     let handles = open_file_shares(&config);
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
@@ -268,15 +268,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build_v1()?;
     let authenticator = Arc::new(Authenticator::new(&config.users));
     let security = Arc::new(Security::new(&config));
-    let peers = Arc::new(peers);
+    let nodes = Arc::new(nodes);
     let messaging = MessagingServer::new(MessagingService::new(
         broker.clone(),
         security.clone(),
-        peers.clone(),
+        nodes.clone(),
     ))
     .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone(), peers))
+    let admin = AdminServer::new(AdminService::new(broker.clone(), security.clone(), nodes))
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let cluster = ClusterServer::new(ClusterService::new(broker.clone()));
 
@@ -540,7 +540,7 @@ fn http_advertise(http: std::net::SocketAddr, advertise: &str) -> Option<String>
     }
 }
 
-/// How a node reaches the other nodes (`grpc/peers.rs`): over TLS when it
+/// How a node reaches the other nodes (`grpc/cluster/nodes.rs`): over TLS when it
 /// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
 /// plaintext otherwise, and for a single broker (which forwards nothing).
 /// With the cluster's `secret`, it vouches for callers who logged in with a
@@ -550,11 +550,11 @@ fn peers(
     config: &Config,
     cluster: Option<&ClusterConfig>,
     secret: Option<Arc<NodeSecret>>,
-) -> anyhow::Result<Peers> {
-    let peers = tls_peers(config, cluster, secret)?;
+) -> anyhow::Result<Nodes> {
+    let nodes = tls_peers(config, cluster, secret)?;
     Ok(match cluster {
-        Some(cluster) => peers.within_lease(cluster.lease),
-        None => peers,
+        Some(cluster) => nodes.within_lease(cluster.lease),
+        None => nodes,
     })
 }
 
@@ -562,9 +562,9 @@ fn tls_peers(
     config: &Config,
     cluster: Option<&ClusterConfig>,
     secret: Option<Arc<NodeSecret>>,
-) -> anyhow::Result<Peers> {
+) -> anyhow::Result<Nodes> {
     let (Some(tls), Some(cluster)) = (&config.tls, cluster) else {
-        return Ok(Peers::default());
+        return Ok(Nodes::default());
     };
     let (ca_file, ca_key) = match (&cluster.ca_file, &tls.client_ca_file) {
         (Some(ca), _) => (ca.clone(), "cluster.ca-file"),
@@ -572,11 +572,11 @@ fn tls_peers(
         // A [cluster] table without either is a config error; --node-id alone gets here.
         (None, None) => anyhow::bail!("{}", rebound_config::NEEDS_A_CA),
     };
-    let peers = Peers::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone())
+    let nodes = Nodes::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone())
         .map_err(anyhow::Error::msg)?;
     Ok(match secret {
-        Some(secret) => peers.with_secret(secret),
-        None => peers,
+        Some(secret) => nodes.with_secret(secret),
+        None => nodes,
     })
 }
 

@@ -10,7 +10,7 @@
 //! earlier copies' included, so nobody has to read logs to find out.
 //!
 //! The move itself — remove from the original queue, route the copy — is one storage
-//! commit (see `engine/forward.rs`), so after a crash the message is in exactly one
+//! commit (see `engine/moves.rs`), so after a crash the message is in exactly one
 //! of the two places.
 use rebound_config::{EffectiveSettings, RoutingType};
 use rebound_storage::records::property_value::Value;

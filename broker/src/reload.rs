@@ -24,7 +24,7 @@
 //! non-loopback address without it (see `security::anonymous`).
 //!
 //! `listen`, `http-listen`, `http-allowed-hosts`, `data-dir`, `journal-file-size`, `storage`,
-//! the `postgres-*` keys (their files too), `[cluster]` (the files that `grpc/peers.rs` reads
+//! the `postgres-*` keys (their files too), `[cluster]` (the files that `grpc/cluster/nodes.rs` reads
 //! again for every connection to another node aside) and whether `[tls]` is there at all are
 //! read only at start-up ([`needs_restart`]): a reload that changes them from what the broker
 //! started with applies the rest and says in a WARN which of them wait for a restart.

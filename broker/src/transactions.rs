@@ -25,7 +25,7 @@ pub struct Transaction {
     /// Acked deliveries, out of their queues but still in storage.
     pub acks: Vec<(Arc<Queue>, Entry)>,
     /// Acked deliveries of queues other nodes serve, held there
-    /// (`engine/held.rs`), each with how to ask that node to resolve them.
+    /// (`engine/cluster/held.rs`), each with how to ask that node to resolve them.
     pub elsewhere: Vec<(Tell, HeldAcks)>,
     /// What `max-transaction-bytes` counts of the sends.
     bytes: u64,
@@ -104,7 +104,7 @@ pub struct Outcome {
 /// node's commit removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldAcks {
-    /// The node that holds them (`engine/held.rs`) and serves their queue.
+    /// The node that holds them (`engine/cluster/held.rs`) and serves their queue.
     pub node: String,
     pub queue: rebound_storage::QueueId,
     /// The epoch of that node's lease on the queue.
@@ -128,7 +128,7 @@ pub fn tell_holders(elsewhere: &[(Tell, HeldAcks)], id: u64) {
 }
 
 /// Asks the node that holds acks of a transaction (its id) to resolve them,
-/// once it has ended (`engine/held.rs`): the gRPC edge makes the call, as the
+/// once it has ended (`engine/cluster/held.rs`): the gRPC edge makes the call, as the
 /// consumer whose acks they are.
 pub type Tell = Arc<dyn Fn(u64) + Send + Sync>;
 

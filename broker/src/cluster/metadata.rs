@@ -1,5 +1,5 @@
 //! The node's metadata task: keeps the registry in step with the addresses
-//! and queues other nodes create and delete (`engine/peers.rs`). It re-reads
+//! and queues other nodes create and delete (`engine/cluster/catalog.rs`). It re-reads
 //! them from the store when a group that wrote some notifies, and every
 //! [`REREAD`] anyway, for notifications lost while its listening connection
 //! was down.

@@ -13,7 +13,7 @@
 //! The database side (tables, leases, fencing of owner writes by lease
 //! epoch) is `rebound_storage::postgres`; the engine side (queues unloaded
 //! while another node serves them, loaded back from the store) is
-//! `engine/serving.rs`.
+//! `engine/cluster/serving.rs`.
 //!
 //! What works: membership with heartbeats on the database's clock, leases
 //! taken, renewed, balanced and given back, failover when a node stops
@@ -26,13 +26,13 @@
 //! the same commit as for any queue, with an inbox row for the queue's owner,
 //! which takes it into memory within a second (at once when notified). A
 //! non-durable message is not stored: a send with one for a queue another
-//! node serves is forwarded to that node (`grpc/proxy.rs`), or refused with
+//! node serves is forwarded to that node (`grpc/cluster/proxy.rs`), or refused with
 //! UNAVAILABLE when no node serves the queue yet or in a transaction.
 //!
 //! Addresses and queues created on one node reach the others at once (a
 //! NOTIFY) or within five seconds; a queue has one id per name across the
 //! nodes, so two nodes creating it at once create it once. Queue and
-//! address deletions reach the others the same way (`engine/peers.rs`).
+//! address deletions reach the others the same way (`engine/cluster/catalog.rs`).
 //!
 //! Duplicate ids are the cluster's: the database has one row per address
 //! and id, so a send whose id another node stored is refused by the store
@@ -45,8 +45,8 @@
 //!
 //! A consumer, and the Admin calls about one queue, reaching a node that does
 //! not serve the queue are forwarded to the node that does
-//! (`grpc/proxy.rs`), and a forwarded consumer follows its queue to the next
-//! node when that one goes away or gives it up (`grpc/follow.rs`); management of a queue the node does not serve is
+//! (`grpc/cluster/proxy.rs`), and a forwarded consumer follows its queue to the next
+//! node when that one goes away or gives it up (`grpc/cluster/follow.rs`); management of a queue the node does not serve is
 //! otherwise refused with UNAVAILABLE rather than answered from storage.
 //! A listing of queues asks the serving nodes for their queues' figures and
 //! names the node serving each (`served_by`), and so does the web console,
@@ -56,7 +56,7 @@
 //! counts each queue once.
 //!
 //! Nodes that serve TLS forward over TLS, each verifying the other against
-//! the cluster's CA and presenting its own certificate (`grpc/peers.rs`). A
+//! the cluster's CA and presenting its own certificate (`grpc/cluster/nodes.rs`). A
 //! caller who logged in with a client certificate is forwarded when the
 //! nodes share a secret, with which the forwarding node vouches for it
 //! (`security/forwarded.rs` draws the trust boundary).
@@ -65,7 +65,7 @@
 //! the node it talks to: the serving node holds those messages aside, the
 //! transaction's commit removes them under a claim on that node's lease,
 //! and the serving node then resolves its holds from the database, also
-//! for a node that died first (`engine/held.rs`, `grpc/proxy.rs`).
+//! for a node that died first (`engine/cluster/held.rs`, `grpc/cluster/proxy.rs`).
 mod balance;
 mod deadline;
 mod inbox;

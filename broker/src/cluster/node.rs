@@ -6,7 +6,7 @@
 //! gives it back; and it tells the engine where the other nodes' queues are
 //! served, for forwarding. A queue created here wakes it at once, so that its creator
 //! usually serves it. Each tick also resolves the acks held for transactions
-//! of nodes that died or started again since (`engine/held.rs`).
+//! of nodes that died or started again since (`engine/cluster/held.rs`).
 //!
 //! Losing a lease: a queue the heartbeat no longer lists (another node took
 //! it) is unloaded at once. When heartbeats fail (the database is away), the

@@ -1,6 +1,6 @@
 //! The node's size task: every [`EVERY`], publishes the bytes the queues it
 //! serves hold and reads what the other nodes' queues hold, for address size
-//! limits shared by the nodes (`engine/shared_sizes.rs`). A second late at
+//! limits shared by the nodes (`engine/cluster/sizes.rs`). A second late at
 //! most, by design: the limits stay soft by what sends carry meanwhile, and
 //! a send never waits for the database to be admitted.
 //!

@@ -4,7 +4,7 @@
 //! `address-full-policy` carried out: `crate::address_full` decides, this waits
 //! (BLOCK), refuses (FAIL), discards (DROP) or pages (PAGE).
 //!
-//! Messages the broker moves itself (`forward.rs`: dead letters, expired
+//! Messages the broker moves itself (`moves.rs`: dead letters, expired
 //! messages, schedule moves, an operator's move or retry) never come here: a
 //! full dead-letter address must not lose a dead letter, and the message
 //! leaves another address of the same broker in the same commit.

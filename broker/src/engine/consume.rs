@@ -41,7 +41,7 @@ pub enum Settled {
         /// Ids that were not outstanding for this consumer.
         unknown: Vec<u64>,
         /// For acks joining a transaction of another node: what this node
-        /// holds for it (`held.rs`).
+        /// holds for it (`cluster/held.rs`).
         held: Option<HeldAcks>,
     },
     /// Not applied (an unknown or finished transaction): nothing was settled, the
@@ -57,7 +57,7 @@ pub enum Settled {
 pub enum Joins {
     /// One of this node's.
     Here(u64),
-    /// One of the node that forwarded the consumer here (`held.rs`).
+    /// One of the node that forwarded the consumer here (`cluster/held.rs`).
     Elsewhere(HeldFor),
 }
 

@@ -7,7 +7,7 @@
 //! (`Broker`) and those of management are not one list of methods.
 //!
 //! Operations apply to messages that are not being delivered; each move is one
-//! commit per message (`forward.rs`), so an interrupted operation leaves every
+//! commit per message (`moves.rs`), so an interrupted operation leaves every
 //! message in exactly one place.
 //!
 //! They cover paged messages too (`queue/tail.rs`): a walk goes over the messages
@@ -25,7 +25,7 @@ use tracing::info;
 
 use super::Broker;
 use super::addresses::Create;
-use super::forward::Moved;
+use super::moves::Moved;
 use crate::dead_letter::{self, Reason};
 use crate::error::{BrokerError, Result};
 use crate::message::{self, Selectable};
@@ -142,7 +142,7 @@ impl Walk {
 
 impl Management<'_> {
     /// The queue a management operation works on: one this node serves
-    /// (another node's is reached through it, `grpc/proxy.rs`; here it holds
+    /// (another node's is reached through it, `grpc/cluster/proxy.rs`; here it holds
     /// nothing, and its stored messages are that node's to change).
     fn managed_queue(self, name: &str) -> Result<Arc<Queue>> {
         let queue = self.broker.queue(name)?;

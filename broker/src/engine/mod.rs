@@ -11,7 +11,7 @@
 //! | `admit.rs` | `address-full-policy`: what a send to a full address does |
 //! | `consume.rs` | subscribing consumers, their settles, and consumers that go away |
 //! | `settle.rs` | acks, nacks, releases: the redelivery policy carried out |
-//! | `forward.rs` | messages that leave their queue for another address (dead letters, expiry, schedule moves, management moves) |
+//! | `moves.rs` | messages that leave their queue for another address (dead letters, expiry, schedule moves, management moves) |
 //! | `manage.rs` | browsing, and the management operations on queued messages |
 //! | `listing.rs` | read-only views: queues and addresses a page at a time |
 //! | `transact.rs` | committing and rolling back local transactions |
@@ -23,8 +23,8 @@
 //! | `wipe.rs` | emptying a deleted queue in bounded commits before it goes |
 //!
 //! These files call each other's methods; a few import a helper type or
-//! function of another (`forward.rs` the placing of `send.rs`, `settle.rs`,
-//! `manage.rs` and `transact.rs` the ops of `ops.rs` and `forward.rs`), never
+//! function of another (`moves.rs` the placing of `send.rs`, `settle.rs`,
+//! `manage.rs` and `transact.rs` the ops of `ops.rs` and `moves.rs`), never
 //! in a circle.
 //!
 //! Durability: every change that must survive a restart becomes storage [`Op`]s
@@ -49,9 +49,9 @@ mod cluster;
 mod consume;
 mod depage;
 mod dispatch;
-mod forward;
 mod listing;
 mod manage;
+mod moves;
 mod ops;
 mod recovery;
 mod send;

@@ -195,7 +195,7 @@ impl Broker {
                 // A non-durable message lives in memory only, and a queue
                 // another node serves keeps nothing in memory here: it would
                 // be acknowledged and lost. The whole send is refused instead
-                // (the gRPC edge forwards it to that node, `grpc/proxy.rs`).
+                // (the gRPC edge forwards it to that node, `grpc/cluster/proxy.rs`).
                 if !record.durable
                     && let Some(away) = targets.iter().find(|q| !q.is_served())
                 {

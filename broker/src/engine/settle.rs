@@ -4,7 +4,7 @@
 //! An ack removes the message. A nack, a rolled-back ack and a consumer that dies
 //! holding a delivery all count as a failed attempt and go through the redelivery
 //! policy (`redelivery.rs`): back at once, back after a delay (waiting in the
-//! queue's timeline), or on to the dead-letter address (`forward.rs`). A release is
+//! queue's timeline), or on to the dead-letter address (`moves.rs`). A release is
 //! not an attempt: the message is back at once with its count restored.
 //!
 //! Outage mode (`outage.rs`) sees every outcome first: acks end an outage, failures
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tracing::info;
 
 use super::Broker;
-use super::forward::Forward;
+use super::moves::Exit;
 use super::ops::{removal_ops, state_op};
 use crate::dead_letter::Reason;
 use crate::error::Result;
@@ -73,9 +73,9 @@ impl Broker {
                 let reason = Reason::Rejected(bounded_reason(&reason));
                 let items = entries
                     .into_iter()
-                    .map(|e| (e, Forward::DeadLetter(reason.clone())))
+                    .map(|e| (e, Exit::DeadLetter(reason.clone())))
                     .collect();
-                self.forward(queue, items).await
+                self.leave(queue, items).await
             }
         }
     }
@@ -182,7 +182,7 @@ impl Broker {
         let reason = if reason.is_empty() { "nack" } else { reason };
         let mut ops = Vec::new();
         let mut back = Vec::new();
-        let mut forwards = Vec::new();
+        let mut exits = Vec::new();
         {
             let mut rng = rand::rng();
             for (mut entry, in_outage) in entries.into_iter().zip(in_outage) {
@@ -208,16 +208,16 @@ impl Broker {
                         back.push((entry, due));
                     }
                     Decision::DeadLetter => {
-                        forwards.push((entry, Forward::DeadLetter(Reason::MaxDeliveryAttempts)))
+                        exits.push((entry, Exit::DeadLetter(Reason::MaxDeliveryAttempts)))
                     }
-                    Decision::Move(target) => forwards.push((entry, Forward::Move(target))),
-                    Decision::Delete => forwards.push((entry, Forward::Delete)),
+                    Decision::Move(target) => exits.push((entry, Exit::Move(target))),
+                    Decision::Delete => exits.push((entry, Exit::Delete)),
                 }
             }
         }
         let result = self.commit(self.submit(ops)).await;
         queue.requeue(back, now);
-        self.forward(queue, forwards).await?;
+        self.leave(queue, exits).await?;
         result
     }
 

@@ -54,7 +54,7 @@ impl Broker {
     }
 
     /// Adds to its transaction acks that another node holds for it
-    /// (`held.rs`), which `tell` asks that node to resolve once the
+    /// (`cluster/held.rs`), which `tell` asks that node to resolve once the
     /// transaction has ended; handed back when it ended meanwhile.
     pub fn add_held_elsewhere(&self, tell: Tell, held: HeldAcks) -> std::result::Result<(), HeldAcks> {
         self.transactions.add_elsewhere(held.transaction, tell, held)
@@ -62,7 +62,7 @@ impl Broker {
 
     /// Commits: the sends become visible and the acked messages are removed,
     /// durably and together, those other nodes hold for it included
-    /// (`held.rs`; those nodes are asked then to resolve them, whatever the
+    /// (`cluster/held.rs`; those nodes are asked then to resolve them, whatever the
     /// outcome). If storage fails, a send's duplicate id was already seen on
     /// its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
     /// address is full ([`BrokerError::AddressFull`]: FAIL, or BLOCK past

@@ -6,18 +6,18 @@
 //! outcome.
 //!
 //! The calls about one queue's messages and counters go to the node that
-//! serves the queue when several brokers share one database (`proxy.rs`),
+//! serves the queue when several brokers share one database (`cluster/proxy.rs`),
 //! which checks and audits them.
 use std::sync::Arc;
 
 use rebound_protocol::v1 as pb;
 use tonic::{Request, Response, Status};
 
+use super::cluster::Nodes;
+use super::cluster::proxy;
 use super::convert::{
     address_info, browsed_to_wire, queue_info, retry_outcome_to_wire, routing_from_wire, selection_from_wire,
 };
-use super::peers::Peers;
-use super::proxy;
 use crate::engine::{AddressView, Broker};
 use crate::metrics::{cpu_micros, status_bytes};
 use crate::security::access::{self, Caller, Kind, Operation};
@@ -28,20 +28,20 @@ const DEFAULT_BROWSE_LIMIT: usize = 200;
 pub struct AdminService {
     broker: Arc<Broker>,
     security: Arc<Security>,
-    peers: Arc<Peers>,
+    nodes: Arc<Nodes>,
 }
 
 impl AdminService {
-    pub fn new(broker: Arc<Broker>, security: Arc<Security>, peers: Arc<Peers>) -> AdminService {
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>, nodes: Arc<Nodes>) -> AdminService {
         AdminService {
             broker,
             security,
-            peers,
+            nodes,
         }
     }
 
     /// Where the node serving the queue `queue` names is, if another node
-    /// serves it and the call was not forwarded here already (`proxy.rs`).
+    /// serves it and the call was not forwarded here already (`cluster/proxy.rs`).
     async fn owner<T>(
         &self,
         request: &Request<T>,
@@ -72,7 +72,7 @@ impl AdminService {
         }
         let asked = by_owner
             .into_iter()
-            .map(|(owner, names)| proxy::queue_infos(&self.peers, owner, names, &credentials));
+            .map(|(owner, names)| proxy::queue_infos(&self.nodes, owner, names, &credentials));
         for remote in futures::future::join_all(asked).await.into_iter().flatten() {
             if let Some(info) = queues.iter_mut().find(|q| q.name == remote.name) {
                 *info = remote;
@@ -230,7 +230,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::GetQueueRequest>,
     ) -> Result<Response<pb::GetQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.get_queue(r).await
             })
             .await;
@@ -249,7 +249,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::BrowseQueueRequest>,
     ) -> Result<Response<pb::BrowseQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.browse_queue(r).await
             })
             .await;
@@ -280,7 +280,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| Some(&r.queue)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.purge_queue(r).await
             })
             .await;
@@ -304,7 +304,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::CountMessagesRequest>,
     ) -> Result<Response<pb::CountMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.count_messages(r).await
             })
             .await;
@@ -322,7 +322,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::RemoveMessagesRequest>,
     ) -> Result<Response<pb::RemoveMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.remove_messages(r).await
             })
             .await;
@@ -341,7 +341,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::MoveMessagesRequest>,
     ) -> Result<Response<pb::MoveMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.move_messages(r).await
             })
             .await;
@@ -361,7 +361,7 @@ impl pb::admin_server::Admin for AdminService {
         request: Request<pb::RetryMessagesRequest>,
     ) -> Result<Response<pb::RetryMessagesResponse>, Status> {
         if let Some(owner) = self.owner(&request, |r| selected(&r.selection)).await {
-            return proxy::admin(&self.peers, owner, request, |mut c, r| async move {
+            return proxy::admin(&self.nodes, owner, request, |mut c, r| async move {
                 c.retry_messages(r).await
             })
             .await;

@@ -8,7 +8,7 @@
 //! queue at once (uncounted if it had sent `close` first).
 //!
 //! A Consume stream for a queue another node serves (several brokers on one
-//! database) is forwarded to that node (`proxy.rs`).
+//! database) is forwarded to that node (`cluster/proxy.rs`).
 //!
 //! A Publish stream is a producer's pipeline of sends, answered in order
 //! (`publish.rs`).
@@ -44,13 +44,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::cluster::Nodes;
 use super::cluster::user_of;
+use super::cluster::{follow, proxy};
 use super::convert::{delivery_to_wire, held_to_wire, messages_from_wire, settlement_from_wire};
 use super::gate::Gate;
-use super::peers::Peers;
 use super::publish::publish;
 use super::status::code_and_message;
-use super::{follow, proxy};
 use crate::engine::{Broker, HeldFor, Joins, Settled, Subscription, queue_gone};
 use crate::error::{BrokerError, Result};
 use crate::queue::{ConsumerId, Dispatched, Queue};
@@ -62,17 +62,17 @@ pub struct MessagingService {
     broker: Arc<Broker>,
     security: Arc<Security>,
     streams: Arc<StreamCounts>,
-    /// How to reach the other nodes, to forward a Consume (`proxy.rs`).
-    peers: Arc<Peers>,
+    /// How to reach the other nodes, to forward a Consume (`cluster/proxy.rs`).
+    nodes: Arc<Nodes>,
 }
 
 impl MessagingService {
-    pub fn new(broker: Arc<Broker>, security: Arc<Security>, peers: Arc<Peers>) -> MessagingService {
+    pub fn new(broker: Arc<Broker>, security: Arc<Security>, nodes: Arc<Nodes>) -> MessagingService {
         MessagingService {
             broker,
             security,
             streams: Arc::default(),
-            peers,
+            nodes,
         }
     }
 }
@@ -148,7 +148,7 @@ async fn tell<T>(broker: &Broker, tx: &mpsc::Sender<T>, response: T) -> bool {
 impl pb::messaging_server::Messaging for MessagingService {
     async fn send(&self, request: Request<pb::SendRequest>) -> Result<Response<pb::SendResponse>, Status> {
         let gate = Gate::of(&self.security, &request);
-        let forward = proxy::Forward::of(&self.peers, &request);
+        let forward = proxy::Forward::of(&self.nodes, &request);
         let messages = request.into_inner().messages;
         gate.authorize_sends(&self.broker, &messages)?;
         let sent = proxy::send(&self.broker, forward.as_ref(), messages).await?;
@@ -163,7 +163,7 @@ impl pb::messaging_server::Messaging for MessagingService {
     ) -> Result<Response<Self::PublishStream>, Status> {
         let (tx, rx) = responses(&self.broker);
         let gate = Gate::of(&self.security, &request);
-        let forward = proxy::Forward::of(&self.peers, &request);
+        let forward = proxy::Forward::of(&self.nodes, &request);
         self.broker.spawn(publish(
             self.broker.clone(),
             gate,
@@ -237,11 +237,11 @@ impl pb::messaging_server::Messaging for MessagingService {
                 break;
             }
             match self.broker.cluster().owner_of_soon(name).await {
-                // Served by another node: forwarded there (`proxy.rs`).
+                // Served by another node: forwarded there (`cluster/proxy.rs`).
                 Some(owner) => {
                     let forwarded = follow::consume(
                         &self.broker,
-                        &self.peers,
+                        &self.nodes,
                         owner,
                         credentials,
                         subscribe,
@@ -283,7 +283,7 @@ impl pb::messaging_server::Messaging for MessagingService {
             _counted: counted,
             // Only a node's queues move.
             rejoin: (self.broker.cluster().is_node() && !forwarded)
-                .then(|| follow::Rejoin::new(&self.peers, credentials, subscribe)),
+                .then(|| follow::Rejoin::new(&self.nodes, credentials, subscribe)),
         };
         self.broker.spawn(session.run(inbound, deliveries, changes));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))

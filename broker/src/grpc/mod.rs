@@ -4,15 +4,22 @@
 //! These files translate between the wire and the engine and nothing more: wire
 //! types are converted in `convert.rs`, and errors become `tonic::Status` through
 //! the single `From<BrokerError>` mapping in `status.rs`.
+//!
+//! | file | what |
+//! |---|---|
+//! | `messaging.rs` | `rebound.v1.Messaging`: sends, Consume streams, settles, transactions |
+//! | `publish.rs` | the Publish stream: many sends in flight on one stream |
+//! | `gate.rs` | who may send: the permission check of every send, whichever way it comes |
+//! | `admin.rs` | `rebound.v1.Admin`: addresses, queues, management, server info |
+//! | `convert.rs` | wire types to engine types and back |
+//! | `status.rs` | engine errors to `tonic::Status`, in one place |
+//! | `cluster/` | calls about queues another node serves, and the `Cluster` service |
 pub mod admin;
 pub mod cluster;
 mod convert;
-mod follow;
 mod gate;
 pub mod messaging;
-mod peers;
-mod proxy;
 mod publish;
 mod status;
 
-pub use peers::Peers;
+pub use cluster::Nodes;

@@ -29,8 +29,8 @@ use rebound_protocol::v1::{self as pb, publish_response};
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
+use super::cluster::proxy::{self, Forward};
 use super::gate::Gate;
-use super::proxy::{self, Forward};
 use crate::engine::Broker;
 use crate::error::BrokerError;
 

@@ -1,5 +1,5 @@
 //! A caller named by another node of the cluster, which forwarded its call
-//! here (`grpc/proxy.rs`) and vouches for it.
+//! here (`grpc/cluster/proxy.rs`) and vouches for it.
 //!
 //! A caller who logged in with a password is forwarded with its
 //! `authorization` metadata and logs in here again. One who logged in with a

@@ -1,7 +1,7 @@
 //! Acks held for a transaction of another node (several brokers on one
 //! database).
 //!
-//! A consumer that reached this node through another one (`grpc/proxy.rs`)
+//! A consumer that reached this node through another one (`grpc/cluster/proxy.rs`)
 //! may ack inside a transaction of that node. The acked messages leave their
 //! queue here, as for a transaction of this node, and wait aside under the
 //! transaction's node and id. That node removes them from the database in its

@@ -1,5 +1,5 @@
 //! How this node connects to another node of its cluster, to forward a call
-//! for a queue that node serves (`proxy.rs`).
+//! for a queue that node serves (`cluster/proxy.rs`).
 //!
 //! Nodes reach each other as clients reach them: a node that serves TLS
 //! (`[tls]`) reaches the others over TLS, one that serves plaintext in
@@ -40,7 +40,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How this node connects to the others; plaintext by default.
 #[derive(Debug, Default)]
-pub struct Peers {
+pub struct Nodes {
     tls: Option<PeerTls>,
     /// The cluster's shared secret, to vouch for callers who logged in with
     /// a certificate (`security/forwarded.rs`); only over TLS.
@@ -59,7 +59,7 @@ struct PeerTls {
     key: (PathBuf, &'static str),
 }
 
-impl Peers {
+impl Nodes {
     /// Over TLS: the other nodes' certificates must chain to a CA of
     /// `ca_file` (named in errors by `ca_key`, the config key it came from);
     /// `cert_file` and `key_file` are this node's `[tls]` certificate and
@@ -70,7 +70,7 @@ impl Peers {
         ca_key: &'static str,
         cert_file: PathBuf,
         key_file: PathBuf,
-    ) -> Result<Peers, String> {
+    ) -> Result<Nodes, String> {
         let tls = PeerTls {
             ca: (ca_file, ca_key),
             cert: (cert_file, "tls.cert-file"),
@@ -89,16 +89,16 @@ impl Peers {
                     causes(&e)
                 )
             })?;
-        Ok(Peers {
+        Ok(Nodes {
             tls: Some(tls),
-            ..Peers::default()
+            ..Nodes::default()
         })
     }
 
     /// Vouches for callers with `secret` (over TLS only: the config refuses
     /// `secret-file` without `[tls]`).
-    pub fn with_secret(self, secret: Arc<NodeSecret>) -> Peers {
-        Peers {
+    pub fn with_secret(self, secret: Arc<NodeSecret>) -> Nodes {
+        Nodes {
             secret: Some(secret),
             ..self
         }
@@ -106,8 +106,8 @@ impl Peers {
 
     /// Gives up on a node that does not answer a ping within about `lease`
     /// (see the module docs).
-    pub fn within_lease(self, lease: Duration) -> Peers {
-        Peers {
+    pub fn within_lease(self, lease: Duration) -> Nodes {
+        Nodes {
             keepalive: Some(lease / 2),
             ..self
         }
@@ -115,7 +115,7 @@ impl Peers {
 
     /// Names `user` to the node a call is forwarded to, with the cluster's
     /// secret in `metadata`; `false` without a secret.
-    pub(super) fn vouch(&self, metadata: &mut tonic::metadata::MetadataMap, user: &str) -> bool {
+    pub(in crate::grpc) fn vouch(&self, metadata: &mut tonic::metadata::MetadataMap, user: &str) -> bool {
         match &self.secret {
             Some(secret) => {
                 secret.vouch(metadata, user);
@@ -127,7 +127,7 @@ impl Peers {
 
     /// A connection to the node at `owner` (`host:port`, its advertised
     /// address); UNAVAILABLE, saying why, if it cannot be made.
-    pub(super) async fn connect(&self, owner: &str) -> Result<Channel, Status> {
+    pub(in crate::grpc) async fn connect(&self, owner: &str) -> Result<Channel, Status> {
         let unreachable = |err: &str| {
             Status::unavailable(format!(
                 "the node serving this queue, at {owner}, cannot be reached: {err}"
@@ -162,21 +162,21 @@ impl Peers {
 // node serving its queue.
 
 /// A Messaging client of the node at the other end of `channel`.
-pub(super) fn messaging(channel: Channel) -> MessagingClient<Channel> {
+pub(in crate::grpc) fn messaging(channel: Channel) -> MessagingClient<Channel> {
     MessagingClient::new(channel)
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
 }
 
 /// An Admin client of the node at the other end of `channel`.
-pub(super) fn admin(channel: Channel) -> AdminClient<Channel> {
+pub(in crate::grpc) fn admin(channel: Channel) -> AdminClient<Channel> {
     AdminClient::new(channel)
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
 }
 
 /// A Cluster client of the node at the other end of `channel`.
-pub(super) fn cluster(channel: Channel) -> ClusterClient<Channel> {
+pub(in crate::grpc) fn cluster(channel: Channel) -> ClusterClient<Channel> {
     ClusterClient::new(channel)
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES)
@@ -248,10 +248,10 @@ mod tests {
         let key = write("node.key", &node.signing_key.serialize_pem());
         let other_key = write("other.key", &stranger.signing_key.serialize_pem());
 
-        Peers::tls(ca.clone(), "cluster.ca-file", cert.clone(), key.clone()).unwrap();
-        let mismatched = Peers::tls(ca.clone(), "cluster.ca-file", cert.clone(), other_key).unwrap_err();
+        Nodes::tls(ca.clone(), "cluster.ca-file", cert.clone(), key.clone()).unwrap();
+        let mismatched = Nodes::tls(ca.clone(), "cluster.ca-file", cert.clone(), other_key).unwrap_err();
         assert!(mismatched.contains("tls.key-file"), "{mismatched}");
-        let missing = Peers::tls(dir.join("none.pem"), "tls.client-ca-file", cert, key).unwrap_err();
+        let missing = Nodes::tls(dir.join("none.pem"), "tls.client-ca-file", cert, key).unwrap_err();
         assert!(
             missing.starts_with("tls.client-ca-file: ") && missing.contains("cannot read file"),
             "{missing}"

@@ -2,7 +2,7 @@
 //! the callers they act for.
 //!
 //! `Resolve`: a transaction of the calling node ended, and this node resolves
-//! the acks it held for it (`engine/held.rs`). The answer comes from the
+//! the acks it held for it (`engine/cluster/held.rs`). The answer comes from the
 //! database, not from the call, so the call only says when to look; it is
 //! authenticated like any other, and resolves only the acks the caller
 //! made. On a single broker there is never anything to resolve.
@@ -43,7 +43,7 @@ impl Cluster for ClusterService {
 
 /// The caller's user name, "" when security is off: whom acks held for
 /// another node's transaction belong to.
-pub(super) fn user_of(caller: &Caller) -> String {
+pub(in crate::grpc) fn user_of(caller: &Caller) -> String {
     match &caller.principal {
         Principal::User { name } => name.clone(),
         Principal::Anonymous => String::new(),

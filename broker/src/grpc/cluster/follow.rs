@@ -1,8 +1,8 @@
 //! A Consume stream follows its queue: when the node serving the queue goes
-//! away (killed, or stalled past the peers' keepalive) or gives the queue
+//! away (killed, or stalled past the nodes' keepalive) or gives the queue
 //! up, the node the client talks to attaches the stream to the queue's next
 //! node, itself included once it serves the queue, rather than ending it.
-//! That holds for a stream this node forwards (`proxy.rs`) and for one it
+//! That holds for a stream this node forwards (`cluster/proxy.rs`) and for one it
 //! served itself until it gave the queue up (`messaging.rs`, [`Rejoin`]).
 //! The client sees a pause, not an error. The stream ends only when no node
 //! serves the queue within [`FOLLOW_FOR`], or the next node refuses the
@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
-use super::peers::{self, Peers};
+use super::nodes::{self, Nodes};
 use super::proxy::{self, Credentials};
 use crate::engine::Broker;
 use crate::error::BrokerError;
@@ -53,9 +53,9 @@ const RETRY: Duration = Duration::from_millis(200);
 /// Forwards a Consume stream with `subscribe` to the node at `owner`, and on
 /// to the queue's next nodes, with the caller's `credentials`; `counted`
 /// lives as long as the stream. The first attachment's refusal is the call's.
-pub(super) async fn consume<C: Send + 'static>(
+pub(in crate::grpc) async fn consume<C: Send + 'static>(
     broker: &Arc<Broker>,
-    peers: &Arc<Peers>,
+    nodes: &Arc<Nodes>,
     owner: String,
     credentials: Credentials,
     subscribe: pb::Subscribe,
@@ -63,12 +63,12 @@ pub(super) async fn consume<C: Send + 'static>(
     counted: C,
 ) -> Result<Responses, Status> {
     let (attachment, subscribed) =
-        Attachment::open(broker, peers, owner, &credentials, subscribe.clone()).await?;
+        Attachment::open(broker, nodes, owner, &credentials, subscribe.clone()).await?;
     let (tx, rx) = mpsc::channel(16);
     let _ = tx.try_send(Ok(subscribed));
     let follower = Follower {
         broker: broker.clone(),
-        peers: peers.clone(),
+        nodes: nodes.clone(),
         credit: Credit {
             granted: u64::from(subscribe.initial_credit),
             used: 0,
@@ -88,8 +88,8 @@ pub(super) async fn consume<C: Send + 'static>(
 /// What a stream this node serves itself needs to follow its queue when
 /// this node gives the queue up (`messaging.rs`; only on a node of a
 /// cluster): how to attach it elsewhere, and what it carried so far.
-pub(super) struct Rejoin {
-    peers: Arc<Peers>,
+pub(in crate::grpc) struct Rejoin {
+    nodes: Arc<Nodes>,
     credentials: Credentials,
     subscribe: pb::Subscribe,
     ids: Ids,
@@ -99,9 +99,13 @@ pub(super) struct Rejoin {
 }
 
 impl Rejoin {
-    pub(super) fn new(peers: &Arc<Peers>, credentials: Credentials, subscribe: pb::Subscribe) -> Rejoin {
+    pub(in crate::grpc) fn new(
+        nodes: &Arc<Nodes>,
+        credentials: Credentials,
+        subscribe: pb::Subscribe,
+    ) -> Rejoin {
         Rejoin {
-            peers: peers.clone(),
+            nodes: nodes.clone(),
             credentials,
             credit: Credit {
                 granted: u64::from(subscribe.initial_credit),
@@ -114,7 +118,7 @@ impl Rejoin {
     }
 
     /// The stream delivered `ids`.
-    pub(super) fn delivered(&mut self, ids: impl ExactSizeIterator<Item = u64>) {
+    pub(in crate::grpc) fn delivered(&mut self, ids: impl ExactSizeIterator<Item = u64>) {
         self.credit.used += ids.len() as u64;
         ids.for_each(|id| {
             self.ids.outward(id);
@@ -122,7 +126,7 @@ impl Rejoin {
     }
 
     /// The client sent `request`.
-    pub(super) fn requested(&mut self, request: &pb::ConsumeRequest) {
+    pub(in crate::grpc) fn requested(&mut self, request: &pb::ConsumeRequest) {
         match request.kind {
             Some(consume_request::Kind::Credit(pb::Credit { credit })) => {
                 self.credit.granted += u64::from(credit)
@@ -134,7 +138,7 @@ impl Rejoin {
 
     /// Attaches the stream, whose queue this node gave up, to the queue's
     /// next node (as a forwarded stream follows it), in a task of its own.
-    pub(super) fn resume<C: Send + 'static>(
+    pub(in crate::grpc) fn resume<C: Send + 'static>(
         self,
         broker: &Arc<Broker>,
         tx: mpsc::Sender<Result<pb::ConsumeResponse, Status>>,
@@ -145,7 +149,7 @@ impl Rejoin {
         let closing = self.closing;
         let mut follower = Follower {
             broker: broker.clone(),
-            peers: self.peers,
+            nodes: self.nodes,
             credentials: self.credentials,
             subscribe: self.subscribe,
             ids: self.ids,
@@ -177,7 +181,7 @@ fn follows(status: &Status) -> bool {
 /// The stream as the client sees it, and what it needs to attach again.
 struct Follower {
     broker: Arc<Broker>,
-    peers: Arc<Peers>,
+    nodes: Arc<Nodes>,
     credentials: Credentials,
     subscribe: pb::Subscribe,
     ids: Ids,
@@ -308,7 +312,7 @@ impl Follower {
                 };
                 let open = Attachment::open(
                     &self.broker,
-                    &self.peers,
+                    &self.nodes,
                     owner.clone(),
                     &self.credentials,
                     subscribe,
@@ -350,7 +354,7 @@ struct Attachment {
     /// `None` once the client ended its side.
     requests: Option<mpsc::Sender<pb::ConsumeRequest>>,
     responses: Streaming<pb::ConsumeResponse>,
-    /// How that node is asked to resolve acks it holds (`proxy.rs`).
+    /// How that node is asked to resolve acks it holds (`cluster/proxy.rs`).
     tell: Tell,
     /// The settles sent to it and not answered yet: their ids of this
     /// attachment and of ended ones, as the client knows them.
@@ -362,21 +366,21 @@ impl Attachment {
     /// node's `Subscribed`.
     async fn open(
         broker: &Arc<Broker>,
-        peers: &Arc<Peers>,
+        nodes: &Arc<Nodes>,
         owner: String,
         credentials: &Credentials,
         subscribe: pb::Subscribe,
     ) -> Result<(Attachment, pb::ConsumeResponse), Status> {
         let (requests, outbound) = mpsc::channel(16);
-        let tell = proxy::teller(broker, peers, &owner, credentials.clone());
+        let tell = proxy::teller(broker, nodes, &owner, credentials.clone());
         let mut request =
-            proxy::forwarded(ReceiverStream::new(outbound), credentials.clone(), peers, &owner)?;
+            proxy::forwarded(ReceiverStream::new(outbound), credentials.clone(), nodes, &owner)?;
         proxy::mark_forwarded_by(broker, &mut request);
-        let channel = peers.connect(&owner).await?;
+        let channel = nodes.connect(&owner).await?;
         let _ = requests.try_send(pb::ConsumeRequest {
             kind: Some(consume_request::Kind::Subscribe(subscribe)),
         });
-        let mut responses = peers::messaging(channel).consume(request).await?.into_inner();
+        let mut responses = nodes::messaging(channel).consume(request).await?.into_inner();
         let subscribed = responses
             .message()
             .await?

@@ -20,7 +20,7 @@
 //! vouches with the cluster's secret (`security/forwarded.rs`), and without
 //! a secret the call is refused (FAILED_PRECONDITION, naming the node to
 //! connect to). Nodes reach each other at their advertised address, over
-//! TLS when they serve it (`peers.rs`).
+//! TLS when they serve it (`nodes.rs`).
 //!
 //! An ack inside a transaction of this node on a forwarded stream goes to
 //! the serving node marked with this node's id (`rebound-forwarded-by`);
@@ -30,7 +30,7 @@
 //! transaction, under a claim on the serving node's lease, and once the
 //! transaction has ended this node asks the serving node to resolve what it
 //! held ([`teller`], `Cluster.Resolve`, with the consumer's credentials).
-//! `engine/held.rs` has the serving node's side.
+//! `engine/cluster/held.rs` has the serving node's side.
 //!
 //! When the serving node goes away or gives the queue up, a forwarded
 //! Consume stream follows the queue to its next node (`follow.rs`).
@@ -42,18 +42,18 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 use tracing::warn;
 
-use super::convert::{held_from_wire, messages_from_wire};
-use super::peers::{self, Peers};
-use super::status::code_and_message;
+use super::nodes::{self, Nodes};
 use crate::engine::Broker;
 use crate::error::BrokerError;
+use crate::grpc::convert::{held_from_wire, messages_from_wire};
+use crate::grpc::status::code_and_message;
 use crate::security::Principal;
 use crate::security::access::Caller;
 use crate::transactions::Tell;
 
 /// Marks a Consume stream forwarded by this node with its id and
 /// incarnation ([`FORWARDED_BY`]).
-pub(super) fn mark_forwarded_by<T>(broker: &Arc<Broker>, request: &mut Request<T>) {
+pub(in crate::grpc) fn mark_forwarded_by<T>(broker: &Arc<Broker>, request: &mut Request<T>) {
     if let Some((node, incarnation)) = broker.cluster().node()
         && let Ok(value) = format!("{node}/{incarnation}").parse()
     {
@@ -64,7 +64,10 @@ pub(super) fn mark_forwarded_by<T>(broker: &Arc<Broker>, request: &mut Request<T
 /// The refusal of an ack inside a transaction of this node that is not open
 /// or has no room for it, answered here as the serving node would answer
 /// for one of its own. `None` for any other request.
-pub(super) fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Option<pb::ConsumeResponse> {
+pub(in crate::grpc) fn refused_here(
+    broker: &Broker,
+    request: &pb::ConsumeRequest,
+) -> Option<pb::ConsumeResponse> {
     let Some(consume_request::Kind::Settle(settle)) = &request.kind else {
         return None;
     };
@@ -87,7 +90,7 @@ pub(super) fn refused_here(broker: &Broker, request: &pb::ConsumeRequest) -> Opt
 /// Takes what the serving node says it holds for a transaction of this node
 /// off its answer to a settle, into that transaction, with `tell` to ask it
 /// to resolve them; if the transaction ended meanwhile, it is asked at once.
-pub(super) fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
+pub(in crate::grpc) fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::ConsumeResponse) {
     let Some(consume_response::Kind::Settled(settled)) = &mut response.kind else {
         return;
     };
@@ -110,18 +113,18 @@ pub(super) fn take_held(broker: &Broker, tell: &Tell, response: &mut pb::Consume
 /// times (once when this node is stopping): a node that cannot be reached
 /// resolves them by itself once it sees this node gone, or leaves them to
 /// the queue's next owner.
-pub(super) fn teller(
+pub(in crate::grpc) fn teller(
     broker: &Arc<Broker>,
-    peers: &Arc<Peers>,
+    nodes: &Arc<Nodes>,
     owner: &str,
     credentials: Credentials,
 ) -> Tell {
-    let (engine, peers, owner) = (broker.clone(), peers.clone(), owner.to_owned());
+    let (engine, nodes, owner) = (broker.clone(), nodes.clone(), owner.to_owned());
     Arc::new(move |transaction: u64| {
         let Some((node, _)) = engine.cluster().node() else {
             return;
         };
-        let (peers, credentials, owner) = (peers.clone(), credentials.clone(), owner.clone());
+        let (nodes, credentials, owner) = (nodes.clone(), credentials.clone(), owner.clone());
         let attempts = match engine.is_shutting_down() {
             true => 1,
             false => RESOLVE_ATTEMPTS,
@@ -136,7 +139,7 @@ pub(super) fn teller(
                     node: node.clone(),
                     transaction_id: transaction,
                 };
-                match resolve(&peers, &owner, request, credentials.clone()).await {
+                match resolve(&nodes, &owner, request, credentials.clone()).await {
                     Ok(()) => return,
                     Err(status) => last = Some(status),
                 }
@@ -153,20 +156,20 @@ const RESOLVE_ATTEMPTS: u32 = 3;
 const RESOLVE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn resolve(
-    peers: &Peers,
+    nodes: &Nodes,
     owner: &str,
     request: pb::ResolveRequest,
     credentials: Credentials,
 ) -> Result<(), Status> {
-    let request = forwarded(request, credentials, peers, owner)?;
-    let channel = peers.connect(owner).await?;
-    peers::cluster(channel).resolve(request).await.map(drop)
+    let request = forwarded(request, credentials, nodes, owner)?;
+    let channel = nodes.connect(owner).await?;
+    nodes::cluster(channel).resolve(request).await.map(drop)
 }
 
 /// Forwards a unary Admin call about a queue another node serves, at
 /// `owner`: `call` makes it on a client of that node.
-pub(super) async fn admin<Req, Resp, F, Fut>(
-    peers: &Peers,
+pub(in crate::grpc) async fn admin<Req, Resp, F, Fut>(
+    nodes: &Nodes,
     owner: String,
     request: Request<Req>,
     call: F,
@@ -176,25 +179,25 @@ where
     Fut: Future<Output = Result<Response<Resp>, Status>>,
 {
     let credentials = Credentials::of(&request);
-    let request = forwarded(request.into_inner(), credentials, peers, &owner)?;
-    let channel = peers.connect(&owner).await?;
-    call(peers::admin(channel), request).await.map_err(moved)
+    let request = forwarded(request.into_inner(), credentials, nodes, &owner)?;
+    let channel = nodes.connect(&owner).await?;
+    call(nodes::admin(channel), request).await.map_err(moved)
 }
 
 /// What a send refused here for a queue another node serves needs to be
 /// made through that node: the caller's credentials.
 #[derive(Clone)]
-pub(super) struct Forward {
-    peers: Arc<Peers>,
+pub(in crate::grpc) struct Forward {
+    nodes: Arc<Nodes>,
     credentials: Credentials,
 }
 
 impl Forward {
     /// How `request`'s sends are forwarded; `None` when it was forwarded
     /// here already (see [`was_forwarded`]).
-    pub(super) fn of<T>(peers: &Arc<Peers>, request: &Request<T>) -> Option<Forward> {
+    pub(in crate::grpc) fn of<T>(nodes: &Arc<Nodes>, request: &Request<T>) -> Option<Forward> {
         (!was_forwarded(request)).then(|| Forward {
-            peers: peers.clone(),
+            nodes: nodes.clone(),
             credentials: Credentials::of(request),
         })
     }
@@ -205,7 +208,7 @@ impl Forward {
 /// keep: [`BrokerError::NotKeptHere`]), all of them through that node with
 /// `forward`, as if the producer had connected there: nothing was stored
 /// here, so each is stored or kept once.
-pub(super) async fn send(
+pub(in crate::grpc) async fn send(
     broker: &Arc<Broker>,
     forward: Option<&Forward>,
     messages: Vec<pb::OutgoingMessage>,
@@ -234,11 +237,11 @@ pub(super) async fn send(
             let request = forwarded(
                 pb::SendRequest { messages },
                 forward.credentials.clone(),
-                &forward.peers,
+                &forward.nodes,
                 &owner,
             )?;
-            let channel = forward.peers.connect(&owner).await?;
-            let sent = peers::messaging(channel).send(request).await.map_err(moved)?;
+            let channel = forward.nodes.connect(&owner).await?;
+            let sent = nodes::messaging(channel).send(request).await.map_err(moved)?;
             Ok(sent.into_inner())
         }
         (Err(err), _) => Err(err.into()),
@@ -249,18 +252,18 @@ pub(super) async fn send(
 /// them: one connection, the GetQueue calls on it at once, each forwarded
 /// with the caller's `credentials`. A queue the node cannot answer for is
 /// left out.
-pub(super) async fn queue_infos(
-    peers: &Peers,
+pub(in crate::grpc) async fn queue_infos(
+    nodes: &Nodes,
     owner: String,
     names: Vec<String>,
     credentials: &Credentials,
 ) -> Vec<pb::QueueInfo> {
-    let Ok(channel) = peers.connect(&owner).await else {
+    let Ok(channel) = nodes.connect(&owner).await else {
         return Vec::new();
     };
     let calls = names.into_iter().filter_map(|queue| {
-        let mut client = peers::admin(channel.clone());
-        let request = forwarded(pb::GetQueueRequest { queue }, credentials.clone(), peers, &owner).ok()?;
+        let mut client = nodes::admin(channel.clone());
+        let request = forwarded(pb::GetQueueRequest { queue }, credentials.clone(), nodes, &owner).ok()?;
         Some(async move { client.get_queue(request).await.ok()?.into_inner().queue })
     });
     futures::future::join_all(calls)
@@ -273,7 +276,7 @@ pub(super) async fn queue_infos(
 /// Whether `request` was forwarded by another node: it is answered here,
 /// never forwarded again (two nodes with stale views of who serves a queue
 /// could otherwise pass a call back and forth).
-pub(super) fn was_forwarded<T>(request: &Request<T>) -> bool {
+pub(in crate::grpc) fn was_forwarded<T>(request: &Request<T>) -> bool {
     request.metadata().contains_key(FORWARDED)
 }
 
@@ -285,7 +288,7 @@ const FORWARDED: &str = "rebound-forwarded";
 const FORWARDED_BY: &str = "rebound-forwarded-by";
 
 /// The node (id and incarnation) that forwarded a Consume stream, if one did.
-pub(super) fn forwarded_by<T>(request: &Request<T>) -> Option<(String, u64)> {
+pub(in crate::grpc) fn forwarded_by<T>(request: &Request<T>) -> Option<(String, u64)> {
     if !was_forwarded(request) {
         return None;
     }
@@ -296,7 +299,7 @@ pub(super) fn forwarded_by<T>(request: &Request<T>) -> Option<(String, u64)> {
 
 /// How the serving node learns who the caller is.
 #[derive(Clone)]
-pub(super) enum Credentials {
+pub(in crate::grpc) enum Credentials {
     /// The caller's `authorization` metadata, which the serving node checks
     /// again.
     Authorization(MetadataValue<Ascii>),
@@ -311,7 +314,7 @@ impl Credentials {
     /// The credentials of an authenticated `request`: its `authorization`
     /// metadata if it has some; otherwise its user logged in with a
     /// certificate (`security/authenticator.rs`).
-    pub(super) fn of<T>(request: &Request<T>) -> Credentials {
+    pub(in crate::grpc) fn of<T>(request: &Request<T>) -> Credentials {
         if let Some(authorization) = request.metadata().get("authorization") {
             return Credentials::Authorization(authorization.clone());
         }
@@ -325,10 +328,10 @@ impl Credentials {
 /// A request to the node at `owner`: the message, the caller's credentials,
 /// and the mark of a forwarded call. Refused when the caller logged in with
 /// a certificate and the nodes share no secret to vouch for it with.
-pub(super) fn forwarded<T>(
+pub(in crate::grpc) fn forwarded<T>(
     message: T,
     credentials: Credentials,
-    peers: &Peers,
+    nodes: &Nodes,
     owner: &str,
 ) -> Result<Request<T>, Status> {
     let mut request = Request::new(message);
@@ -337,7 +340,7 @@ pub(super) fn forwarded<T>(
             request.metadata_mut().insert("authorization", authorization);
         }
         Credentials::Certificate(user) => {
-            if !peers.vouch(request.metadata_mut(), &user) {
+            if !nodes.vouch(request.metadata_mut(), &user) {
                 return Err(BrokerError::FailedPrecondition(format!(
                     "this queue is served by the node at {owner}, and a caller who logs in with a \
                      client certificate is forwarded there only when the nodes share a secret \
@@ -356,7 +359,7 @@ pub(super) fn forwarded<T>(
 
 /// The serving node's status as the client should see it: a broken
 /// connection to it is the queue being unavailable here.
-pub(super) fn moved(status: Status) -> Status {
+pub(in crate::grpc) fn moved(status: Status) -> Status {
     match status.code() {
         Code::Unknown | Code::Cancelled => Status::unavailable(format!(
             "the node serving this queue went away ({}): connect again",

@@ -32,7 +32,7 @@ use crate::time::now_ms;
 
 /// Where a message that leaves its queue for another address goes.
 #[derive(Debug)]
-pub(super) enum Forward {
+pub(super) enum Exit {
     DeadLetter(Reason),
     Expire,
     Move(MoveTarget),
@@ -47,21 +47,17 @@ pub(super) enum Moved {
 }
 
 impl Broker {
-    /// Moves messages taken from `queue` on to where `Forward` says, or drops them
+    /// Moves messages taken from `queue` on to where `Exit` says, or drops them
     /// when there is nowhere to go. On an error, the message that failed and those
     /// not yet moved are back in `queue`.
-    pub(super) async fn forward(
-        self: &Arc<Self>,
-        queue: &Arc<Queue>,
-        items: Vec<(Entry, Forward)>,
-    ) -> Result<()> {
+    pub(super) async fn leave(self: &Arc<Self>, queue: &Arc<Queue>, items: Vec<(Entry, Exit)>) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
         let settings = self.settings_for(&queue.address);
         let mut items = items.into_iter();
         while let Some((entry, how)) = items.next() {
-            if let Err(err) = self.forward_one(queue, &settings, entry, how).await {
+            if let Err(err) = self.leave_one(queue, &settings, entry, how).await {
                 queue.requeue(items.map(|(e, _)| (e, 0)), now_ms());
                 return Err(err);
             }
@@ -69,19 +65,19 @@ impl Broker {
         Ok(())
     }
 
-    async fn forward_one(
+    async fn leave_one(
         self: &Arc<Self>,
         queue: &Arc<Queue>,
         settings: &EffectiveSettings,
         entry: Entry,
-        how: Forward,
+        how: Exit,
     ) -> Result<()> {
-        if let Forward::DeadLetter(reason) = &how
+        if let Exit::DeadLetter(reason) = &how
             && settings.dead_letter_address.as_ref() == Some(&queue.address)
         {
             return self.keep_dead_letter(queue, settings, entry, reason).await;
         }
-        let target = match self.forward_target(queue, settings, how).await {
+        let target = match self.exit_target(queue, settings, how).await {
             Ok(target) => target,
             // Storage refused to create the target: the message stays, as for a
             // failed move.
@@ -199,17 +195,17 @@ impl Broker {
 
     /// Where a leaving message goes: the address and the reason it carries, creating
     /// the address (and the DLQ/expiry queue) when the settings say so; None = drop.
-    async fn forward_target(
+    async fn exit_target(
         self: &Arc<Self>,
         queue: &Queue,
         settings: &EffectiveSettings,
-        how: Forward,
+        how: Exit,
     ) -> Result<Option<(String, Reason)>> {
         let (destination, reason) = match how {
-            Forward::Delete => return Ok(None),
-            Forward::DeadLetter(reason) => (Destination::dead_letters(settings, &queue.address), reason),
-            Forward::Expire => (Destination::expired(settings, &queue.address), Reason::Expired),
-            Forward::Move(target) => {
+            Exit::Delete => return Ok(None),
+            Exit::DeadLetter(reason) => (Destination::dead_letters(settings, &queue.address), reason),
+            Exit::Expire => (Destination::expired(settings, &queue.address), Reason::Expired),
+            Exit::Move(target) => {
                 let address = target.address_for(&queue.address);
                 let routing = target.kind.routing_type(queue.routing_type);
                 self.ensure_address(&address, Some(routing), Create::ForMove)
@@ -293,7 +289,7 @@ impl Broker {
 
     /// Handles messages the dispatcher found expired.
     pub(super) async fn expire(self: &Arc<Self>, queue: &Arc<Queue>, entries: Vec<Entry>) -> Result<()> {
-        let items = entries.into_iter().map(|e| (e, Forward::Expire)).collect();
-        self.forward(queue, items).await
+        let items = entries.into_iter().map(|e| (e, Exit::Expire)).collect();
+        self.leave(queue, items).await
     }
 }
