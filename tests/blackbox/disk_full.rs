@@ -10,7 +10,7 @@ use rebound_client::{Client, OutgoingMessage};
 
 use crate::support::{Broker, cli, http_get, sample, skipped};
 
-/// Small journal segments, so that the store's own files (page runs, written
+/// Small journal segments, so that the store's own files (run files, written
 /// at each segment's end) need the space the test takes away.
 const CONFIG: &str = "journal-file-size = 262144\n";
 const MESSAGES: usize = 4_000;

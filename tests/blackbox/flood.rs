@@ -152,7 +152,7 @@ async fn short_of_file_handles_the_broker_refuses_connections_not_its_store() {
             .await
             .unwrap_or_else(|e| panic!("send {i}: {e}; log:\n{}", broker.log()));
     }
-    // Every message reached the store, and its writes (page runs, checkpoints) too.
+    // Every message reached the store, and its writes (run files, checkpoints) too.
     assert!(!broker.log().contains("Too many open files"), "{}", broker.log());
     cli(&broker, ["health"]).await.success();
     drop(idle);

@@ -1,11 +1,11 @@
 //! File handles: the broker's connections must run short before its store
-//! does. A store that cannot open a file cannot write a page run or a journal
+//! does. A store that cannot open a file cannot write a run file or a journal
 //! segment, while a refused connection only has to try again; so the
 //! listeners' bounds stay within what the open-file limit leaves once
 //! [`STORE_RESERVE`] handles are set aside.
 
 /// Handles kept for everything but client connections: the store's files
-/// (journal segments, page runs, large bodies, sled's), PostgreSQL
+/// (journal segments, run files, large bodies, sled's), PostgreSQL
 /// connections, the config file, the listening sockets.
 pub const STORE_RESERVE: u64 = 256;
 
