@@ -26,9 +26,11 @@ use tracing::info;
 use super::Broker;
 use super::addresses::Create;
 use super::moves::Moved;
+use super::settle::log_outage;
 use crate::dead_letter::{self, Reason};
 use crate::error::{BrokerError, Result};
 use crate::message::{self, Selectable};
+use crate::outage::Outage;
 use crate::queue::{BrowseState, Entry, Queue};
 use crate::time::now_ms;
 
@@ -507,6 +509,22 @@ impl Management<'_> {
             info!(from = %dlq.name, retried = moving, skipped, "retried dead letters");
         }
         Ok(outcomes)
+    }
+
+    /// Ends the outage of `queue` (an operator's call): whether it was in one.
+    pub fn resume_queue(self, queue: &Queue) -> bool {
+        let change = queue.outage(|o| o.resume(now_ms()));
+        change.map(|change| log_outage(queue, change)).is_some()
+    }
+
+    /// Sends the next probe of `queue`'s outage now (an operator's call):
+    /// whether one was waiting for its pause to end.
+    pub fn probe_queue_now(self, queue: &Queue) -> bool {
+        let probing = queue.outage(Outage::probe_now);
+        if probing {
+            info!(queue = %queue.name, "queue in outage mode: probe sent now, as asked");
+        }
+        probing
     }
 
     /// Where a dead letter would be retried to, or why it cannot be.

@@ -19,7 +19,7 @@ use super::ops::{removal_ops, state_op};
 use crate::dead_letter::Reason;
 use crate::error::Result;
 use crate::message::bounded_reason;
-use crate::outage::{self, Change, Outage};
+use crate::outage::{self, Change};
 use crate::queue::{Entry, Queue};
 use crate::redelivery::{self, Decision};
 use crate::time::now_ms;
@@ -236,26 +236,8 @@ impl Broker {
     }
 }
 
-impl Broker {
-    /// Ends the outage of `queue` (an operator's call): whether it was in one.
-    pub fn resume_queue(&self, queue: &Queue) -> bool {
-        let change = queue.outage(|o| o.resume(now_ms()));
-        change.map(|change| log_outage(queue, change)).is_some()
-    }
-
-    /// Sends the next probe of `queue`'s outage now (an operator's call):
-    /// whether one was waiting for its pause to end.
-    pub fn probe_queue_now(&self, queue: &Queue) -> bool {
-        let probing = queue.outage(Outage::probe_now);
-        if probing {
-            info!(queue = %queue.name, "queue in outage mode: probe sent now, as asked");
-        }
-        probing
-    }
-}
-
 /// The one line an outage gets on entering and on leaving.
-fn log_outage(queue: &Queue, change: Change) {
+pub(super) fn log_outage(queue: &Queue, change: Change) {
     match change {
         Change::Entered {
             pause_ms,

@@ -24,8 +24,9 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::manage_queue;
-use crate::engine::{RetryOutcome, Selection};
+use crate::engine::{Management, RetryOutcome, Selection};
 use crate::http::HttpState;
+use crate::queue::Queue;
 use crate::security::access::{self, Caller, Kind, Operation};
 use crate::security::audit;
 
@@ -78,11 +79,6 @@ fn read(
 ) -> Result<Selection, ApiError> {
     let queue = manage_queue(state, caller, operation)?;
     request.selection(queue.name.clone())
-}
-
-/// How many messages a move or removal worked on.
-fn count(n: &u64) -> Option<u64> {
-    Some(*n)
 }
 
 /// Sends dead letters back to the queue they failed on; a dry run says where each
@@ -144,45 +140,16 @@ pub(super) async fn move_to(
         return Err(ApiError::BadRequest("a move needs \"to_address\"".into()));
     }
     let operation = Operation::move_to(&state.broker, &name, &request.to_address);
-    let selection = read(&state, &caller, &operation, &request)?;
-    if request.dry_run {
-        let count = state.broker.management().count_messages(&selection)?;
-        return Ok(Json(json!({"dry_run": true, "count": count})));
-    }
-    let work = state
-        .broker
-        .management()
-        .move_messages(&selection, &request.to_address);
-    let moved = audit::carried_out(&caller, &operation, count, work).await?;
-    Ok(Json(json!({"dry_run": false, "moved": moved})))
-}
-
-/// Ends a queue's outage: delivery resumes at once. `resumed` is false when the
-/// queue was not in outage mode.
-pub(super) async fn resume(
-    State(state): State<HttpState>,
-    caller: Caller,
-    Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let operation = Operation::on_queue(&state.broker, Kind::Resume, &name);
-    let queue = manage_queue(&state, &caller, &operation)?;
-    let work = async { Ok(state.broker.resume_queue(&queue)) };
-    let resumed = audit::carried_out(&caller, &operation, |_| None, work).await?;
-    Ok(Json(json!({"resumed": resumed})))
-}
-
-/// Sends a paused queue's next probe now. `probing` is false when the queue is
-/// not in outage mode or its probe is already out.
-pub(super) async fn probe(
-    State(state): State<HttpState>,
-    caller: Caller,
-    Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let operation = Operation::on_queue(&state.broker, Kind::Probe, &name);
-    let queue = manage_queue(&state, &caller, &operation)?;
-    let work = async { Ok(state.broker.probe_queue_now(&queue)) };
-    let probing = audit::carried_out(&caller, &operation, |_| None, work).await?;
-    Ok(Json(json!({"probing": probing})))
+    let to = request.to_address.clone();
+    take(
+        &state,
+        &caller,
+        &operation,
+        &request,
+        "moved",
+        |management, selection| async move { management.move_messages(&selection, &to).await },
+    )
+    .await
 }
 
 /// Removes messages for good.
@@ -194,12 +161,89 @@ pub(super) async fn remove(
 ) -> Result<Json<Value>, ApiError> {
     let Json(request) = body?;
     let operation = Operation::on_queue(&state.broker, Kind::Remove, &name);
-    let selection = read(&state, &caller, &operation, &request)?;
+    take(
+        &state,
+        &caller,
+        &operation,
+        &request,
+        "removed",
+        |management, selection| async move { management.remove_messages(&selection).await },
+    )
+    .await
+}
+
+/// A move or a removal: its dry run counts what it would take; carried out,
+/// it is audited and answers how many it took, as `done`.
+async fn take<'a, F>(
+    state: &'a HttpState,
+    caller: &Caller,
+    operation: &Operation<'_>,
+    request: &Request,
+    done: &str,
+    work: impl FnOnce(Management<'a>, Selection) -> F,
+) -> Result<Json<Value>, ApiError>
+where
+    F: Future<Output = crate::error::Result<u64>>,
+{
+    let selection = read(state, caller, operation, request)?;
+    let management = state.broker.management();
     if request.dry_run {
-        let count = state.broker.management().count_messages(&selection)?;
+        let count = management.count_messages(&selection)?;
         return Ok(Json(json!({"dry_run": true, "count": count})));
     }
-    let work = state.broker.management().remove_messages(&selection);
-    let removed = audit::carried_out(&caller, &operation, count, work).await?;
-    Ok(Json(json!({"dry_run": false, "removed": removed})))
+    let taken = audit::carried_out(caller, operation, |n| Some(*n), work(management, selection)).await?;
+    Ok(Json(json!({"dry_run": false, done: taken})))
+}
+
+/// Ends a queue's outage: delivery resumes at once. `resumed` is false when the
+/// queue was not in outage mode.
+pub(super) async fn resume(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    on_outage(
+        &state,
+        &caller,
+        Kind::Resume,
+        &name,
+        "resumed",
+        Management::resume_queue,
+    )
+    .await
+}
+
+/// Sends a paused queue's next probe now. `probing` is false when the queue is
+/// not in outage mode or its probe is already out.
+pub(super) async fn probe(
+    State(state): State<HttpState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    on_outage(
+        &state,
+        &caller,
+        Kind::Probe,
+        &name,
+        "probing",
+        Management::probe_queue_now,
+    )
+    .await
+}
+
+/// An action on a queue's outage, audited; the answer says whether it did
+/// anything, as `done`.
+async fn on_outage<'a>(
+    state: &'a HttpState,
+    caller: &Caller,
+    kind: Kind,
+    name: &str,
+    done: &str,
+    act: impl FnOnce(Management<'a>, &Queue) -> bool,
+) -> Result<Json<Value>, ApiError> {
+    let operation = Operation::on_queue(&state.broker, kind, name);
+    let queue = manage_queue(state, caller, &operation)?;
+    let work = async { Ok(act(state.broker.management(), &queue)) };
+    let did = audit::carried_out(caller, &operation, |_| None, work).await?;
+    Ok(Json(json!({ done: did })))
 }
