@@ -3,14 +3,29 @@
 //!
 //! This file only parses the command line, sets up logging and turns an error
 //! into one `error: ...` line and an exit code. `serve` is `rebound_broker::daemon`;
-//! the client subcommands are the other modules here, one file per subcommand
-//! (group), each with its clap arguments and a `run`. They reach the broker only
-//! through `rebound_client`, the documented way for a Rust program to talk to
-//! rebound, so the CLI is that crate's first user. Results go to stdout one record
-//! per line; failures are returned as errors for `main` to print as a single
-//! `error: ...` line. `perf` is the command line of the `rebound_perf` load
-//! generator; `completions` prints a shell completion script generated from the
-//! same clap definitions. `--server` is global (see `args.rs`).
+//! `completions` prints a shell completion script generated from the same clap
+//! definitions. Each other subcommand (group) is a file of its own, with its clap
+//! arguments and a `run`. They reach the broker only through `rebound_client`, the
+//! documented way for a Rust program to talk to rebound, so the CLI is that
+//! crate's first user. Results go to stdout one record per line; failures are
+//! returned as errors for `main` to print as a single `error: ...` line.
+//!
+//! | file | what |
+//! |---|---|
+//! | `send.rs` | `rebound send`: copies of one message to an address, on one Publish stream |
+//! | `receive.rs` | `rebound receive`: consume, settle and print messages from a queue |
+//! | `address.rs` | `rebound address`: create, delete, list and inspect addresses |
+//! | `queue.rs`, `queue/` | `rebound queue`: queues, and the operations on their selected messages |
+//! | `settings.rs` | `rebound settings`: a running broker's effective address-settings |
+//! | `health.rs` | `rebound health`: is the broker serving? |
+//! | `config.rs` | `rebound config`: work with a configuration file without a broker |
+//! | `user.rs` | `rebound user`: offline help with `[[users]]` (`hash-password`) |
+//! | `tls.rs` | `rebound tls dev-certs`: certificates to try TLS with |
+//! | `perf.rs` | `rebound perf`: the command line of the `rebound_perf` load generator |
+//! | `args.rs` | the arguments the client subcommands share: the global `--server` (TLS, login), `--routing-type` |
+//! | `property.rs` | parsing `--property` arguments |
+//! | `render.rs` | how messages and queues are shown: a line for people, or a JSON object per line |
+//! | `table.rs` | aligned plain-text tables |
 
 use std::io::IsTerminal as _;
 use std::num::NonZeroUsize;

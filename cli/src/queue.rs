@@ -1,5 +1,9 @@
 //! `rebound queue`: create, delete, inspect, browse and purge queues, and count,
 //! remove, move or retry (dead letters) selected messages.
+//!
+//! | file | what |
+//! |---|---|
+//! | `retry.rs` | `queue retry` in chunks: progress, and how far an interrupted retry got |
 
 use std::io::Write as _;
 

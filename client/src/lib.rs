@@ -38,6 +38,19 @@
 //!
 //! Types that the API returns unchanged are re-exported from the protocol crate
 //! (for example [`QueueInfo`]); everything else of it is under [`proto`].
+//!
+//! | file | what |
+//! |---|---|
+//! | `client.rs` | the connection to a broker, its options, and the messaging calls (send, consume) |
+//! | `message.rs` | building messages to send |
+//! | `publisher.rs` | a producer on one Publish stream, shared by tasks, with natural batching |
+//! | `consumer.rs` | a consumer: one Consume stream, with its credit and settle bookkeeping |
+//! | `listener.rs` | a listener container: handlers run concurrently, their outcomes settled |
+//! | `transaction.rs` | transacted sessions: local transactions on one `Transact` stream |
+//! | `admin.rs` | management calls: addresses, queues, counters, browsing, operations on messages |
+//! | `health.rs` | the broker's health, by the standard gRPC health check |
+//! | `credentials.rs` | logging in: a user name and password sent with every call |
+//! | `error.rs` | the client's error type, keeping the broker's gRPC status |
 #![warn(missing_docs)]
 
 mod admin;

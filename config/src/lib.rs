@@ -17,6 +17,27 @@
 //! `max-message-size` fits the store. `rebound config check`, `serve` and a
 //! reload all run exactly this validation.
 //!
+//! | file | what |
+//! |---|---|
+//! | `model.rs` | `Config` and its loading from TOML: the broker-wide keys and the `[[address-settings]]` |
+//! | `settings.rs` | address-settings: partial entries, merging, and where each value came from |
+//! | `matcher.rs` | match patterns and their precedence |
+//! | `pattern_map.rs` | entries keyed by pattern, looked up most specific first |
+//! | `check.rs` | validators: a raw TOML value in, the typed value or a message out |
+//! | `schedule.rs` | step redelivery schedules (`redelivery-schedule`) |
+//! | `address_full.rs` | what a full address does: `address-full-policy`, `global-max-size` |
+//! | `routing_type.rs` | `RoutingType`, which schedules, settings and declarations share |
+//! | `address.rs` | `[[addresses]]`: the addresses and queues to create at start-up |
+//! | `security.rs` | `[[security-settings]]`: which roles hold which permission on which addresses |
+//! | `users.rs` | `[[users]]`: who may log in, how, and with which roles |
+//! | `tls.rs` | `[tls]`: the broker's certificate and key, and the CA of client certificates |
+//! | `cluster.rs` | `[cluster]`: this broker as one node of several sharing a database |
+//! | `limits.rs` | `[limits]`: bounds on what one client can make the broker hold or do |
+//! | `storage.rs` | `storage` and the `postgres-*` keys: where the durable state lives |
+//! | `names.rs` | the rule for address and queue names; the largest message and properties sizes |
+//! | `text.rs` | how much of a user's text is repeated or kept, cut with a marker |
+//! | `error.rs` | `ConfigError`: every loading error, pointing at its spot in the file |
+//!
 //! # Format
 //!
 //! All keys are kebab-case and optional; unknown keys are errors.

@@ -22,6 +22,12 @@
 //! Publish stream ([`Api`]), so that the tool is not what limits the rate; its
 //! own CPU time is reported to show that. A progress line goes to stderr once a
 //! second, and a run that makes no progress for [`STALL`] fails instead of hanging.
+//!
+//! | file | what |
+//! |---|---|
+//! | `workload.rs` | the workloads, defined once (the table BENCHMARKS.md describes) |
+//! | `load.rs` | the producer and consumer tasks, and the counters they share |
+//! | `report.rs` | the result of a run, for people or as the JSON object of BENCHMARKS.md |
 
 mod load;
 mod report;

@@ -7,6 +7,11 @@
 //! settings). [`properties`] names the message properties the broker sets and
 //! reserves (`_AMQ_*`, `_REBOUND_*`). The services use [`codec::ProtoCodec`], which
 //! answers a message that does not decode with `INVALID_ARGUMENT`.
+//!
+//! | file | what |
+//! |---|---|
+//! | `codec.rs` | the codec of the services: prost's, with `INVALID_ARGUMENT` for what does not decode |
+//! | `properties.rs` | the names of the message properties the broker sets or reserves |
 
 pub mod codec;
 pub mod properties;

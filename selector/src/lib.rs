@@ -71,6 +71,17 @@
 //! combinator crates (nom, winnow, chumsky) would spread the grammar across
 //! Rust code for no gain at this size, and pest would add a separate grammar
 //! file and a tree-walking pass.
+//!
+//! # Files
+//!
+//! | file | what |
+//! |---|---|
+//! | `parser.rs` | the grammar (rust-peg), from text to the parsed form |
+//! | `ast.rs` | the parsed form, and its fully parenthesised rendering |
+//! | `eval.rs` | evaluation with SQL's three-valued logic |
+//! | `like.rs` | `LIKE` patterns |
+//! | `value.rs` | the values a selector compares, and how a message hands them over |
+//! | `error.rs` | the error for a selector that does not parse |
 
 mod ast;
 mod error;

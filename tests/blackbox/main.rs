@@ -33,6 +33,7 @@ mod listener;
 mod logs;
 mod messaging;
 mod metrics;
+mod module_tables;
 mod operations;
 mod operator;
 mod outage;

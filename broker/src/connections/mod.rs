@@ -14,6 +14,13 @@
 //! - both bounds stay below what the open-file limit leaves once the store
 //!   has its reserve ([`handles`]), so connections run short before the store
 //!   does.
+//!
+//! | file | what |
+//! |---|---|
+//! | `registry.rs` | the open connections of one listener, and who gives way when it is full |
+//! | `guarded.rs` | a registered connection's IO: it sees the protocol opened, fails once closed, leaves the registry when dropped |
+//! | `calls.rs` | a call under way, held until its response is done |
+//! | `handles.rs` | file handles: the listeners' bounds within what the open-file limit leaves the store |
 mod calls;
 mod guarded;
 pub mod handles;

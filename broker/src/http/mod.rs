@@ -26,6 +26,14 @@
 //!
 //! The server stops when the daemon tells it to, after the gRPC server has
 //! drained (so `/health/ready` answers 503 during the drain).
+//!
+//! | file | what |
+//! |---|---|
+//! | `health.rs` | `GET /health/live` and `GET /health/ready`, for probes and load balancers |
+//! | `metrics.rs` | `GET /metrics`: the registry of [`crate::metrics`] in the OpenMetrics text format |
+//! | `console/` | the web console (`GET /`) and the JSON API under `/api/` it is built on |
+//! | `login.rs` | the login: HTTP basic against the broker's users, the very check gRPC calls make |
+//! | `host.rs` | answering only requests whose `Host` names the endpoint, against DNS rebinding |
 pub mod console;
 pub mod health;
 pub mod host;

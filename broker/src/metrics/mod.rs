@@ -1,16 +1,17 @@
 //! Prometheus metrics: what the broker counts, and the registry `GET /metrics`
 //! encodes (with the `prometheus-client` crate, in the OpenMetrics text format).
 //!
-//! Two kinds, so that 10,000 queues cost nothing between scrapes:
-//! - instruments updated as things happen, only where a per-queue figure cannot
-//!   say it: [`instruments::Metrics`], owned by the broker (connections, commit
-//!   and delivery latencies, config reloads);
-//! - collectors that read at scrape time what the broker keeps anyway: every
-//!   queue's gauges and counters (`queues`, from the queue's own counters,
-//!   updated under its lock where the events happen; summed, the consume
-//!   streams), every address's size, blocked sends and drops (`addresses`,
-//!   from its running totals), the store's statistics, open transactions and uptime
-//!   (`broker`), and the process (`process`).
+//! Two kinds, so that 10,000 queues cost nothing between scrapes: instruments
+//! updated as things happen, only where a per-queue figure cannot say it, and
+//! collectors that read at scrape time what the broker keeps anyway.
+//!
+//! | file | what |
+//! |---|---|
+//! | `instruments.rs` | the instruments: [`instruments::Metrics`], owned by the broker (connections, commit and delivery latencies, config reloads) |
+//! | `queues.rs` | collector: every queue's gauges and counters, from the queue's own counters (updated under its lock where the events happen); summed, the consume streams |
+//! | `addresses.rs` | collector: every address's size, blocked sends and drops, from its running totals; which addresses take dead letters |
+//! | `broker.rs` | collector: the store's statistics, open transactions, uptime, the bytes held against `global-max-size` |
+//! | `process.rs` | collector: the process's own figures (`process_*`), from `/proc/self` |
 //!
 //! Every name starts with `rebound_`, except the `process_*` family, which keeps
 //! the names every Prometheus client library and dashboard uses.

@@ -9,20 +9,22 @@
 //! everything, which [`anonymous`] allows only on loopback unless the config
 //! says `allow-anonymous = true`.
 //!
-//! - [`principal`]: the [`Principal`] type.
-//! - [`layer`]: the tower layer that authenticates every gRPC call.
-//! - [`authenticator`]: the check itself against the `[[users]]` in force (their
-//!   password hashes), swapped on reload.
-//! - [`basic`]: HTTP basic credentials; [`certificate`]: the CN of a client certificate.
-//! - [`forwarded`]: a caller another node of the cluster forwarded and vouches for.
-//! - [`password`]: argon2id hashing and verification; [`cache`]: verified credentials.
-//! - [`throttle`]: slowing down repeated failures from one peer.
-//! - [`anonymous`]: the rule for running without users.
-//! - [`policy`]: the users' roles and security-settings in force ([`Security`]),
-//!   swapped on reload.
-//! - [`operation`]: who asks and for what; [`access`]: what each operation
-//!   needs, and the check the services make.
-//! - [`audit`]: the audit log (`rebound::audit`).
+//! | file | what |
+//! |---|---|
+//! | `principal.rs` | the [`Principal`] type |
+//! | `layer.rs` | the tower layer that authenticates every gRPC call |
+//! | `authenticator.rs` | the check itself against the `[[users]]` in force (their password hashes), swapped on reload |
+//! | `basic.rs` | HTTP basic credentials |
+//! | `certificate.rs` | the CN of a client certificate |
+//! | `forwarded.rs` | a caller another node of the cluster forwarded and vouches for |
+//! | `password.rs` | argon2id hashing and verification |
+//! | `cache.rs` | verified credentials |
+//! | `throttle.rs` | slowing down repeated failures from one peer |
+//! | `anonymous.rs` | the rule for running without users |
+//! | `policy.rs` | the users' roles and security-settings in force ([`Security`]), swapped on reload |
+//! | `operation.rs` | who asks and for what |
+//! | `access.rs` | what each operation needs, and the check the services make |
+//! | `audit.rs` | the audit log (`rebound::audit`) |
 pub mod access;
 pub mod anonymous;
 pub mod audit;

@@ -1,6 +1,13 @@
 //! Runs: where queued messages (the `0x01` message records) live once they
 //! leave the memtable, in place of one sled key per message.
 //!
+//! | file | what |
+//! |---|---|
+//! | `run.rs` | one run: an immutable file of message records sorted by (queue, id); its format |
+//! | `live.rs` | the live ids of one queue in one run: a span, or a roaring bitmap |
+//! | `manifest.rs` | which runs exist and which of their messages are live, as of the last checkpoint |
+//! | `range.rs` | a range of one queue's records in id order, merged across runs |
+//!
 //! # Why
 //!
 //! In sled every queued message cost a tree insert on the way in and a tree

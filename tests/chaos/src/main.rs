@@ -4,6 +4,13 @@
 //! workload while the schedule injects faults, heals everything, drains every
 //! queue and checks the ledger. Exit status: 0 when every check passed, 1
 //! when one failed, 2 when the run itself could not be made.
+//!
+//! | file | what |
+//! |---|---|
+//! | `lib.rs` | the ledger and its checker (the library) |
+//! | `topology.rs` | what a run runs on: network namespaces and processes, or one node on a tmpfs |
+//! | `workload.rs` | producers and consumers through random nodes, all logged to the ledger |
+//! | `faults.rs` | the faults, and the seeded schedule that injects them |
 
 mod faults;
 mod topology;

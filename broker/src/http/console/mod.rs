@@ -20,6 +20,17 @@
 //! with `security::access`, the same operations as the gRPC Admin service's
 //! (`browse` to look; `manage`, plus `send` where messages go, to act). A denial
 //! is audited and answers 403.
+//!
+//! | file | what |
+//! |---|---|
+//! | `api.rs` | the read-only API: overview, queues, a queue's messages and settings, dead-letter groups, redelivery plans |
+//! | `actions.rs` | the actions on a queue's messages (retry, move, remove) and on a queue in outage mode |
+//! | `groups.rs` | dead-letter triage: a dead-letter queue's messages grouped by the queue they failed on and why |
+//! | `rates.rs` | rates: a ring of samples of the broker's counters, taken by a task of the engine |
+//! | `forward.rs` | on a node of a cluster: requests about a queue another node serves, forwarded to it |
+//! | `json.rs` | how the API shows the engine's things as JSON |
+//! | `error.rs` | the one mapping from the engine's errors to HTTP statuses |
+//! | `assets.rs` | the page and its files (`assets/`), embedded in the binary, under a Content-Security-Policy |
 mod actions;
 mod api;
 mod assets;
