@@ -32,7 +32,7 @@
 //! | `connections/` | accepting connections, gRPC and HTTP: bounded per listener and per address, timed out, below the open-file limit |
 //! | `commit_health.rs` | whether the store takes commits (readiness, liveness) |
 //! | `log_every.rs` | a log line that repeats at most once per period |
-//! | `daemon.rs` | `rebound serve`: opening the store, serving, shutting down |
+//! | `daemon/` | `rebound serve`: opening the store, serving, shutting down |
 //! | `reload.rs` | live config reload |
 //! | `tls.rs` | the TLS listener (`[tls]`), its certificate swapped on reload |
 //! | `data_dir.rs` | the data dir, private to the broker's user |

@@ -1,6 +1,7 @@
 //! Unit tests of message groups in a queue: one delivery at a time per group, send
 //! order across failures and delays, binding to a consumer, cheap picks.
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 

@@ -28,7 +28,9 @@
 //! (*late*) stops the cursor before it unless the read saw it.
 use std::collections::BTreeSet;
 
-use rebound_storage::MessageId;
+use rebound_storage::{MessageId, ScannedMessage};
+
+use super::{Entry, Queue};
 
 /// The head's bound: `max-read-page-messages` and `max-read-page-bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,4 +281,133 @@ pub(super) struct Loaded {
     pub(super) added_bytes: u64,
     /// Bytes of paged messages forgotten.
     pub(super) forgotten_bytes: u64,
+}
+
+/// The queue's side of paging: what the send path announces, and what the
+/// depager counts, reads back and takes.
+impl Queue {
+    /// Stored messages about to be committed for this queue (the race above):
+    /// the depager waits for them to be enqueued or [`Queue::abandon`]ed.
+    pub fn arriving(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.arriving(id));
+    }
+
+    /// The stored messages being committed for this queue now (announced by
+    /// [`Queue::arriving`], neither enqueued nor abandoned yet).
+    pub fn arriving_now(&self) -> Vec<MessageId> {
+        self.lock().tail.arriving_now()
+    }
+
+    /// Whether message `id` is still being committed for this queue.
+    pub fn is_arriving(&self, id: MessageId) -> bool {
+        self.lock().tail.is_pending(id)
+    }
+
+    /// Their commit failed.
+    pub fn abandon(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        ids.into_iter().for_each(|id| st.tail.abandoned(id));
+    }
+
+    /// Sets the bound of the messages kept in memory.
+    pub fn set_read_limit(&self, limit: ReadLimit) {
+        let mut st = self.lock();
+        st.tail.limit = limit;
+        let wants = st.wants_depage() || st.wants_far(crate::time::now_ms());
+        drop(st);
+        if wants {
+            self.depage.notify_one();
+        }
+    }
+
+    /// After a restart: the queue's stored messages with ids above the last one
+    /// recovered and below `horizon` were not read (start-up reads heads only).
+    pub fn recovered_more(&self, horizon: MessageId) {
+        let mut st = self.lock();
+        st.tail.uncounted = Some(Uncounted {
+            counted_to: st.tail.cursor,
+            horizon,
+        });
+        drop(st);
+        self.depage.notify_one();
+    }
+
+    /// The range the depager should count next, if any: ids after, before.
+    pub fn to_count(&self) -> Option<(MessageId, MessageId)> {
+        self.lock().tail.to_count()
+    }
+
+    /// Starts a depager count of [`Queue::to_count`]'s range, followed by
+    /// [`Queue::counted`]. Only with [`Queue::tail`] held.
+    pub fn start_count(&self) -> Option<(MessageId, MessageId)> {
+        self.lock().tail.start_count()
+    }
+
+    /// Paged messages counted (see [`Queue::start_count`]).
+    pub fn counted(&self, count: &rebound_storage::QueueCount) {
+        let mut st = self.lock();
+        if st
+            .tail
+            .counted(count.messages, count.bytes, count.last, !count.more)
+        {
+            st.grow(count.bytes);
+        }
+    }
+
+    /// Starts a depager read if the head wants one: the id to read after, and
+    /// how many messages and bytes at most. Followed by [`Queue::finish_read`]
+    /// or [`Queue::abort_read`]. Only with [`Queue::tail`] held.
+    pub fn start_read(&self) -> Option<(MessageId, u64, u64)> {
+        let mut st = self.lock();
+        if !st.wants_depage() {
+            return None;
+        }
+        let (messages, bytes) = st.head();
+        Some(st.tail.start_read(messages, bytes))
+    }
+
+    /// A read failed.
+    pub fn abort_read(&self) {
+        self.lock().tail.abort_read();
+    }
+
+    /// Loads what a depager read found into memory (as much of it as may be,
+    /// see [`Tail::finish_read`]); returns how many it loaded.
+    pub fn finish_read(&self, read: Vec<ScannedMessage>, now_ms: u64) -> usize {
+        let ids: Vec<(MessageId, u64)> = read
+            .iter()
+            .map(|m| (m.record.message_id, prost::Message::encoded_len(&m.record) as u64))
+            .collect();
+        let mut st = self.lock();
+        if st.closed || st.away {
+            return 0;
+        }
+        let loaded = st.tail.finish_read(&ids);
+        st.grow(loaded.added_bytes);
+        st.shrink(loaded.forgotten_bytes);
+        for message in read.into_iter().take(loaded.take) {
+            let (entry, due_ms) = Entry::read_back(message.record, message.state);
+            st.insert(entry, due_ms, now_ms);
+        }
+        drop(st);
+        if loaded.take > 0 {
+            self.wake.notify_one();
+        }
+        loaded.take
+    }
+
+    /// Takes a paged message, read from storage as `entry`, out of the queue (a
+    /// management operation removes or moves it, [`Queue::tail`] held): None if
+    /// it is not paged (any more, or not yet enqueued).
+    pub fn take_paged(&self, entry: Entry) -> Option<Entry> {
+        let mut st = self.lock();
+        if entry.id <= st.tail.cursor || st.tail.is_pending(entry.id) || st.closed || st.away {
+            return None;
+        }
+        if st.tail.left(entry.id, entry.size) {
+            st.shrink(entry.size);
+        }
+        Some(entry)
+    }
 }

@@ -1,4 +1,6 @@
 //! Unit tests of a queue: credit, order, scheduling, filters, the body cache.
+use std::sync::Arc;
+
 use rebound_storage::MessageRecord;
 
 use super::*;

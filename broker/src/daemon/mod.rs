@@ -24,33 +24,54 @@
 //! 4. the engine waits for every task it runs, so settles and commits already
 //!    under way finish ([`Broker::close`]);
 //! 5. the store is flushed, fsynced and closed; exit 0.
+//!
+//! This file runs both in that order ([`run`]); the pieces of it that are an
+//! idea of their own are files of their own:
+//!
+//! | file | what |
+//! |---|---|
+//! | `plan.rs` | the flags of `rebound serve`, and the checks of the config made before anything opens |
+//! | `store.rs` | opening the store: sled in the data dir, or PostgreSQL |
+//! | `nodes.rs` | how the nodes of a cluster reach each other: the advertised HTTP endpoint, the client to the others |
+//! | `health.rs` | gRPC health while serving, following the store's commits |
+//! | `signals.rs` | SIGTERM and SIGINT, armed before the ready line |
+mod health;
+mod nodes;
+mod plan;
+mod signals;
+mod store;
+
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use futures::StreamExt;
-use rebound_config::{ClusterConfig, Config, StorageEngine};
+use rebound_config::Config;
 use rebound_protocol::v1::{
     self as pb, admin_server::AdminServer, cluster_server::ClusterServer, messaging_server::MessagingServer,
 };
-use rebound_storage::{ClientIdentity, PostgresOptions, PostgresStore, SledOptions, SledStore, Store};
 use tokio::net::TcpListener;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+use health::report_store_health;
+use nodes::{http_advertise, peers};
+use plan::{Plan, plan};
+pub use plan::{ServeArgs, check};
+use signals::StopSignals;
+use store::open_store;
 
 use crate::cluster::{self, Identity};
 use crate::connections::handles::{self, Handles};
 use crate::connections::{self, Acceptor, Guarded, HTTP2_PREFACE, Listener};
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{Nodes, admin::AdminService, cluster::ClusterService, messaging::MessagingService};
+use crate::grpc::{admin::AdminService, cluster::ClusterService, messaging::MessagingService};
 use crate::http::console::Listening;
 use crate::http::host::Hosts;
 use crate::http::{self, HttpState};
-use crate::security::anonymous::{self, Access};
+use crate::security::anonymous::Access;
 use crate::security::forwarded::NodeSecret;
 use crate::security::{AuthLayer, Authenticator, Security};
 use crate::tls::TlsServer;
@@ -81,108 +102,6 @@ const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// window is the most one connection can make the broker buffer.
 const STREAM_WINDOW: u32 = 64 << 10;
 const CONNECTION_WINDOW: u32 = 16 << 20;
-
-/// Arguments of `rebound serve`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct ServeArgs {
-    /// TOML config file; without it the embedded default config is used.
-    #[arg(long, short = 'c')]
-    pub config: Option<PathBuf>,
-    /// Address to listen on (overrides the config's `listen`); port 0 picks a free port.
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// Address of the HTTP endpoint, health and metrics (overrides the config's
-    /// `http-listen`); "" turns it off, port 0 picks a free port.
-    #[arg(long)]
-    pub http_listen: Option<String>,
-    /// Data directory (overrides the config's `data-dir`); unused with `--storage postgres`.
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-    /// Store engine: "sled" (embedded, in the data directory) or "postgres"
-    /// (overrides the config's `storage`).
-    #[arg(long)]
-    pub storage: Option<StorageEngine>,
-    /// PostgreSQL connection URL for `--storage postgres` (overrides the config's
-    /// `postgres-url`).
-    #[arg(long, env = "REBOUND_POSTGRES_URL", hide_env_values = true)]
-    pub postgres_url: Option<String>,
-    /// Be one node of several on the PostgreSQL database, with this unique and
-    /// stable id (overrides `[cluster] node-id`; with --storage postgres).
-    #[arg(long, env = "REBOUND_NODE_ID")]
-    pub node_id: Option<String>,
-    /// host:port the other nodes reach this node's gRPC at (overrides
-    /// `[cluster] advertise`; default: the address it listens on).
-    #[arg(long, env = "REBOUND_ADVERTISE")]
-    pub advertise: Option<String>,
-    /// How long a node's queue leases last without renewal, e.g. "10s" or
-    /// "2500ms" (overrides `[cluster] lease`).
-    #[arg(long, value_parser = parse_lease)]
-    pub cluster_lease: Option<Duration>,
-}
-
-fn parse_lease(text: &str) -> Result<Duration, String> {
-    rebound_config::cluster::lease(text.to_owned())
-}
-
-/// What `serve` makes of the config and its flags before it opens anything.
-struct Plan {
-    listen: String,
-    /// "" = no HTTP endpoint.
-    http_listen: String,
-    access: Access,
-    cluster: Option<ClusterConfig>,
-}
-
-/// The checks `serve` makes of `config` with the flags of `args` before it opens
-/// anything: a wide-open broker must not start at all, nor a cluster without its
-/// shared database. `rebound config check` runs them too ([`check`]).
-async fn plan(config: &Config, args: &ServeArgs) -> anyhow::Result<Plan> {
-    let listen = args
-        .listen
-        .clone()
-        .or_else(|| config.listen.clone())
-        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-    let addresses: Vec<_> = tokio::net::lookup_host(listen.as_str())
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?
-        .collect();
-    let access = anonymous::access(config, "listen", &listen, &addresses)?;
-    let http_listen = args
-        .http_listen
-        .clone()
-        .or_else(|| config.http_listen.clone())
-        .unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned());
-    if !http_listen.is_empty() {
-        let addresses: Vec<_> = tokio::net::lookup_host(http_listen.as_str())
-            .await
-            .with_context(|| format!("cannot listen for HTTP on {http_listen}"))?
-            .collect();
-        anonymous::access(config, "http-listen", &http_listen, &addresses)?;
-    }
-    let cluster = cluster_identity(
-        config,
-        args.node_id.clone(),
-        args.advertise.clone(),
-        args.cluster_lease,
-    )?;
-    if cluster.is_some() && args.storage.unwrap_or(config.storage) != StorageEngine::Postgres {
-        anyhow::bail!(
-            "a cluster ([cluster] or --node-id) needs storage = \"postgres\": the nodes share one database"
-        );
-    }
-    Ok(Plan {
-        listen,
-        http_listen,
-        access,
-        cluster,
-    })
-}
-
-/// What `serve --config` with no other flags would refuse of a `config` that
-/// loaded: `rebound config check` passes no file that `serve` refuses.
-pub async fn check(config: &Config) -> anyhow::Result<()> {
-    plan(config, &ServeArgs::default()).await.map(drop)
-}
 
 /// Runs the broker until SIGTERM or SIGINT.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -386,36 +305,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How often gRPC health looks at the store.
-const HEALTH_EVERY: Duration = Duration::from_secs(1);
-
-/// Keeps gRPC health NOT_SERVING while the store fails its commits (what
-/// `/health/ready` says on HTTP), SERVING otherwise, until shutdown, which
-/// sets it for good.
-async fn report_store_health(broker: Arc<Broker>, health: tonic_health::server::HealthReporter) {
-    let mut was_failing = false;
-    loop {
-        tokio::select! {
-            _ = broker.shutdown().cancelled() => return,
-            _ = tokio::time::sleep(HEALTH_EVERY) => {}
-        }
-        let failing = broker.store_failing();
-        if failing == was_failing {
-            continue;
-        }
-        was_failing = failing;
-        let status = match failing {
-            true => tonic_health::ServingStatus::NotServing,
-            false => tonic_health::ServingStatus::Serving,
-        };
-        let messaging = <MessagingServer<MessagingService> as tonic::server::NamedService>::NAME;
-        let admin = <AdminServer<AdminService> as tonic::server::NamedService>::NAME;
-        for service in ["", messaging, admin] {
-            health.set_service_status(service, status).await;
-        }
-    }
-}
-
 /// Raises the open-file limit as far as it goes, and says how many
 /// connections it leaves each listener; a WARN says when that is fewer than
 /// the config's bounds (they are then lowered to it).
@@ -437,197 +326,4 @@ fn open_file_shares(config: &Config) -> Handles {
         );
     }
     shares
-}
-
-/// Opens the store `--storage` (or the config's `storage`) names, with the
-/// flags' `--data-dir` and `--postgres-url` over the config's, and says where it
-/// is for the log (never the URL, which may hold a password).
-/// The store, and the same store as PostgreSQL (for a cluster node).
-type OpenedStore = (Arc<dyn Store>, Option<Arc<PostgresStore>>, String);
-
-fn open_store(
-    config: &Config,
-    storage: Option<StorageEngine>,
-    data_dir: Option<PathBuf>,
-    postgres_url: Option<String>,
-) -> anyhow::Result<OpenedStore> {
-    match storage.unwrap_or(config.storage) {
-        StorageEngine::Sled => {
-            let data_dir = data_dir
-                .or_else(|| config.data_dir.clone())
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-            crate::data_dir::prepare(&data_dir)?;
-            let mut options = SledOptions::default();
-            if let Some(size) = config.journal_file_size {
-                options.journal_segment_bytes = size;
-            }
-            let store = SledStore::open_with(&data_dir, options)
-                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-            Ok((Arc::new(store), None, format!("sled in {}", data_dir.display())))
-        }
-        StorageEngine::Postgres => {
-            let url = postgres_url.or_else(|| config.postgres_url.clone()).context(
-                "storage = \"postgres\" needs a database: set postgres-url in the config, \
-                     or pass --postgres-url (or REBOUND_POSTGRES_URL)",
-            )?;
-            let mut options = PostgresOptions::new(url);
-            if let Some(size) = config.postgres_pool_size {
-                options.pool_size = size;
-            }
-            if let Some(path) = &config.postgres_ca_file {
-                let roots = rebound_config::tls::read_certificates(path)
-                    .map_err(|e| anyhow::anyhow!("postgres-ca-file: {e}"))?;
-                options.tls_roots = Some(roots);
-            }
-            if let Some(client) = &config.postgres_client_cert {
-                let chain = rebound_config::tls::read_certificates(&client.cert_file)
-                    .map_err(|e| anyhow::anyhow!("postgres-client-cert-file: {e}"))?;
-                let key = rebound_config::tls::read_private_key(&client.key_file)
-                    .map_err(|e| anyhow::anyhow!("postgres-client-key-file: {e}"))?;
-                options.tls_client = Some(ClientIdentity { chain, key });
-            }
-            let store =
-                Arc::new(PostgresStore::open(&options).context("cannot open the store in PostgreSQL")?);
-            Ok((store.clone(), Some(store), "postgres".to_owned()))
-        }
-    }
-}
-
-/// This node's `[cluster]`, with the flags over the config's keys; `None`
-/// without either (a single broker). The advertised address defaults to the
-/// listen address once bound.
-fn cluster_identity(
-    config: &Config,
-    node_id: Option<String>,
-    advertise: Option<String>,
-    lease: Option<Duration>,
-) -> anyhow::Result<Option<ClusterConfig>> {
-    let from_file = config.cluster.clone();
-    let id = match (node_id, &from_file) {
-        (Some(id), _) => {
-            rebound_config::cluster::node_id(id).map_err(|e| anyhow::anyhow!("--node-id: {e}"))?
-        }
-        (None, Some(file)) => file.node_id.clone(),
-        (None, None) => return Ok(None),
-    };
-    Ok(Some(ClusterConfig {
-        node_id: id,
-        advertise: advertise.or_else(|| from_file.as_ref().and_then(|f| f.advertise.clone())),
-        ca_file: from_file.as_ref().and_then(|f| f.ca_file.clone()),
-        secret_file: from_file.as_ref().and_then(|f| f.secret_file.clone()),
-        lease: lease
-            .or_else(|| from_file.as_ref().map(|f| f.lease))
-            .unwrap_or(rebound_config::DEFAULT_CLUSTER_LEASE),
-    }))
-}
-
-/// Where the other nodes of a cluster reach this node's HTTP endpoint
-/// (`http`), for their consoles: where it listens, or, when it listens on
-/// every interface, the host of the gRPC address it `advertise`s. `None`
-/// when it listens on a loopback address and the nodes reach each other on
-/// another: they could not reach it.
-fn http_advertise(http: std::net::SocketAddr, advertise: &str) -> Option<String> {
-    let host = advertise.rsplit_once(':').map_or(advertise, |(host, _)| host);
-    let loopback_host = host == "localhost"
-        || host
-            .trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    match http.ip() {
-        ip if ip.is_unspecified() => Some(format!("{host}:{}", http.port())),
-        ip if ip.is_loopback() && !loopback_host => None,
-        _ => Some(http.to_string()),
-    }
-}
-
-/// How a node reaches the other nodes (`grpc/cluster/nodes.rs`): over TLS when it
-/// serves TLS, trusting `[cluster] ca-file` or else `[tls] client-ca-file`;
-/// plaintext otherwise, and for a single broker (which forwards nothing).
-/// With the cluster's `secret`, it vouches for callers who logged in with a
-/// certificate (`security/forwarded.rs`; the config allows one only with TLS).
-/// A node gives up on another that stops answering within about its lease.
-fn peers(
-    config: &Config,
-    cluster: Option<&ClusterConfig>,
-    secret: Option<Arc<NodeSecret>>,
-) -> anyhow::Result<Nodes> {
-    let nodes = tls_peers(config, cluster, secret)?;
-    Ok(match cluster {
-        Some(cluster) => nodes.within_lease(cluster.lease),
-        None => nodes,
-    })
-}
-
-fn tls_peers(
-    config: &Config,
-    cluster: Option<&ClusterConfig>,
-    secret: Option<Arc<NodeSecret>>,
-) -> anyhow::Result<Nodes> {
-    let (Some(tls), Some(cluster)) = (&config.tls, cluster) else {
-        return Ok(Nodes::default());
-    };
-    let (ca_file, ca_key) = match (&cluster.ca_file, &tls.client_ca_file) {
-        (Some(ca), _) => (ca.clone(), "cluster.ca-file"),
-        (None, Some(ca)) => (ca.clone(), "tls.client-ca-file"),
-        // A [cluster] table without either is a config error; --node-id alone gets here.
-        (None, None) => anyhow::bail!("{}", rebound_config::NEEDS_A_CA),
-    };
-    let nodes = Nodes::tls(ca_file, ca_key, tls.cert_file.clone(), tls.key_file.clone())
-        .map_err(anyhow::Error::msg)?;
-    Ok(match secret {
-        Some(secret) => nodes.with_secret(secret),
-        None => nodes,
-    })
-}
-
-/// SIGTERM and SIGINT, handled from the moment this is made: made before the
-/// ready line, so that a signal right after it is a clean shutdown rather than
-/// the default action (death), whenever the server first polls for it.
-struct StopSignals {
-    term: Signal,
-    interrupt: Signal,
-}
-
-impl StopSignals {
-    fn arm() -> std::io::Result<StopSignals> {
-        Ok(StopSignals {
-            term: signal(SignalKind::terminate())?,
-            interrupt: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn wait(mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.interrupt.recv() => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::http_advertise;
-
-    #[test]
-    fn the_http_endpoint_is_advertised_where_the_other_nodes_reach_it() {
-        let at = |http: &str, advertise| http_advertise(http.parse().unwrap(), advertise);
-        assert_eq!(at("0.0.0.0:8161", "node-1:61616").as_deref(), Some("node-1:8161"));
-        assert_eq!(
-            at("[::]:8161", "[fd00::1]:61616").as_deref(),
-            Some("[fd00::1]:8161")
-        );
-        assert_eq!(
-            at("10.0.0.5:8161", "node-1:61616").as_deref(),
-            Some("10.0.0.5:8161")
-        );
-        assert_eq!(
-            at("127.0.0.1:8161", "127.0.0.2:61616").as_deref(),
-            Some("127.0.0.1:8161")
-        );
-        assert_eq!(
-            at("127.0.0.1:8161", "node-1:61616"),
-            None,
-            "not reachable from node-2"
-        );
-    }
 }
