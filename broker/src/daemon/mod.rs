@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use health::report_store_health;
-use nodes::{http_advertise, peers};
+use nodes::{http_advertise, nodes};
 use plan::{Plan, plan};
 pub use plan::{ServeArgs, check};
 use signals::StopSignals;
@@ -67,7 +67,9 @@ use crate::connections::handles::{self, Handles};
 use crate::connections::{self, Acceptor, Guarded, HTTP2_PREFACE, Listener};
 use crate::engine::Broker;
 use crate::error::BrokerError;
-use crate::grpc::{admin::AdminService, cluster::ClusterService, messaging::MessagingService};
+use crate::grpc::{
+    MAX_GRPC_MESSAGE_BYTES, admin::AdminService, cluster::ClusterService, messaging::MessagingService,
+};
 use crate::http::console::Listening;
 use crate::http::host::Hosts;
 use crate::http::{self, HttpState};
@@ -82,10 +84,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:61616";
 pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8161";
 /// Where the broker keeps its data when neither the config nor `--data-dir` says.
 pub const DEFAULT_DATA_DIR: &str = "./data";
-/// Largest gRPC message accepted; above the largest max-message-size, so that the
-/// broker's own check (which names the limit and the address) is what users see.
-/// Also what a node's calls to another node take and send (`grpc/cluster/nodes.rs`).
-pub(crate) const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How long HTTP requests under way may take to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// HTTP/2 receive windows: how much a client may send on one stream, and on one
@@ -121,7 +119,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let nodes = peers(&config, cluster.as_ref(), secret.clone())?;
+    let nodes = nodes(&config, cluster.as_ref(), secret.clone())?;
     let handles = open_file_shares(&config);
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {

@@ -32,19 +32,19 @@ pub(super) fn http_advertise(http: std::net::SocketAddr, advertise: &str) -> Opt
 /// With the cluster's `secret`, it vouches for callers who logged in with a
 /// certificate (`security/forwarded.rs`; the config allows one only with TLS).
 /// A node gives up on another that stops answering within about its lease.
-pub(super) fn peers(
+pub(super) fn nodes(
     config: &Config,
     cluster: Option<&ClusterConfig>,
     secret: Option<Arc<NodeSecret>>,
 ) -> anyhow::Result<Nodes> {
-    let nodes = tls_peers(config, cluster, secret)?;
+    let nodes = tls_nodes(config, cluster, secret)?;
     Ok(match cluster {
         Some(cluster) => nodes.within_lease(cluster.lease),
         None => nodes,
     })
 }
 
-fn tls_peers(
+fn tls_nodes(
     config: &Config,
     cluster: Option<&ClusterConfig>,
     secret: Option<Arc<NodeSecret>>,

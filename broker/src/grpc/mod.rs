@@ -23,3 +23,8 @@ mod publish;
 mod status;
 
 pub use cluster::Nodes;
+
+/// Largest gRPC message accepted; above the largest max-message-size, so that the
+/// broker's own check (which names the limit and the address) is what users see.
+/// Also what a node's calls to another node take and send (`cluster/nodes.rs`).
+pub(crate) const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

@@ -32,7 +32,7 @@ use rebound_protocol::v1::{
 use tonic::Status;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::daemon::MAX_GRPC_MESSAGE_BYTES;
+use crate::grpc::MAX_GRPC_MESSAGE_BYTES;
 use crate::security::forwarded::NodeSecret;
 
 /// How long connecting to the serving node may take.
