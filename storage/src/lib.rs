@@ -58,7 +58,9 @@ use tokio::sync::oneshot;
 
 pub use error::StorageError;
 pub use memory::MemoryStore;
-pub use postgres::{ClientIdentity, InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease};
+pub use postgres::{
+    ClientIdentity, Heartbeat, InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease,
+};
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,
     QueueRecord, RoutingType,

@@ -5,7 +5,7 @@
 
 mod pg;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use pg::TestSchema;
@@ -67,8 +67,15 @@ async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
 
     assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(1));
     assert_eq!(b.acquire("b", 1, LEASE).await.unwrap(), None, "held by a");
-    assert_eq!(a.heartbeat("a", a_incarnation, LEASE).await.unwrap(), [(1, 1)]);
-    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap(), []);
+    let heartbeat = a.heartbeat("a", a_incarnation, LEASE).await.unwrap();
+    assert_eq!(heartbeat.leases, [(1, 1)]);
+    // The database's clock: the same machine's here.
+    let clock = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(
+        heartbeat.database_ms.abs_diff(clock) < 5_000,
+        "{heartbeat:?} at {clock}"
+    );
+    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap().leases, []);
     // Its holder may take it again, under a new epoch.
     assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(2));
 
@@ -79,7 +86,7 @@ async fn a_lease_is_held_by_one_node_until_released_or_run_out() {
     assert_eq!((leases[0].node.as_deref(), leases[0].live), (Some("b"), false));
     assert_eq!(a.acquire("a", 1, LEASE).await.unwrap(), Some(4), "ran out");
     // A heartbeat renews what the node still holds, and tells it what it lost.
-    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap(), []);
+    assert_eq!(b.heartbeat("b", b_incarnation, LEASE).await.unwrap().leases, []);
 
     // The same id registered again (a restart) replaces the old process.
     let again = open(&schema);

@@ -14,6 +14,7 @@ mod bad_input;
 mod cli;
 mod client;
 mod cluster;
+mod cluster_clock;
 mod cluster_moves;
 mod cluster_tls;
 mod config_truth;

@@ -106,8 +106,8 @@ pub struct Broker {
     /// Arguments added to `rebound serve` at every (re)start.
     extra: Vec<String>,
     http_addr: HttpAddr,
-    /// The open-file limit (soft and hard) the broker runs under, if not the test's.
-    nofile: Option<u64>,
+    /// The open-file limit and environment it runs under, at every (re)start.
+    limits: Limits,
     /// The data dir is a tmpfs of its own, unmounted when the broker is dropped.
     tmpfs: bool,
     /// The broker's schema when it runs on PostgreSQL; dropped after the
@@ -131,6 +131,22 @@ impl Broker {
     /// (kept for restarts, which listen on a free port of 127.0.0.1).
     pub async fn start_custom(toml: &str, listen: &str, extra: &[&str]) -> Broker {
         Broker::launch_on(Some(toml), listen, extra.iter().map(|a| a.to_string()).collect()).await
+    }
+
+    /// [`start_custom`](Self::start_custom) with `env` added to the broker's
+    /// environment (kept for restarts).
+    pub async fn start_custom_with_env(
+        toml: &str,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Broker {
+        let limits = Limits {
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Limits::default()
+        };
+        let extra = extra.iter().map(|a| a.to_string()).collect();
+        Broker::launch_limited(Some(toml), listen, extra, limits).await
     }
 
     /// Starts a broker with `toml` as its config under an open-file limit of
@@ -205,8 +221,7 @@ impl Broker {
                 .expect("run mount");
             assert!(mounted.success(), "mount a tmpfs on {}", data.display());
         }
-        let nofile = limits.nofile;
-        let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra, nofile)
+        let (child, addr, http_addr) = spawn(dir.path(), config.as_deref(), listen, &extra, &limits)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -216,8 +231,8 @@ impl Broker {
             addr,
             extra,
             http_addr,
-            nofile,
             tmpfs: limits.tmpfs_bytes.is_some(),
+            limits,
             _schema: schema,
         }
     }
@@ -378,7 +393,7 @@ impl Broker {
             self.config.as_deref(),
             ANY_PORT,
             &self.extra,
-            self.nofile,
+            &self.limits,
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -403,7 +418,7 @@ impl Broker {
                 self.config.as_deref(),
                 &self.addr.to_string(),
                 &self.extra,
-                self.nofile,
+                &self.limits,
             )
             .await
             {
@@ -454,6 +469,8 @@ struct Limits {
     nofile: Option<u64>,
     /// The size of a tmpfs mounted as its data dir.
     tmpfs_bytes: Option<u64>,
+    /// Variables added to its environment.
+    env: Vec<(String, String)>,
 }
 
 /// `--listen` for a free port.
@@ -466,7 +483,7 @@ async fn spawn(
     config: Option<&Path>,
     listen: &str,
     extra: &[String],
-    nofile: Option<u64>,
+    limits: &Limits,
 ) -> Result<(Child, SocketAddr, HttpAddr), String> {
     let log_path = dir.join("broker.log");
     let log = OpenOptions::new()
@@ -475,7 +492,7 @@ async fn spawn(
         .open(&log_path)
         .expect("open broker.log");
     // prlimit(1) sets the limit and execs the broker: the pid stays the broker's.
-    let mut command = match nofile {
+    let mut command = match limits.nofile {
         None => Command::new(REBOUND),
         Some(nofile) => {
             let mut prlimit = Command::new("prlimit");
@@ -503,6 +520,7 @@ async fn spawn(
         command.args(["--http-listen", ANY_PORT]);
     }
     let mut child = command
+        .envs(limits.env.iter().map(|(k, v)| (k, v)))
         .env_remove("REBOUND_SERVER")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -157,13 +157,15 @@ impl Node {
             }
         };
         let sent = std::time::Instant::now();
-        let held: BTreeMap<QueueId, u64> = self
+        let heartbeat = self
             .store
             .heartbeat(&self.me.id, incarnation, self.me.lease)
-            .await?
-            .into_iter()
-            .collect();
+            .await?;
+        // The database read its clock somewhere between the two: the middle is
+        // off by half the round trip at most.
+        crate::time::follow_database(heartbeat.database_ms, sent + sent.elapsed() / 2);
         self.deadline.renewed(sent);
+        let held: BTreeMap<QueueId, u64> = heartbeat.leases.into_iter().collect();
         for queue in self.serving.clone() {
             if !held.contains_key(&queue) {
                 info!(queue, "another node took this queue over");

@@ -38,6 +38,16 @@ pub struct LiveNode {
     pub http_advertise: Option<String>,
 }
 
+/// What a heartbeat found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// The leases the node holds, `(queue, epoch)`.
+    pub leases: Vec<(QueueId, u64)>,
+    /// The database's clock when it recorded the heartbeat, ms since the
+    /// Unix epoch: the time the nodes share.
+    pub database_ms: u64,
+}
+
 /// A row of `queue_leases`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueLease {
@@ -86,8 +96,8 @@ impl PostgresStore {
 
     /// Records that node `node` (incarnation `incarnation`) is alive and
     /// extends every lease it holds to `lease` from now, in one transaction.
-    /// Returns the leases it holds, `(queue, epoch)`: a queue the node
-    /// believes it serves and that is missing was taken over. Fails with
+    /// Returns the leases it holds: a queue the node believes it serves and
+    /// that is missing was taken over; and the database's time. Fails with
     /// [`StorageError::NodeReplaced`] once another process registered the
     /// same id.
     pub fn heartbeat(
@@ -95,21 +105,25 @@ impl PostgresStore {
         node: &str,
         incarnation: u64,
         lease: Duration,
-    ) -> impl Future<Output = Result<Vec<(QueueId, u64)>, StorageError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Heartbeat, StorageError>> + Send + 'static {
         let node = node.to_owned();
         self.db.run(move |pool| async move {
             let mut client = pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
+            // clock_timestamp(), not now(): the time of this statement, not of
+            // the transaction's start.
             let alive = tx
-                .execute(
-                    "UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND incarnation = $2",
+                .query_opt(
+                    "UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND incarnation = $2
+                     RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
                     &[&node, &(incarnation as i64)],
                 )
                 .await
                 .map_err(db_error)?;
-            if alive == 0 {
+            let Some(alive) = alive else {
                 return Err(StorageError::NodeReplaced { node });
-            }
+            };
+            let database_ms = alive.get::<_, i64>(0).max(0) as u64;
             let rows = tx
                 .query(
                     "UPDATE queue_leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
@@ -119,10 +133,11 @@ impl PostgresStore {
                 .await
                 .map_err(db_error)?;
             tx.commit().await.map_err(db_error)?;
-            Ok(rows
+            let leases = rows
                 .iter()
                 .map(|row| (row.get::<_, i64>(0) as QueueId, row.get::<_, i64>(1) as u64))
-                .collect())
+                .collect();
+            Ok(Heartbeat { leases, database_ms })
         })
     }
 

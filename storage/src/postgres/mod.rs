@@ -53,7 +53,7 @@ use crate::{
     Commit, Due, DueBatch, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats,
 };
 
-pub use cluster::{LiveNode, QueueLease};
+pub use cluster::{Heartbeat, LiveNode, QueueLease};
 use fence::Fence;
 use group_commit::Committer;
 use ids::IdBlock;
