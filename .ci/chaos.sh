@@ -21,4 +21,4 @@ cargo build -p rebound-cli -p rebound-chaos
 # do not fail the run; lost, unexpected, resurrected and stranded messages do.
 exec target/debug/rebound-chaos --schedule ci --rebound target/debug/rebound \
   --known reordered --known group-order --known stored-twice \
-  --known concurrent --known count-decreased --known scheduled-early "$@"
+  --known concurrent --known count-decreased "$@"

@@ -161,9 +161,10 @@ impl Node {
             .store
             .heartbeat(&self.me.id, incarnation, self.me.lease)
             .await?;
-        // The database read its clock somewhere between the two: the middle is
-        // off by half the round trip at most.
-        crate::time::follow_database(heartbeat.database_ms, sent + sent.elapsed() / 2);
+        // The database read its clock between `sent` and now: taken as now, this
+        // node's time is behind by the round trip at most, never ahead, so that
+        // it releases a scheduled message late by a few ms rather than early.
+        crate::time::follow_database(heartbeat.database_ms, std::time::Instant::now());
         self.deadline.renewed(sent);
         let held: BTreeMap<QueueId, u64> = heartbeat.leases.into_iter().collect();
         for queue in self.serving.clone() {
