@@ -181,7 +181,7 @@ impl Broker {
         Ok(())
     }
 
-    /// Creates queue `id` ([`Broker::queue_id`]) in the registry and adds its
+    /// Creates queue `id` ([`Cluster::queue_id`]) in the registry and adds its
     /// storage ops (under the write lock).
     fn new_queue(
         self: &Arc<Self>,

@@ -64,8 +64,8 @@ impl Broker {
     /// durably and together, those other nodes hold for it included
     /// (`cluster/held.rs`; those nodes are asked then to resolve them, whatever the
     /// outcome). If storage fails, a send's duplicate id was already seen on
-    /// its address ([`BrokerError::DuplicateId`], as in Artemis), or a send's
-    /// address is full ([`BrokerError::AddressFull`]: FAIL, or BLOCK past
+    /// its address ([`BrokerError::DuplicateId`](crate::error::BrokerError::DuplicateId), as in Artemis), or a send's
+    /// address is full ([`BrokerError::AddressFull`](crate::error::BrokerError::AddressFull): FAIL, or BLOCK past
     /// `max-block-time`), the transaction is rolled back.
     pub async fn commit_transaction(self: &Arc<Self>, id: u64, session: SessionId) -> Result<Outcome> {
         let tx = self.transactions.finish(id, session, "committed")?;

@@ -219,7 +219,7 @@ pub fn retry_outcome_to_wire(o: RetryOutcome) -> pb::RetryOutcome {
     }
 }
 
-/// A queue's figures; `served_by` is the node serving it (`Broker::served_by`).
+/// A queue's figures; `served_by` is the node serving it (`Cluster::served_by`).
 pub fn queue_info(queue: &Queue, served_by: String) -> pb::QueueInfo {
     let snap = queue.snapshot();
     pb::QueueInfo {

@@ -125,7 +125,7 @@ impl Drop for Counted {
 type ResponseTx = mpsc::Sender<Result<pb::ConsumeResponse, Status>>;
 
 /// How often a subscription to a queue between nodes looks again where it is
-/// served (each look waits a few seconds at most, `Broker::owner_of_soon`).
+/// served (each look waits a few seconds at most, `Cluster::owner_of_soon`).
 const WHERE_ROUNDS: usize = 3;
 
 /// A stream's bounded response buffer, of `max-unread-responses`.

@@ -8,7 +8,7 @@
 //! lock only to move entries between the sets, never across an await. One exception
 //! reads storage under it: a filtered consumer's pick may need a body that only
 //! storage has to evaluate its selector, which is why that scan is bounded
-//! ([`consumers::FILTER_SCAN_LIMIT`]).
+//! (`FILTER_SCAN_LIMIT` in `consumers.rs`).
 //!
 //! Ready messages are ordered by priority, then by id (= send order), so a message
 //! that comes back without a delay returns to its original position, as in Artemis.

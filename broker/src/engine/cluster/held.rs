@@ -11,12 +11,12 @@
 //! these removals in one transaction.
 //!
 //! Then that node asks this one to resolve the transaction's holds
-//! ([`Broker::resolve_held`]), and this node looks in the store, which is the
+//! ([`Cluster::resolve_held`]), and this node looks in the store, which is the
 //! truth either way: a message gone was committed (its ack is counted), one
 //! still there was not (the transaction rolled back, or its commit failed)
 //! and counts as a failed delivery. The same look resolves the holds of a
 //! node that died or started again before it asked
-//! ([`Broker::resolve_held_of_gone`], from the cluster task). Holds of a queue
+//! ([`Cluster::resolve_held_of_gone`], from the cluster task). Holds of a queue
 //! this node stopped serving are dropped when resolved: the queue's next
 //! owner read those messages back from the store.
 use std::collections::HashMap;

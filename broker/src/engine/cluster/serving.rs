@@ -51,7 +51,7 @@ struct Owners {
     others: HashMap<QueueId, Owner>,
 }
 
-/// What [`Broker::serve_leased_only`] set.
+/// What [`Cluster::serve_leased_only`] set.
 pub(in crate::engine) struct Leased {
     queue_ids: QueueIds,
     owners: std::sync::RwLock<Owners>,
@@ -68,17 +68,17 @@ pub(in crate::engine) struct Leased {
 const OWNER_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a subscription sent here as the queue's node waits for this
-/// node to serve the queue ([`Broker::served_here_soon`]): it takes its
+/// node to serve the queue ([`Cluster::served_here_soon`]): it takes its
 /// inbox after its lease, and other nodes may see the lease first.
 const TAKING_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a node about to serve a queue waits for its sends to it under
-/// way ([`Broker::arrivals_committed`]): a commit slower than that is left to
+/// way ([`Cluster::arrivals_committed`]): a commit slower than that is left to
 /// the inbox, which delivers its messages all the same, maybe late.
 const ARRIVALS_WAIT: Duration = Duration::from_millis(500);
 
 impl<'a> Cluster<'a> {
-    /// From now on, serves a durable queue only once [`Broker::load_queue`]
+    /// From now on, serves a durable queue only once [`Cluster::load_queue`]
     /// says so (every one is unloaded now), and takes new queue ids from
     /// `queue_ids` ([`Broker::open_leased`], before the config's queues).
     pub(in crate::engine) fn serve_leased_only(&self, queue_ids: QueueIds) {
@@ -158,10 +158,10 @@ impl<'a> Cluster<'a> {
         }
     }
 
-    /// Like [`Broker::owner_of`], but when no node is known to serve a queue
+    /// Like [`Cluster::owner_of`], but when no node is known to serve a queue
     /// that is away from this one (created a moment ago, or its node just
     /// went), asks this node's cluster task to look at the leases again
-    /// ([`Broker::queues_changed`]) and waits up to [`OWNER_WAIT`] for one,
+    /// ([`Cluster::queues_changed`]) and waits up to [`OWNER_WAIT`] for one,
     /// so that a consumer subscribing right after creating its queue is
     /// forwarded rather than refused.
     pub async fn owner_of_soon(&self, name: &str) -> Option<String> {
@@ -225,7 +225,7 @@ impl<'a> Cluster<'a> {
 
     /// Where the node serving queue `name` is reached, this one included
     /// (its own advertised address), waiting for one as
-    /// [`Broker::owner_of_soon`] does; `None` when no node serves it by then,
+    /// [`Cluster::owner_of_soon`] does; `None` when no node serves it by then,
     /// or there is no such queue.
     pub async fn served_at_soon(&self, name: &str) -> Option<String> {
         let here = || {
