@@ -6,8 +6,8 @@
 //! The nodes of a cluster share those times, so they go by one clock, the
 //! database's ([`follow_database`], at every heartbeat): between two readings a node
 //! counts on from the last one by its monotonic clock, so a jump of its own wall
-//! clock never makes it release a scheduled message early or expire one late. A
-//! single broker goes by its own wall clock.
+//! clock never makes it release a scheduled message early. A single broker goes
+//! by its own wall clock.
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -31,10 +31,12 @@ pub fn now_ms() -> u64 {
     }
 }
 
-/// From now on, goes by the database's clock, which read `database_ms` at
-/// `at` (by this process's monotonic clock).
-pub fn follow_database(database_ms: u64, at: Instant) {
-    let at_origin = database_at_origin(database_ms, at.saturating_duration_since(*ORIGIN));
+/// From now on, goes by the database's clock, taken to read `database_ms` now:
+/// the reading was made a moment ago, so this node's time is behind the
+/// database's by that moment at most, never ahead, and a scheduled message
+/// comes a few ms late rather than early.
+pub fn follow_database(database_ms: u64) {
+    let at_origin = database_at_origin(database_ms, ORIGIN.elapsed());
     DATABASE_AT_ORIGIN.store(at_origin, Ordering::Relaxed);
 }
 

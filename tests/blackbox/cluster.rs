@@ -93,20 +93,26 @@ impl Nodes {
         serving_node(&running, queue, within).await
     }
 
-    /// A consumer of `orders` through node `i`, retried while the cluster
-    /// answers UNAVAILABLE (its queue between nodes), for at most `within`.
+    /// A consumer of `orders` through node `i` ([`consume_served`]).
     pub(crate) async fn consume(&self, i: usize, within: Duration) -> Consumer {
-        let deadline = Instant::now() + within;
         let node = self.nodes[i].as_ref().expect("a running node");
-        loop {
-            let client = node.client().await;
-            match client.consume("orders", 50).await {
-                Ok(consumer) => return consumer,
-                Err(e) if e.code() == Some(Code::Unavailable) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("consuming through node {i}: {e}"),
+        consume_served(node, "orders", within).await
+    }
+}
+
+/// A consumer of `queue` through `node`, retried while the cluster answers
+/// UNAVAILABLE (the queue between nodes, or not served yet), for at most
+/// `within`.
+pub(crate) async fn consume_served(node: &Broker, queue: &str, within: Duration) -> Consumer {
+    let deadline = Instant::now() + within;
+    loop {
+        let client = node.client().await;
+        match client.consume(queue, 50).await {
+            Ok(consumer) => return consumer,
+            Err(e) if e.code() == Some(Code::Unavailable) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            Err(e) => panic!("consuming {queue} through {}: {e}", node.addr()),
         }
     }
 }
@@ -114,6 +120,11 @@ impl Nodes {
 /// Node `i` (`n{i}` on 127.0.0.{i + 2}) with `config` and a 2 s lease, on
 /// the database at `url`.
 async fn start_node(i: usize, config: &str, url: &str) -> Broker {
+    start_node_with_env(i, config, url, &[]).await
+}
+
+/// [`start_node`] with `env` added to the node's environment.
+pub(crate) async fn start_node_with_env(i: usize, config: &str, url: &str, env: &[(&str, &str)]) -> Broker {
     let listen = format!("127.0.0.{}:0", i + 2);
     let id = format!("n{i}");
     let args = [
@@ -126,7 +137,7 @@ async fn start_node(i: usize, config: &str, url: &str) -> Broker {
         "--cluster-lease",
         "2s",
     ];
-    Broker::start_custom(config, &listen, &args).await
+    Broker::start_custom_with_env(config, &listen, &args, env).await
 }
 
 /// Which of `nodes` (`None`: not running) serves `queue`, waiting at most

@@ -3,20 +3,17 @@
 //! stays true, as under a stepped NTP clock) still delivers a scheduled
 //! message at its time, not at once.
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rebound_client::{OutgoingMessage, RoutingType};
 
-use crate::cluster::body;
+use crate::cluster::{body, consume_served, start_node_with_env};
+use crate::scheduled::now_ms;
 use crate::support::pg::TestSchema;
-use crate::support::{Broker, skipped};
+use crate::support::skipped;
 
 /// Where Debian's libfaketime keeps its multithreaded variant.
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_whose_clock_runs_ahead_delivers_scheduled_messages_at_their_time() {
@@ -27,34 +24,19 @@ async fn a_node_whose_clock_runs_ahead_delivers_scheduled_messages_at_their_time
         return;
     };
     let url = schema.url();
-    let args = [
-        "--storage",
-        "postgres",
-        "--postgres-url",
-        &url,
-        "--node-id",
-        "n0",
-        "--cluster-lease",
-        "2s",
-    ];
     let env = [
         ("LD_PRELOAD", LIBFAKETIME),
         ("FAKETIME", "+120s"),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
     ];
-    let node = Broker::start_custom_with_env("", "127.0.0.1:0", &args, &env).await;
+    let node = start_node_with_env(0, "", &url, &env).await;
     let client = node.client().await;
     client
         .create_queue("jobs", "jobs", RoutingType::Anycast, true)
         .await
         .unwrap();
-    let mut consumer = loop {
-        match client.consume("jobs", 10).await {
-            Ok(consumer) => break consumer,
-            // The node takes the new queue's lease first.
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    // The node takes the new queue's lease first.
+    let mut consumer = consume_served(&node, "jobs", Duration::from_secs(10)).await;
 
     let sent = Instant::now();
     let due = now_ms() + 3000;

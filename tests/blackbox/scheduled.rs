@@ -9,7 +9,7 @@ use crate::messaging::{body, receive};
 use crate::redelivery::next;
 use crate::support::{Broker, cli};
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 

@@ -130,7 +130,7 @@ impl Broker {
     /// of a free port of 127.0.0.1) with `extra` arguments to `rebound serve`
     /// (kept for restarts, which listen on a free port of 127.0.0.1).
     pub async fn start_custom(toml: &str, listen: &str, extra: &[&str]) -> Broker {
-        Broker::launch_on(Some(toml), listen, extra.iter().map(|a| a.to_string()).collect()).await
+        Broker::start_custom_with_env(toml, listen, extra, &[]).await
     }
 
     /// [`start_custom`](Self::start_custom) with `env` added to the broker's
@@ -181,11 +181,7 @@ impl Broker {
     }
 
     async fn launch(toml: Option<&str>) -> Broker {
-        Broker::launch_on(toml, ANY_PORT, Vec::new()).await
-    }
-
-    async fn launch_on(toml: Option<&str>, listen: &str, extra: Vec<String>) -> Broker {
-        Broker::launch_limited(toml, listen, extra, Limits::default()).await
+        Broker::launch_limited(toml, ANY_PORT, Vec::new(), Limits::default()).await
     }
 
     async fn launch_limited(

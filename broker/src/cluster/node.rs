@@ -161,10 +161,7 @@ impl Node {
             .store
             .heartbeat(&self.me.id, incarnation, self.me.lease)
             .await?;
-        // The database read its clock between `sent` and now: taken as now, this
-        // node's time is behind by the round trip at most, never ahead, so that
-        // it releases a scheduled message late by a few ms rather than early.
-        crate::time::follow_database(heartbeat.database_ms, std::time::Instant::now());
+        crate::time::follow_database(heartbeat.database_ms);
         self.deadline.renewed(sent);
         let held: BTreeMap<QueueId, u64> = heartbeat.leases.into_iter().collect();
         for queue in self.serving.clone() {
