@@ -161,7 +161,6 @@ impl Node {
             .store
             .heartbeat(&self.me.id, incarnation, self.me.lease)
             .await?;
-        crate::time::follow_database(heartbeat.database_ms);
         self.deadline.renewed(sent);
         let held: BTreeMap<QueueId, u64> = heartbeat.leases.into_iter().collect();
         for queue in self.serving.clone() {

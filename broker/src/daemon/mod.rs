@@ -123,7 +123,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let handles = open_file_shares(&config);
     let (store, postgres, location) = open_store(&config, args.storage, args.data_dir, args.postgres_url)?;
     let opened = match (&cluster, &postgres) {
-        (Some(_), Some(postgres)) => Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await,
+        (Some(_), Some(postgres)) => {
+            crate::time::follow_database(postgres.clock());
+            Broker::open_leased(&config, store, cluster::queue_ids(postgres)).await
+        }
         _ => Broker::open(&config, store).await,
     };
     let broker = opened.map_err(|err| match (&err, &args.config) {

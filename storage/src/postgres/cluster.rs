@@ -19,6 +19,7 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 
 use super::PostgresStore;
+use super::clock::DATABASE_MS;
 use super::pool::{db_error, pool_error};
 use super::reads::{address_records, queue_records};
 use crate::QueueId;
@@ -43,9 +44,6 @@ pub struct LiveNode {
 pub struct Heartbeat {
     /// The leases the node holds, `(queue, epoch)`.
     pub leases: Vec<(QueueId, u64)>,
-    /// The database's clock when it recorded the heartbeat, ms since the
-    /// Unix epoch: the time the nodes share.
-    pub database_ms: u64,
 }
 
 /// A row of `queue_leases`.
@@ -97,7 +95,8 @@ impl PostgresStore {
     /// Records that node `node` (incarnation `incarnation`) is alive and
     /// extends every lease it holds to `lease` from now, in one transaction.
     /// Returns the leases it holds: a queue the node believes it serves and
-    /// that is missing was taken over; and the database's time. Fails with
+    /// that is missing was taken over. Reads the database's time for the
+    /// store's clock ([`PostgresStore::clock`]). Fails with
     /// [`StorageError::NodeReplaced`] once another process registered the
     /// same id.
     pub fn heartbeat(
@@ -107,15 +106,16 @@ impl PostgresStore {
         lease: Duration,
     ) -> impl Future<Output = Result<Heartbeat, StorageError>> + Send + 'static {
         let node = node.to_owned();
+        let clock = self.clock();
         self.db.run(move |pool| async move {
             let mut client = pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
-            // clock_timestamp(), not now(): the time of this statement, not of
-            // the transaction's start.
             let alive = tx
                 .query_opt(
-                    "UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND incarnation = $2
-                     RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                    &format!(
+                        "UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND incarnation = $2
+                         RETURNING {DATABASE_MS}"
+                    ),
                     &[&node, &(incarnation as i64)],
                 )
                 .await
@@ -123,7 +123,7 @@ impl PostgresStore {
             let Some(alive) = alive else {
                 return Err(StorageError::NodeReplaced { node });
             };
-            let database_ms = alive.get::<_, i64>(0).max(0) as u64;
+            clock.reread(alive.get(0));
             let rows = tx
                 .query(
                     "UPDATE queue_leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
@@ -137,7 +137,7 @@ impl PostgresStore {
                 .iter()
                 .map(|row| (row.get::<_, i64>(0) as QueueId, row.get::<_, i64>(1) as u64))
                 .collect();
-            Ok(Heartbeat { leases, database_ms })
+            Ok(Heartbeat { leases })
         })
     }
 

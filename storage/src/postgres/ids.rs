@@ -1,89 +1,145 @@
-//! Message ids from blocks reserved in the database, so that
-//! [`Store::generate_id`](crate::Store::generate_id) costs a round trip only
-//! once every [`BLOCK`] ids.
+//! Message ids ordered by the database's clock across the stores that share
+//! the database, so that a queue, which delivers in id order, delivers one
+//! producer's sends in the order it made them, whichever node stored each
+//! (two sends further apart than the nodes' clocks are, a round trip).
 //!
-//! A block is reserved by one committed `UPDATE` of `id_allocator` before its
-//! first id is handed out, so no id is handed out twice, across restarts and
-//! between stores sharing the database; a restart skips what was left of its
-//! block.
+//! An id is `ms << 21 | counter << 12 | slot`:
+//!
+//! - `ms`: the database's time (`clock.rs`), 42 bits: until the year 2109;
+//! - `counter`: ids of this store within that millisecond, 9 bits; a store
+//!   handing out more borrows the next millisecond;
+//! - `slot`: this store's, reserved when it opens (one committed `UPDATE` of
+//!   `id_allocator`), 12 bits: two stores share one only when 4,096 others
+//!   opened in between.
+//!
+//! A store's ids only grow: each is the larger of the one before plus one
+//! counter step and its time now, so a reading of the clock that goes back
+//! never makes an id smaller. Ids of stores older than this format (one
+//! counter reserved in blocks) are all smaller than these.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use deadpool_postgres::Pool;
 
+use super::clock::{DATABASE_MS, DatabaseClock};
 use super::pool::{db_error, pool_error};
 use crate::MessageId;
 use crate::error::StorageError;
 
-/// Ids per reservation.
-pub(super) const BLOCK: u64 = 1 << 16;
+/// Bits of the slot, the lowest of an id.
+const SLOT_BITS: u32 = 12;
+/// Bits of the counter within a millisecond, above the slot.
+const COUNTER_BITS: u32 = 9;
+/// The step from one id of a store to its next: the counter's lowest bit.
+const STEP: u64 = 1 << SLOT_BITS;
 
-/// The ids left of the block reserved last: `next..end`.
-#[derive(Debug, Default)]
-pub(super) struct IdBlock {
-    next: MessageId,
-    end: MessageId,
+/// The ids of one store.
+#[derive(Debug)]
+pub(super) struct TimeIds {
+    /// The last id handed out (its slot bits are the slot).
+    last: AtomicU64,
 }
 
-impl IdBlock {
-    /// The next id, reserving a new block with `reserve` (which returns its
-    /// first id) when this one is used up.
-    pub(super) fn next(
-        &mut self,
-        reserve: impl FnOnce() -> Result<MessageId, StorageError>,
-    ) -> Result<MessageId, StorageError> {
-        if self.next == self.end {
-            let start = reserve()?;
-            (self.next, self.end) = (start, start + BLOCK);
+impl TimeIds {
+    pub(super) fn new(slot: u64) -> TimeIds {
+        TimeIds {
+            last: AtomicU64::new(slot % STEP),
         }
-        self.next += 1;
-        Ok(self.next - 1)
+    }
+
+    /// The next id at `now_ms`.
+    pub(super) fn next(&self, now_ms: u64) -> MessageId {
+        let mut last = self.last.load(Ordering::Relaxed);
+        loop {
+            let slot = last % STEP;
+            let next = (last + STEP).max(now_ms << (COUNTER_BITS + SLOT_BITS) | slot);
+            match self
+                .last
+                .compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return next,
+                Err(seen) => last = seen,
+            }
+        }
     }
 }
 
-/// Reserves the next [`BLOCK`] ids and returns the first.
-pub(super) async fn reserve(pool: &Pool) -> Result<MessageId, StorageError> {
+/// Reserves a slot and reads the database's clock, in one round trip.
+pub(super) async fn open(pool: &Pool) -> Result<(TimeIds, DatabaseClock), StorageError> {
     let client = pool.get().await.map_err(pool_error)?;
     let row = client
         .query_one(
-            "UPDATE id_allocator SET next_id = next_id + $1 RETURNING next_id - $1",
-            &[&(BLOCK as i64)],
+            &format!("UPDATE id_allocator SET next_id = next_id + 1 RETURNING next_id, {DATABASE_MS}"),
+            &[],
         )
         .await
         .map_err(db_error)?;
-    Ok(row.get::<_, i64>(0) as MessageId)
+    let slot = row.get::<_, i64>(0) as u64;
+    Ok((TimeIds::new(slot), DatabaseClock::read(row.get(1))))
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
+    const MS: u32 = COUNTER_BITS + SLOT_BITS;
+
     #[test]
-    fn a_block_is_reserved_once_per_block_of_ids() {
-        let mut block = IdBlock::default();
-        let mut reservations = 0;
-        let mut starts = [1, 1 + BLOCK, 5 * BLOCK].into_iter();
-        let mut last = 0;
-        let mut ids = Vec::new();
-        for _ in 0..2 * BLOCK + 1 {
-            let id = block
-                .next(|| {
-                    reservations += 1;
-                    Ok(starts.next().unwrap())
-                })
-                .unwrap();
-            assert!(id > last);
-            last = id;
-            ids.push(id);
-        }
-        assert_eq!(reservations, 3);
-        assert_eq!((ids[0], ids[BLOCK as usize]), (1, 1 + BLOCK));
-        assert_eq!(ids.last(), Some(&(5 * BLOCK)));
+    fn an_id_is_the_time_then_a_counter_then_the_slot() {
+        let ids = TimeIds::new(4_096 + 7);
+        let now = 1_797_000_000_000;
+        assert_eq!(ids.next(now), now << MS | 7);
+        assert_eq!(ids.next(now), now << MS | 1 << SLOT_BITS | 7);
+        assert_eq!(ids.next(now + 1), (now + 1) << MS | 7);
     }
 
     #[test]
-    fn a_failed_reservation_hands_out_nothing_and_is_retried() {
-        let mut block = IdBlock::default();
-        assert!(block.next(|| Err(StorageError::Closed)).is_err());
-        assert_eq!(block.next(|| Ok(7)).unwrap(), 7);
-        assert_eq!(block.next(|| unreachable!()).unwrap(), 8);
+    fn a_full_millisecond_borrows_the_next() {
+        let ids = TimeIds::new(3);
+        let now = 1_000;
+        for _ in 0..1 << COUNTER_BITS {
+            ids.next(now);
+        }
+        assert_eq!(ids.next(now), (now + 1) << MS | 3);
+    }
+
+    #[test]
+    fn ids_are_above_those_of_the_block_format() {
+        assert!(TimeIds::new(0).next(1_797_000_000_000) > i64::MAX as u64 / 4);
+        assert!(1_797_000_000_000u64 << MS < i64::MAX as u64);
+    }
+
+    proptest! {
+        /// Whatever the clock does, a store's ids grow and keep its slot, and
+        /// an id is never below its time.
+        #[test]
+        fn ids_grow_keep_the_slot_and_follow_the_clock(
+            slot in 0u64..1 << 20,
+            times in prop::collection::vec(1_000_000u64..1_000_100, 1..300),
+        ) {
+            let ids = TimeIds::new(slot);
+            let mut last = 0;
+            for now in times {
+                let id = ids.next(now);
+                prop_assert!(id > last);
+                prop_assert_eq!(id % STEP, slot % STEP);
+                prop_assert!(id >> MS >= now);
+                last = id;
+            }
+        }
+
+        /// Two stores with different slots never hand out the same id.
+        #[test]
+        fn different_slots_never_meet(
+            times in prop::collection::vec((0u8..2, 5_000u64..5_004), 1..2_000),
+        ) {
+            let stores = [TimeIds::new(1), TimeIds::new(2)];
+            let mut seen = std::collections::HashSet::new();
+            for (store, now) in times {
+                prop_assert!(seen.insert(stores[store as usize].next(now)));
+            }
+        }
     }
 }

@@ -16,7 +16,8 @@
 //! writes.rs         ops folded into one net set of rows, and its SQL
 //! group_commit.rs   the committer: one transaction per group
 //! reads.rs          reads and recovery (ranged reads of a queue's index)
-//! ids.rs            message ids reserved in blocks
+//! ids.rs            message ids ordered by the database's clock
+//! clock.rs          the database's clock, kept between readings
 //! tls.rs            TLS to the database, verifying the server
 //! cluster.rs        several brokers: membership, queue leases, queue ids
 //! fence.rs          owner writes only under a lease held (fencing)
@@ -25,6 +26,7 @@
 //! sizes.rs          the address sizes each node publishes for the others
 //! ```
 
+mod clock;
 mod cluster;
 mod duplicate_ids;
 mod fence;
@@ -43,7 +45,7 @@ mod writes;
 #[path = "../../tests/pg/mod.rs"]
 mod test_pg;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rustls_pki_types::CertificateDer;
 
@@ -53,10 +55,11 @@ use crate::{
     Commit, Due, DueBatch, MessageId, Op, QueueCount, QueueId, Recovered, ScannedMessage, Store, StoreStats,
 };
 
+pub use clock::DatabaseClock;
 pub use cluster::{Heartbeat, LiveNode, QueueLease};
 use fence::Fence;
 use group_commit::Committer;
-use ids::IdBlock;
+use ids::TimeIds;
 pub use inbox::InboxNotice;
 use pool::Database;
 pub use tls::ClientIdentity;
@@ -93,7 +96,9 @@ impl PostgresOptions {
 /// The [`Store`] in PostgreSQL; `docs/storage.md` has its design.
 pub struct PostgresStore {
     committer: Committer,
-    ids: Mutex<IdBlock>,
+    ids: TimeIds,
+    /// The database's time, read at open and at every heartbeat.
+    clock: Arc<DatabaseClock>,
     /// This node's leases, once it joins a cluster (`fence.rs`).
     fence: Arc<Fence>,
     // Last: the runtime stops once the committer's handle is gone.
@@ -108,13 +113,21 @@ impl PostgresStore {
     pub fn open(options: &PostgresOptions) -> Result<PostgresStore, StorageError> {
         let db = Database::connect(options)?;
         db.block(|pool| async move { schema::migrate(&pool).await })?;
+        let (ids, clock) = db.block(|pool| async move { ids::open(&pool).await })?;
         let fence = Arc::new(Fence::default());
         Ok(PostgresStore {
             committer: Committer::start(&db, options.pool_size.max(2) - 1, Arc::clone(&fence)),
-            ids: Mutex::new(IdBlock::default()),
+            ids,
+            clock: Arc::new(clock),
             fence,
             db,
         })
+    }
+
+    /// The database's time, as this store keeps it: what the nodes of a
+    /// cluster go by.
+    pub fn clock(&self) -> Arc<DatabaseClock> {
+        Arc::clone(&self.clock)
     }
 }
 
@@ -124,8 +137,7 @@ impl Store for PostgresStore {
     }
 
     fn generate_id(&self) -> Result<MessageId, StorageError> {
-        let mut ids = self.ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        ids.next(|| self.db.block(|pool| async move { ids::reserve(&pool).await }))
+        Ok(self.ids.next(self.clock.now_ms()))
     }
 
     fn refuses_stored_duplicate_ids(&self) -> bool {

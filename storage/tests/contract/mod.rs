@@ -102,7 +102,8 @@ fn message(id: u64, priority: u32) -> MessageRecord {
         body: Bytes::from(format!("body {id}")),
         durable: true,
         priority,
-        expiration_ms: id * 10,
+        // Distinct per message, also for ids of the time-ordered format.
+        expiration_ms: id % 1_000_000_000 * 10,
         ..Default::default()
     }
 }

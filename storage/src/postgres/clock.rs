@@ -1,0 +1,82 @@
+//! The database's clock, as this process keeps it: the time the nodes of a
+//! cluster share, for message ids ordered across nodes (`ids.rs`) and for the
+//! broker's due times.
+//!
+//! Read from the database when the store opens and at every heartbeat, and
+//! counted on between readings by the monotonic clock, which a jump of this
+//! machine's wall clock never moves. A reading is taken as of the moment its
+//! answer arrives, so this process's time is behind the database's by that
+//! round trip at most, never ahead: a scheduled message comes a few ms late
+//! rather than early.
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What readings count from: one origin for every clock of the process.
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// The SQL expression of the database's time, ms since the Unix epoch:
+/// `clock_timestamp()`, the time of the statement, not of its transaction.
+pub(super) const DATABASE_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/// The database's time, as of its last reading.
+#[derive(Debug)]
+pub struct DatabaseClock {
+    /// The database's time at [`ORIGIN`], as the last reading puts it.
+    at_origin: AtomicI64,
+}
+
+impl DatabaseClock {
+    /// A clock that read `database_ms` just now.
+    pub(super) fn read(database_ms: i64) -> DatabaseClock {
+        let clock = DatabaseClock {
+            at_origin: AtomicI64::new(0),
+        };
+        clock.reread(database_ms);
+        clock
+    }
+
+    /// Goes by a new reading, `database_ms`, taken just now.
+    pub(super) fn reread(&self, database_ms: i64) {
+        self.at_origin
+            .store(at_origin(database_ms, ORIGIN.elapsed()), Ordering::Relaxed);
+    }
+
+    /// The database's time now, ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        counted_on(self.at_origin.load(Ordering::Relaxed), ORIGIN.elapsed())
+    }
+}
+
+/// The database's time at [`ORIGIN`], when it read `database_ms` `since_origin` after.
+fn at_origin(database_ms: i64, since_origin: Duration) -> i64 {
+    database_ms.max(0) - since_origin.as_millis() as i64
+}
+
+/// The database's time `since_origin` after [`ORIGIN`].
+fn counted_on(at_origin: i64, since_origin: Duration) -> u64 {
+    (at_origin + since_origin.as_millis() as i64).max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_is_counted_on_by_the_monotonic_clock() {
+        let at = at_origin(1_700_000_000_000, Duration::from_millis(200));
+        assert_eq!(counted_on(at, Duration::from_millis(200)), 1_700_000_000_000);
+        assert_eq!(counted_on(at, Duration::from_millis(1_250)), 1_700_000_001_050);
+        assert_eq!(counted_on(at_origin(5, Duration::from_secs(1)), Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn a_new_reading_replaces_the_last() {
+        let clock = DatabaseClock::read(1_000);
+        let before = clock.now_ms();
+        assert!((1_000..1_000 + 60_000).contains(&before), "{before}");
+        clock.reread(5_000_000);
+        assert!(clock.now_ms() >= 5_000_000);
+    }
+}
