@@ -155,6 +155,12 @@ async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist
         picks.iter().for_each(|p| queue.unpick(p));
         return Err(err);
     }
+    // The node stepped down while the counts were stored (a database that
+    // answered late): the queue's next owner delivers them, and a delivery
+    // from here would be a second consumer holding the message.
+    if !queue.is_served() {
+        return Ok(());
+    }
     let mut batches: Vec<(Vec<Dispatched>, Vec<Pick>)> = Vec::new();
     let now = now_ms();
     for pick in picks {

@@ -3,6 +3,9 @@
 //! the delivery counts as stored.
 use std::time::Duration;
 
+use rebound_storage::{Commit, Op};
+
+use super::intercepted::{Hook, Intercepted};
 use super::*;
 use crate::engine::queue_gone;
 use crate::error::BrokerError;
@@ -135,4 +138,56 @@ async fn what_other_nodes_create_and_delete_reaches_the_registry() {
     broker.cluster().merge_stored(Vec::new(), Vec::new(), &seen);
     assert!(broker.queue("mine").is_ok());
     assert!(broker.read().addresses.contains_key("remote"));
+}
+
+/// Commits of delivery states only (the counts stored before a delivery)
+/// wait until the test opens the gate: the answer of a database the node was
+/// cut from, arriving once the cut heals.
+struct LateStates {
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl Hook for LateStates {
+    fn commit(&self, inner: &Arc<MemoryStore>, ops: Vec<Op>) -> Commit {
+        if !ops.iter().all(|op| matches!(op, Op::PutState { .. })) {
+            return inner.commit(ops);
+        }
+        let (tx, rx) = oneshot::channel();
+        let (inner, gate) = (inner.clone(), self.gate.clone());
+        tokio::spawn(async move {
+            let _open = gate.acquire().await;
+            let _ = tx.send(inner.commit(ops).await);
+        });
+        Commit::from(rx)
+    }
+}
+
+/// A node that stepped down (its lease ran out while it could not reach the
+/// database) while a delivery's count was being stored does not make that
+/// delivery once the store answers: the queue's next owner delivers the
+/// message, and a late delivery here would be a second consumer holding it.
+#[tokio::test]
+async fn a_delivery_is_not_made_once_its_queue_moved_while_its_count_was_stored() {
+    let hook = LateStates {
+        gate: Arc::new(tokio::sync::Semaphore::new(0)),
+    };
+    let gate = hook.gate.clone();
+    let store = Arc::new(Intercepted {
+        inner: Arc::new(MemoryStore::new()),
+        hook,
+    });
+    let broker = open("persist-delivery-count-before-delivery = true", store).await;
+    send(&broker, "orders", &["a"]).await;
+    let mut sub = broker.subscribe("orders", 10, "").await.expect("subscribed");
+    let id = sub.queue.id;
+    // The count is being stored; the node steps down meanwhile.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(broker.cluster().unload_queue(id));
+    gate.add_permits(1);
+    let next = tokio::time::timeout(Duration::from_secs(5), sub.deliveries.recv()).await;
+    assert!(
+        matches!(next, Ok(None)),
+        "the stream ends without the delivery: {:?}",
+        next.map(|d| d.map(|batch| batch.len()))
+    );
 }
