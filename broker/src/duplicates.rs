@@ -17,7 +17,8 @@
 //! retry racing its first attempt is stored exactly once, and a retry after a
 //! failed commit is stored. A send whose future is dropped while its commit is in
 //! flight (the client went away) forgets its ids: a retry may then store the
-//! message twice, never lose it.
+//! message twice, never lose it (on one node; in a cluster the database refuses
+//! the retry's id once the first commit stored it, see below).
 //!
 //! Several nodes (PostgreSQL): each node has its cache, and the database has
 //! one row per address and id whichever node stored it, so a commit storing an

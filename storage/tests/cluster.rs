@@ -484,6 +484,60 @@ async fn two_nodes_storing_one_id_at_once_store_it_once() {
     assert_eq!(stored_messages(&a).len(), 20);
 }
 
+/// Two commits of one node storing one id, queued while the committer waits
+/// for a group in the database (a producer's retry behind its first attempt,
+/// which the broker gave up on while the database was away): the committer
+/// takes them together, and still one is written and the other refused as a
+/// duplicate, one message stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_nodes_commits_storing_one_id_store_it_once_however_grouped() {
+    let Some(schema) = TestSchema::create("cluster duplicate retry") else {
+        return;
+    };
+    // A name of its own, to find this store's connections among the suite's.
+    let name = format!("rebound_retry_{}", std::process::id());
+    let store = PostgresStore::open(&PostgresOptions::new(format!(
+        "{}&application_name={name}",
+        schema.url()
+    )))
+    .unwrap();
+    store.commit(vec![queue(1)]).await.unwrap();
+    // A transaction of its own inserting "held" keeps the group storing it
+    // waiting in the database, and the groups of the same address behind it.
+    let (holder, connection) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute("BEGIN; INSERT INTO duplicate_ids VALUES ('orders', 0, 'held')")
+        .await
+        .unwrap();
+    let held = store.commit(vec![put(1, 1), dup_id(0, "held")]);
+    let waits = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{name}' AND wait_event_type = 'Lock'"
+    );
+    while holder.query_one(&waits, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Taken by the committer, which then waits with it for the held group.
+    let behind = store.commit(vec![put(1, 2), dup_id(1, "other")]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Queued meanwhile, so that the committer takes them together.
+    let first = store.commit(vec![put(1, 3), dup_id(2, "x")]);
+    let retry = store.commit(vec![put(1, 4), dup_id(3, "x")]);
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    held.await.unwrap();
+    behind.await.unwrap();
+    first.await.unwrap();
+    match retry.await {
+        Err(StorageError::DuplicateIds { ids }) => {
+            assert_eq!(ids, [("orders".to_owned(), Bytes::from_static(b"x"))]);
+        }
+        other => panic!("the retry: {other:?}"),
+    }
+    assert_eq!(stored_messages(&store), [1, 2, 3]);
+}
+
 /// The sizes a node publishes are read by the other nodes while it holds the
 /// queues' leases, and no longer once it gave a lease back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,14 @@
 //!
 //! An id the group itself deletes (its cache evicted it) is no conflict:
 //! the delete runs before the insert.
+//!
+//! Nor could two commits of one group storing the same id conflict: the
+//! group writes the id once, and both messages. So a commit storing an id
+//! that a commit already in the group stores starts the next group instead,
+//! which waits for this one (their footprints share the address) and is
+//! refused if the id was written. Such a pair is a producer's retry queued
+//! behind its first attempt, which the broker gave up on while the database
+//! was away, forgetting its id (the broker's `duplicates.rs`).
 
 use std::collections::BTreeSet;
 

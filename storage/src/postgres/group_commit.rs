@@ -6,7 +6,9 @@
 //!    ops with a oneshot sender; the caller awaits the [`Commit`].
 //! 2. The committer waits for the first request, then takes whatever else
 //!    is queued, up to the sled committer's bounds
-//!    ([`MAX_GROUP_REQUESTS`] requests, [`MAX_GROUP_BYTES`] bytes).
+//!    ([`MAX_GROUP_REQUESTS`] requests, [`MAX_GROUP_BYTES`] bytes), or up
+//!    to a request storing a duplicate id the group stores, which starts
+//!    the next group (`duplicate_ids.rs`).
 //! 3. It folds the group ([`Writes`]), writes it in one transaction on one
 //!    pooled connection, COMMITs, and answers every waiter with the result.
 //!
@@ -27,7 +29,7 @@
 //! next group takes a connection from the pool, which replaces a broken one,
 //! so commits work again once the database does.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -167,23 +169,34 @@ async fn run(
     let mut footprints: Vec<(u64, Footprint)> = Vec::new();
     let mut numbers = 0_u64..;
     let mut closing = None;
+    // A commit storing a duplicate id that the group being made stores
+    // already: it starts the next group (`duplicate_ids.rs`).
+    let mut carried = None;
     while closing.is_none() {
-        let first = loop {
-            tokio::select! {
-                message = requests.recv() => break message,
-                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                    footprints.retain(|(number, _)| *number != done);
+        let first = match carried.take() {
+            Some(request) => Some(Message::Commit(request)),
+            None => loop {
+                tokio::select! {
+                    message = requests.recv() => break message,
+                    Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                        footprints.retain(|(number, _)| *number != done);
+                    }
                 }
-            }
+            },
         };
         let Some(first) = first else { break };
         let mut group = Vec::new();
+        let mut ids = HashSet::new();
         let mut bytes = 0;
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
                 Message::Close(ack) => closing = Some(ack),
+                Message::Commit(request) if request.ids.stored.iter().any(|id| ids.contains(id)) => {
+                    carried = Some(request);
+                }
                 Message::Commit(request) => {
+                    ids.extend(request.ids.stored.iter().cloned());
                     bytes += request.bytes;
                     group.push(request);
                     if group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
