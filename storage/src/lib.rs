@@ -59,7 +59,8 @@ use tokio::sync::oneshot;
 pub use error::StorageError;
 pub use memory::MemoryStore;
 pub use postgres::{
-    ClientIdentity, DatabaseClock, Heartbeat, InboxNotice, LiveNode, PostgresOptions, PostgresStore, QueueLease,
+    ClientIdentity, DatabaseClock, Heartbeat, InboxNotice, LiveNode, PostgresOptions, PostgresStore,
+    QueueLease,
 };
 pub use records::{
     AddressRecord, DeliveryState, DuplicateIdRecord, FailureRecord, MessageRecord, PropertyValue,

@@ -52,7 +52,8 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
     }
 }
 
-async fn take(store: &PostgresStore, broker: &Arc<Broker>, queue: QueueId) {
+/// Takes `queue`'s inbox into its memory, if this node serves it.
+pub(super) async fn take(store: &PostgresStore, broker: &Arc<Broker>, queue: QueueId) {
     match broker
         .cluster()
         .take_inbox(queue, || store.drain_inbox(queue))

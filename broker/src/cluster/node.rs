@@ -231,6 +231,10 @@ impl Node {
                 }
                 self.serving.insert(queue);
                 self.broker.cluster().load_queue(queue, epoch);
+                // Sends of nodes that did not know yet stored inbox rows
+                // since it was emptied, and their notifications found the
+                // queue not served: taken now, before the next look.
+                super::inbox::take(&self.store, &self.broker, queue).await;
             }
         }
         if let Some(queue) = plan.give {

@@ -18,7 +18,8 @@ static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// The SQL expression of the database's time, ms since the Unix epoch:
 /// `clock_timestamp()`, the time of the statement, not of its transaction.
-pub(super) const DATABASE_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+/// Rounded down, as every step here is, so that the clock is never ahead.
+pub(super) const DATABASE_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// The database's time, as of its last reading.
 #[derive(Debug)]
@@ -49,9 +50,10 @@ impl DatabaseClock {
     }
 }
 
-/// The database's time at [`ORIGIN`], when it read `database_ms` `since_origin` after.
+/// The database's time at [`ORIGIN`], when it read `database_ms` `since_origin` after
+/// (the ms since then rounded up, as [`counted_on`] rounds them down).
 fn at_origin(database_ms: i64, since_origin: Duration) -> i64 {
-    database_ms.max(0) - since_origin.as_millis() as i64
+    database_ms.max(0) - since_origin.as_micros().div_ceil(1000) as i64
 }
 
 /// The database's time `since_origin` after [`ORIGIN`].
@@ -68,7 +70,14 @@ mod tests {
         let at = at_origin(1_700_000_000_000, Duration::from_millis(200));
         assert_eq!(counted_on(at, Duration::from_millis(200)), 1_700_000_000_000);
         assert_eq!(counted_on(at, Duration::from_millis(1_250)), 1_700_000_001_050);
-        assert_eq!(counted_on(at_origin(5, Duration::from_secs(1)), Duration::ZERO), 0);
+        assert_eq!(
+            counted_on(at_origin(5, Duration::from_secs(1)), Duration::ZERO),
+            0
+        );
+        // Read 0.4 ms past a millisecond: that fraction is not counted twice.
+        let at = at_origin(1_000, Duration::from_micros(200_400));
+        assert_eq!(counted_on(at, Duration::from_micros(200_900)), 999);
+        assert_eq!(counted_on(at, Duration::from_micros(201_000)), 1_000);
     }
 
     #[test]
