@@ -64,12 +64,16 @@ async fn post(broker: &Broker, path: &str, body: Value) -> (u16, Value) {
     )
 }
 
+/// A message id as the API gives it: a string of decimal digits (a JSON number
+/// would not reach a browser's JavaScript exactly).
+fn id(v: &Value) -> u64 {
+    v.as_str()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("{v} is not a message id as a string of digits"))
+}
+
 fn ids(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|id| id.as_u64().unwrap())
-        .collect()
+    v.as_array().unwrap().iter().map(id).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -250,7 +254,7 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     let (_, filtered) = get(&broker, "/api/queues/orders/messages?filter=n%20%3E%201").await;
     assert_eq!(filtered["messages"].as_array().unwrap().len(), 1, "{filtered}");
 
-    let id = messages[0]["id"].as_u64().unwrap();
+    let id = id(&messages[0]["id"]);
     let (status, one) = get(&broker, &format!("/api/queues/orders/messages/{id}")).await;
     assert_eq!((status, &one["body_preview"]), (200, &json!("order 2")));
 
@@ -322,7 +326,8 @@ async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
     assert_eq!(failures[1]["reason"], "db down");
     assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
 
-    // The preview moves nothing and says where each message goes.
+    // The preview moves nothing and says where each message goes. (Ids as
+    // numbers, as scripts wrote them before ids were strings, are still read.)
     let (status, preview) = post(
         &broker,
         "/api/queues/DLQ.orders/retry",
@@ -343,12 +348,13 @@ async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
     assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
 
     // Confirming exactly the previewed ids moves those, and only those.
-    let previewed: Vec<u64> = preview["outcomes"]
+    let previewed: Vec<&Value> = preview["outcomes"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| o["id"].as_u64().unwrap())
+        .map(|o| &o["id"])
         .collect();
+    assert_eq!(previewed.iter().copied().map(id).collect::<Vec<_>>(), group_ids);
     let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
     assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
     let dlq = client.queue("DLQ.orders").await.unwrap();
@@ -442,7 +448,7 @@ async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
     let url = format!(
         "{}/api/queues/big/messages/{}/body",
         broker.http_url().await,
-        m["id"]
+        id(&m["id"])
     );
     let answer = crate::support::http_exchange("GET", &url, None, None).await;
     assert_eq!((answer.status, answer.body.as_str()), (200, big.as_str()));
@@ -450,7 +456,7 @@ async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
     assert!(
         head.contains(&format!(
             "content-disposition: attachment; filename=\"message-{}.bin\"",
-            m["id"]
+            id(&m["id"])
         )),
         "{head}"
     );
@@ -520,6 +526,9 @@ async fn bad_requests_get_a_4xx_with_a_clear_error() {
     let (status, v) = post(&broker, "/api/queues/orders/retry", json!({"ids": "one"})).await;
     assert_eq!(status, 400, "{v}");
     assert!(error(&v).contains("ids: invalid type"), "{v}");
+    let (status, v) = post(&broker, "/api/queues/orders/retry", json!({"ids": ["-1"]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("expected a message id"), "{v}");
     let (status, v) = post(
         &broker,
         "/api/queues/orders/retry",
