@@ -244,7 +244,10 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     assert_eq!(messages[0]["body_preview"], "order 0");
     assert_eq!(messages[0]["body_encoding"], "text");
     assert_eq!(messages[0]["state"], "ready");
-    assert_eq!(messages[0]["properties"]["n"], json!({"type": "int", "value": 0}));
+    assert_eq!(
+        messages[0]["properties"]["n"],
+        json!({"type": "int", "value": "0"})
+    );
     let (_, second) = get(&broker, "/api/queues/orders/messages?offset=2&limit=2").await;
     let messages = second["messages"].as_array().unwrap();
     assert_eq!((messages.len(), &second["more"]), (2, &json!(false)), "{second}");

@@ -157,11 +157,13 @@ fn failures(b: &Browsed) -> Vec<dead_letter::Failure> {
         .collect()
 }
 
+/// A property's value with its type. An int is 64-bit, and may be a message id
+/// (`_AMQ_ORIG_MESSAGE_ID`): written as a string of digits, as ids are ([`Id`]).
 fn property(value: Option<&Value>) -> Json {
     match value {
         None => json!({"type": "null", "value": null}),
         Some(Value::String(s)) => json!({"type": "string", "value": s}),
-        Some(Value::Int(i)) => json!({"type": "int", "value": i}),
+        Some(Value::Int(i)) => json!({"type": "int", "value": i.to_string()}),
         Some(Value::Double(d)) => json!({"type": "double", "value": d}),
         Some(Value::Bool(b)) => json!({"type": "bool", "value": b}),
         Some(Value::Bytes(b)) => json!({"type": "bytes", "value": hex(&b[..b.len().min(PREVIEW_BYTES / 2)])}),
@@ -251,6 +253,10 @@ pub fn plan(plan: &Plan) -> Json {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use rebound_storage::PropertyValue;
+
     use super::*;
     use crate::http::console::groups;
 
@@ -270,6 +276,22 @@ mod tests {
             skipped: None,
         };
         assert_eq!(retry_outcome(&outcome)["id"], json!("1152921504606846977"));
+    }
+
+    #[test]
+    fn int_properties_show_as_exact_strings() {
+        let mut browsed = groups::tests::dead(1, 1, "orders", "max-delivery-attempts", "");
+        let record = Arc::make_mut(&mut browsed.record);
+        for (name, value) in [(dead_letter::ORIG_MESSAGE_ID, BIG as i64), ("delta", -5)] {
+            let value = Some(Value::Int(value));
+            record.properties.insert(name.into(), PropertyValue { value });
+        }
+        let properties = &message(&browsed)["properties"];
+        assert_eq!(
+            properties[dead_letter::ORIG_MESSAGE_ID],
+            json!({"type": "int", "value": "1152921504606846977"})
+        );
+        assert_eq!(properties["delta"], json!({"type": "int", "value": "-5"}));
     }
 
     #[test]
