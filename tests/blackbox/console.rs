@@ -287,93 +287,96 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
-    let broker = Broker::start_with_config(POISON_CONFIG).await;
-    let client = broker.client().await;
-    poison(&client, "orders", &["a", "b"], "db down").await;
-    poison(&client, "orders", &["c"], "bad json").await;
+also_on_postgres! {
+    /// Also on PostgreSQL (`::on_postgres`), whose message ids are past 2^53.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
+        let broker = Broker::start_with_config(POISON_CONFIG).await;
+        let client = broker.client().await;
+        poison(&client, "orders", &["a", "b"], "db down").await;
+        poison(&client, "orders", &["c"], "bad json").await;
 
-    let (status, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
-    assert_eq!(status, 200, "{dl}");
-    assert_eq!((&dl["total"], &dl["grouped"]), (&json!(3), &json!(3)));
-    let groups = dl["groups"].as_array().unwrap();
-    assert_eq!(groups.len(), 2, "{dl}");
-    let db = &groups[0];
-    assert_eq!(
-        (
-            &db["orig_queue"],
-            &db["reason"],
-            &db["last_failure"],
-            &db["count"]
-        ),
-        (
-            &json!("orders"),
-            &json!("max-delivery-attempts"),
-            &json!("db down"),
-            &json!(2)
-        )
-    );
-    assert!(db["first_seen_ms"].as_u64().unwrap() <= db["last_seen_ms"].as_u64().unwrap());
-    assert_eq!(groups[1]["last_failure"], "bad json");
-    let group_ids = ids(&db["message_ids"]);
-
-    // One message's failure history.
-    let (_, one) = get(
-        &broker,
-        &format!("/api/queues/DLQ.orders/messages/{}", group_ids[0]),
-    )
-    .await;
-    let failures = one["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 2, "{one}");
-    assert_eq!(failures[1]["reason"], "db down");
-    assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
-
-    // The preview moves nothing and says where each message goes. (Ids as
-    // numbers, as scripts wrote them before ids were strings, are still read.)
-    let (status, preview) = post(
-        &broker,
-        "/api/queues/DLQ.orders/retry",
-        json!({"ids": group_ids, "dry_run": true}),
-    )
-    .await;
-    assert_eq!(status, 200, "{preview}");
-    assert_eq!(
-        (&preview["would_move"], &preview["moved"]),
-        (&json!(2), &json!(0))
-    );
-    for outcome in preview["outcomes"].as_array().unwrap() {
+        let (status, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
+        assert_eq!(status, 200, "{dl}");
+        assert_eq!((&dl["total"], &dl["grouped"]), (&json!(3), &json!(3)));
+        let groups = dl["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "{dl}");
+        let db = &groups[0];
         assert_eq!(
-            (&outcome["to_queue"], &outcome["skipped"]),
-            (&json!("orders"), &Value::Null)
+            (
+                &db["orig_queue"],
+                &db["reason"],
+                &db["last_failure"],
+                &db["count"]
+            ),
+            (
+                &json!("orders"),
+                &json!("max-delivery-attempts"),
+                &json!("db down"),
+                &json!(2)
+            )
         );
-    }
-    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
+        assert!(db["first_seen_ms"].as_u64().unwrap() <= db["last_seen_ms"].as_u64().unwrap());
+        assert_eq!(groups[1]["last_failure"], "bad json");
+        let group_ids = ids(&db["message_ids"]);
 
-    // Confirming exactly the previewed ids moves those, and only those.
-    let previewed: Vec<&Value> = preview["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| &o["id"])
-        .collect();
-    assert_eq!(previewed.iter().copied().map(id).collect::<Vec<_>>(), group_ids);
-    let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
-    assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
-    let dlq = client.queue("DLQ.orders").await.unwrap();
-    assert_eq!(
-        (dlq.messages, dlq.moved_out, dlq.dropped),
-        (1, 2, 0),
-        "retried: moved out"
-    );
-    let mut consumer = client.consume("orders", 10).await.unwrap();
-    let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
-        .await
-        .iter()
-        .map(body)
-        .collect();
-    back.sort();
-    assert_eq!(back, ["a", "b"]);
+        // One message's failure history.
+        let (_, one) = get(
+            &broker,
+            &format!("/api/queues/DLQ.orders/messages/{}", group_ids[0]),
+        )
+        .await;
+        let failures = one["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), 2, "{one}");
+        assert_eq!(failures[1]["reason"], "db down");
+        assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
+
+        // The preview moves nothing and says where each message goes. (Ids as
+        // numbers, as scripts wrote them before ids were strings, are still read.)
+        let (status, preview) = post(
+            &broker,
+            "/api/queues/DLQ.orders/retry",
+            json!({"ids": group_ids, "dry_run": true}),
+        )
+        .await;
+        assert_eq!(status, 200, "{preview}");
+        assert_eq!(
+            (&preview["would_move"], &preview["moved"]),
+            (&json!(2), &json!(0))
+        );
+        for outcome in preview["outcomes"].as_array().unwrap() {
+            assert_eq!(
+                (&outcome["to_queue"], &outcome["skipped"]),
+                (&json!("orders"), &Value::Null)
+            );
+        }
+        assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
+
+        // Confirming exactly the previewed ids moves those, and only those.
+        let previewed: Vec<&Value> = preview["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| &o["id"])
+            .collect();
+        assert_eq!(previewed.iter().copied().map(id).collect::<Vec<_>>(), group_ids);
+        let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
+        assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
+        let dlq = client.queue("DLQ.orders").await.unwrap();
+        assert_eq!(
+            (dlq.messages, dlq.moved_out, dlq.dropped),
+            (1, 2, 0),
+            "retried: moved out"
+        );
+        let mut consumer = client.consume("orders", 10).await.unwrap();
+        let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
+            .await
+            .iter()
+            .map(body)
+            .collect();
+        back.sort();
+        assert_eq!(back, ["a", "b"]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
