@@ -64,12 +64,16 @@ async fn post(broker: &Broker, path: &str, body: Value) -> (u16, Value) {
     )
 }
 
+/// A message id as the API gives it: a string of decimal digits (a JSON number
+/// would not reach a browser's JavaScript exactly).
+fn id(v: &Value) -> u64 {
+    v.as_str()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("{v} is not a message id as a string of digits"))
+}
+
 fn ids(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|id| id.as_u64().unwrap())
-        .collect()
+    v.as_array().unwrap().iter().map(id).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -240,7 +244,10 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     assert_eq!(messages[0]["body_preview"], "order 0");
     assert_eq!(messages[0]["body_encoding"], "text");
     assert_eq!(messages[0]["state"], "ready");
-    assert_eq!(messages[0]["properties"]["n"], json!({"type": "int", "value": 0}));
+    assert_eq!(
+        messages[0]["properties"]["n"],
+        json!({"type": "int", "value": "0"})
+    );
     let (_, second) = get(&broker, "/api/queues/orders/messages?offset=2&limit=2").await;
     let messages = second["messages"].as_array().unwrap();
     assert_eq!((messages.len(), &second["more"]), (2, &json!(false)), "{second}");
@@ -250,7 +257,7 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     let (_, filtered) = get(&broker, "/api/queues/orders/messages?filter=n%20%3E%201").await;
     assert_eq!(filtered["messages"].as_array().unwrap().len(), 1, "{filtered}");
 
-    let id = messages[0]["id"].as_u64().unwrap();
+    let id = id(&messages[0]["id"]);
     let (status, one) = get(&broker, &format!("/api/queues/orders/messages/{id}")).await;
     assert_eq!((status, &one["body_preview"]), (200, &json!("order 2")));
 
@@ -280,91 +287,96 @@ async fn a_queue_is_browsed_page_by_page_with_its_settings() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
-    let broker = Broker::start_with_config(POISON_CONFIG).await;
-    let client = broker.client().await;
-    poison(&client, "orders", &["a", "b"], "db down").await;
-    poison(&client, "orders", &["c"], "bad json").await;
+also_on_postgres! {
+    /// Also on PostgreSQL (`::on_postgres`), whose message ids are past 2^53.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn dead_letters_are_grouped_and_a_previewed_retry_puts_them_back() {
+        let broker = Broker::start_with_config(POISON_CONFIG).await;
+        let client = broker.client().await;
+        poison(&client, "orders", &["a", "b"], "db down").await;
+        poison(&client, "orders", &["c"], "bad json").await;
 
-    let (status, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
-    assert_eq!(status, 200, "{dl}");
-    assert_eq!((&dl["total"], &dl["grouped"]), (&json!(3), &json!(3)));
-    let groups = dl["groups"].as_array().unwrap();
-    assert_eq!(groups.len(), 2, "{dl}");
-    let db = &groups[0];
-    assert_eq!(
-        (
-            &db["orig_queue"],
-            &db["reason"],
-            &db["last_failure"],
-            &db["count"]
-        ),
-        (
-            &json!("orders"),
-            &json!("max-delivery-attempts"),
-            &json!("db down"),
-            &json!(2)
-        )
-    );
-    assert!(db["first_seen_ms"].as_u64().unwrap() <= db["last_seen_ms"].as_u64().unwrap());
-    assert_eq!(groups[1]["last_failure"], "bad json");
-    let group_ids = ids(&db["message_ids"]);
-
-    // One message's failure history.
-    let (_, one) = get(
-        &broker,
-        &format!("/api/queues/DLQ.orders/messages/{}", group_ids[0]),
-    )
-    .await;
-    let failures = one["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 2, "{one}");
-    assert_eq!(failures[1]["reason"], "db down");
-    assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
-
-    // The preview moves nothing and says where each message goes.
-    let (status, preview) = post(
-        &broker,
-        "/api/queues/DLQ.orders/retry",
-        json!({"ids": group_ids, "dry_run": true}),
-    )
-    .await;
-    assert_eq!(status, 200, "{preview}");
-    assert_eq!(
-        (&preview["would_move"], &preview["moved"]),
-        (&json!(2), &json!(0))
-    );
-    for outcome in preview["outcomes"].as_array().unwrap() {
+        let (status, dl) = get(&broker, "/api/queues/DLQ.orders/dead-letters").await;
+        assert_eq!(status, 200, "{dl}");
+        assert_eq!((&dl["total"], &dl["grouped"]), (&json!(3), &json!(3)));
+        let groups = dl["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "{dl}");
+        let db = &groups[0];
         assert_eq!(
-            (&outcome["to_queue"], &outcome["skipped"]),
-            (&json!("orders"), &Value::Null)
+            (
+                &db["orig_queue"],
+                &db["reason"],
+                &db["last_failure"],
+                &db["count"]
+            ),
+            (
+                &json!("orders"),
+                &json!("max-delivery-attempts"),
+                &json!("db down"),
+                &json!(2)
+            )
         );
-    }
-    assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
+        assert!(db["first_seen_ms"].as_u64().unwrap() <= db["last_seen_ms"].as_u64().unwrap());
+        assert_eq!(groups[1]["last_failure"], "bad json");
+        let group_ids = ids(&db["message_ids"]);
 
-    // Confirming exactly the previewed ids moves those, and only those.
-    let previewed: Vec<u64> = preview["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["id"].as_u64().unwrap())
-        .collect();
-    let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
-    assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
-    let dlq = client.queue("DLQ.orders").await.unwrap();
-    assert_eq!(
-        (dlq.messages, dlq.moved_out, dlq.dropped),
-        (1, 2, 0),
-        "retried: moved out"
-    );
-    let mut consumer = client.consume("orders", 10).await.unwrap();
-    let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
-        .await
-        .iter()
-        .map(body)
-        .collect();
-    back.sort();
-    assert_eq!(back, ["a", "b"]);
+        // One message's failure history.
+        let (_, one) = get(
+            &broker,
+            &format!("/api/queues/DLQ.orders/messages/{}", group_ids[0]),
+        )
+        .await;
+        let failures = one["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), 2, "{one}");
+        assert_eq!(failures[1]["reason"], "db down");
+        assert_eq!(one["origin"], json!({"address": "orders", "queue": "orders"}));
+
+        // The preview moves nothing and says where each message goes. (Ids as
+        // numbers, as scripts wrote them before ids were strings, are still read.)
+        let (status, preview) = post(
+            &broker,
+            "/api/queues/DLQ.orders/retry",
+            json!({"ids": group_ids, "dry_run": true}),
+        )
+        .await;
+        assert_eq!(status, 200, "{preview}");
+        assert_eq!(
+            (&preview["would_move"], &preview["moved"]),
+            (&json!(2), &json!(0))
+        );
+        for outcome in preview["outcomes"].as_array().unwrap() {
+            assert_eq!(
+                (&outcome["to_queue"], &outcome["skipped"]),
+                (&json!("orders"), &Value::Null)
+            );
+        }
+        assert_eq!(client.queue("DLQ.orders").await.unwrap().messages, 3);
+
+        // Confirming exactly the previewed ids moves those, and only those.
+        let previewed: Vec<&Value> = preview["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| &o["id"])
+            .collect();
+        assert_eq!(previewed.iter().copied().map(id).collect::<Vec<_>>(), group_ids);
+        let (status, done) = post(&broker, "/api/queues/DLQ.orders/retry", json!({"ids": previewed})).await;
+        assert_eq!((status, &done["moved"]), (200, &json!(2)), "{done}");
+        let dlq = client.queue("DLQ.orders").await.unwrap();
+        assert_eq!(
+            (dlq.messages, dlq.moved_out, dlq.dropped),
+            (1, 2, 0),
+            "retried: moved out"
+        );
+        let mut consumer = client.consume("orders", 10).await.unwrap();
+        let mut back: Vec<String> = receive(&mut consumer, 2, Duration::from_secs(5))
+            .await
+            .iter()
+            .map(body)
+            .collect();
+        back.sort();
+        assert_eq!(back, ["a", "b"]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -442,7 +454,7 @@ async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
     let url = format!(
         "{}/api/queues/big/messages/{}/body",
         broker.http_url().await,
-        m["id"]
+        id(&m["id"])
     );
     let answer = crate::support::http_exchange("GET", &url, None, None).await;
     assert_eq!((answer.status, answer.body.as_str()), (200, big.as_str()));
@@ -450,7 +462,7 @@ async fn a_big_body_downloads_whole_and_the_browse_window_says_where_it_ends() {
     assert!(
         head.contains(&format!(
             "content-disposition: attachment; filename=\"message-{}.bin\"",
-            m["id"]
+            id(&m["id"])
         )),
         "{head}"
     );
@@ -520,6 +532,9 @@ async fn bad_requests_get_a_4xx_with_a_clear_error() {
     let (status, v) = post(&broker, "/api/queues/orders/retry", json!({"ids": "one"})).await;
     assert_eq!(status, 400, "{v}");
     assert!(error(&v).contains("ids: invalid type"), "{v}");
+    let (status, v) = post(&broker, "/api/queues/orders/retry", json!({"ids": ["-1"]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(error(&v).contains("expected a message id"), "{v}");
     let (status, v) = post(
         &broker,
         "/api/queues/orders/retry",

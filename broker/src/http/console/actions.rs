@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use super::json::{self, Id};
 use super::manage_queue;
 use crate::engine::{Management, RetryOutcome, Selection};
 use crate::http::HttpState;
@@ -39,7 +40,7 @@ const MAX_PREVIEW: usize = 10_000;
 pub(super) struct Request {
     /// These messages (with `filter`: those of them it matches).
     #[serde(default)]
-    ids: Vec<u64>,
+    ids: Vec<Id>,
     /// A selector.
     #[serde(default)]
     filter: String,
@@ -65,7 +66,7 @@ impl Request {
         Ok(Selection {
             queue,
             filter: self.filter.clone(),
-            message_ids: self.ids.iter().copied().collect::<BTreeSet<u64>>(),
+            message_ids: self.ids.iter().map(|id| id.0).collect::<BTreeSet<u64>>(),
         })
     }
 }
@@ -107,17 +108,7 @@ pub(super) async fn retry(
     };
     let moving = RetryOutcome::moved(&outcomes);
     let skipped = outcomes.len() - moving;
-    let outcomes: Vec<Value> = outcomes
-        .into_iter()
-        .map(|o| {
-            json!({
-                "id": o.message_id,
-                "to_address": o.to_address,
-                "to_queue": o.to_queue,
-                "skipped": o.skipped,
-            })
-        })
-        .collect();
+    let outcomes: Vec<Value> = outcomes.iter().map(json::retry_outcome).collect();
     Ok(Json(json!({
         "dry_run": request.dry_run,
         "moved": if request.dry_run { 0 } else { moving },
@@ -246,4 +237,39 @@ async fn on_outage<'a>(
     let work = async { Ok(act(state.broker.management(), &queue)) };
     let did = audit::carried_out(caller, &operation, |_| None, work).await?;
     Ok(Json(json!({ done: did })))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn ids_are_read_from_strings_or_numbers_without_rounding() {
+        let ids = |body: Value| -> Result<BTreeSet<u64>, String> {
+            let request: Request = serde_json::from_value(body).map_err(|e| e.to_string())?;
+            Ok(request.selection("q".into()).unwrap().message_ids)
+        };
+        let big = (1 << 60) + 1;
+        assert_eq!(
+            ids(json!({"ids": ["1152921504606846977", "7"]})),
+            Ok([7, big].into())
+        );
+        // Older scripts send numbers: read as 64-bit integers, exactly.
+        assert_eq!(ids(json!({"ids": [1152921504606846977_u64]})), Ok([big].into()));
+        for bad in [
+            json!(["-1"]),
+            json!(["+1"]),
+            json!([""]),
+            json!(["1e3"]),
+            json!([1.5]),
+            json!([-1]),
+        ] {
+            let err = ids(json!({ "ids": bad })).unwrap_err();
+            assert!(err.contains("message id"), "{bad}: {err}");
+        }
+        let too_big = ids(json!({"ids": ["18446744073709551616"]})).unwrap_err();
+        assert!(too_big.contains("message id"), "{too_big}");
+    }
 }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::json::Id;
 use crate::dead_letter;
 use crate::engine::Browsed;
 
@@ -33,7 +34,7 @@ pub struct Group {
     pub first_seen_ms: u64,
     pub last_seen_ms: u64,
     /// In queue order.
-    pub message_ids: Vec<u64>,
+    pub message_ids: Vec<Id>,
 }
 
 type Key = (Option<String>, Option<String>, Option<String>, Option<String>);
@@ -71,7 +72,7 @@ pub fn group(messages: &[Browsed]) -> Vec<Group> {
         group.count += 1;
         group.first_seen_ms = group.first_seen_ms.min(seen);
         group.last_seen_ms = group.last_seen_ms.max(seen);
-        group.message_ids.push(browsed.entry.id);
+        group.message_ids.push(Id(browsed.entry.id));
     }
     let mut groups: Vec<Group> = groups.into_values().collect();
     groups.sort_by(|a, b| {
@@ -154,7 +155,7 @@ fn is_uuid(text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use rebound_storage::records::property_value::Value;
@@ -163,7 +164,14 @@ mod tests {
     use super::*;
     use crate::queue::{BrowseState, Entry};
 
-    fn dead(id: u64, at: u64, queue: &str, reason: &str, failures: &str) -> Browsed {
+    /// A dead letter `id` that arrived `at`, from `queue`, with its reasons.
+    pub(in crate::http::console) fn dead(
+        id: u64,
+        at: u64,
+        queue: &str,
+        reason: &str,
+        failures: &str,
+    ) -> Browsed {
         let mut record = MessageRecord {
             message_id: id,
             timestamp_ms: at,
@@ -224,7 +232,7 @@ mod tests {
                     g.count,
                     g.first_seen_ms,
                     g.last_seen_ms,
-                    g.message_ids.clone(),
+                    g.message_ids.iter().map(|id| id.0).collect::<Vec<_>>(),
                 )
             })
             .collect();

@@ -1,20 +1,59 @@
 //! How the console's API shows the engine's things as JSON: queues, messages
 //! (properties typed, the body as a bounded text or hex preview), settings with
-//! their sources, redelivery plans.
-use std::fmt::Write;
+//! their sources, redelivery plans; and message ids, both ways ([`Id`]).
+use std::fmt::{self, Write};
 
 use rebound_config::ResolvedSettings;
 use rebound_storage::records::property_value::Value;
+use serde::de::{self, Deserializer, Unexpected};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Value as Json, json};
 
 use crate::dead_letter;
-use crate::engine::Browsed;
+use crate::engine::{Browsed, RetryOutcome};
 use crate::explain::{End, Plan};
 use crate::outage::Status;
 use crate::queue::{BrowseState, Queue};
 
 /// Bytes of a body shown as text; as hex, half of it.
 const PREVIEW_BYTES: usize = 2048;
+
+/// A message id as the API writes and reads it: a JSON string of decimal
+/// digits. Ids are 64-bit, and the page's JavaScript numbers are exact only
+/// up to 2^53: as a number, a large id would reach the page rounded, and an
+/// action would name another message. Read, a JSON number is taken too (for
+/// scripts written when ids were numbers), as a `u64`, never rounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Id(pub u64);
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Id, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a message id: a string of decimal digits, or a non-negative integer")
+            }
+            fn visit_u64<E: de::Error>(self, id: u64) -> Result<Id, E> {
+                Ok(Id(id))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Id, E> {
+                // Digits only: `parse` would also take a sign.
+                match text.parse() {
+                    Ok(id) if text.bytes().all(|b| b.is_ascii_digit()) => Ok(Id(id)),
+                    _ => Err(E::invalid_value(Unexpected::Str(text), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
 
 /// A queue's identity and live counts.
 pub fn queue(queue: &Queue) -> Json {
@@ -70,7 +109,7 @@ pub fn message(b: &Browsed) -> Json {
         .collect();
     let (encoding, preview) = preview(&record.body);
     json!({
-        "id": b.entry.id,
+        "id": Id(b.entry.id),
         "address": record.address,
         "priority": record.priority,
         "durable": record.durable,
@@ -91,6 +130,16 @@ pub fn message(b: &Browsed) -> Json {
     })
 }
 
+/// Where a retried (or, in a dry run, previewed) message goes, or why it stays.
+pub fn retry_outcome(o: &RetryOutcome) -> Json {
+    json!({
+        "id": Id(o.message_id),
+        "to_address": o.to_address,
+        "to_queue": o.to_queue,
+        "skipped": o.skipped,
+    })
+}
+
 /// A message's failed deliveries: those a dead letter carries, or those its queue
 /// keeps for it while it is retried.
 fn failures(b: &Browsed) -> Vec<dead_letter::Failure> {
@@ -108,11 +157,13 @@ fn failures(b: &Browsed) -> Vec<dead_letter::Failure> {
         .collect()
 }
 
+/// A property's value with its type. An int is 64-bit, and may be a message id
+/// (`_AMQ_ORIG_MESSAGE_ID`): written as a string of digits, as ids are ([`Id`]).
 fn property(value: Option<&Value>) -> Json {
     match value {
         None => json!({"type": "null", "value": null}),
         Some(Value::String(s)) => json!({"type": "string", "value": s}),
-        Some(Value::Int(i)) => json!({"type": "int", "value": i}),
+        Some(Value::Int(i)) => json!({"type": "int", "value": i.to_string()}),
         Some(Value::Double(d)) => json!({"type": "double", "value": d}),
         Some(Value::Bool(b)) => json!({"type": "bool", "value": b}),
         Some(Value::Bytes(b)) => json!({"type": "bytes", "value": hex(&b[..b.len().min(PREVIEW_BYTES / 2)])}),
@@ -202,7 +253,46 @@ pub fn plan(plan: &Plan) -> Json {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use rebound_storage::PropertyValue;
+
     use super::*;
+    use crate::http::console::groups;
+
+    /// 2^60 + 1: past 2^53, where a JavaScript number stops being exact.
+    const BIG: u64 = (1 << 60) + 1;
+
+    #[test]
+    fn message_ids_past_2_53_show_as_exact_strings() {
+        let browsed = groups::tests::dead(BIG, 1, "orders", "max-delivery-attempts", "");
+        assert_eq!(message(&browsed)["id"], json!("1152921504606846977"));
+        let groups = serde_json::to_value(groups::group(&[browsed])).unwrap();
+        assert_eq!(groups[0]["message_ids"], json!(["1152921504606846977"]));
+        let outcome = RetryOutcome {
+            message_id: BIG,
+            to_address: "orders".into(),
+            to_queue: "orders".into(),
+            skipped: None,
+        };
+        assert_eq!(retry_outcome(&outcome)["id"], json!("1152921504606846977"));
+    }
+
+    #[test]
+    fn int_properties_show_as_exact_strings() {
+        let mut browsed = groups::tests::dead(1, 1, "orders", "max-delivery-attempts", "");
+        let record = Arc::make_mut(&mut browsed.record);
+        for (name, value) in [(dead_letter::ORIG_MESSAGE_ID, BIG as i64), ("delta", -5)] {
+            let value = Some(Value::Int(value));
+            record.properties.insert(name.into(), PropertyValue { value });
+        }
+        let properties = &message(&browsed)["properties"];
+        assert_eq!(
+            properties[dead_letter::ORIG_MESSAGE_ID],
+            json!({"type": "int", "value": "1152921504606846977"})
+        );
+        assert_eq!(properties["delta"], json!({"type": "int", "value": "-5"}));
+    }
 
     #[test]
     fn bodies_preview_as_text_or_hex() {

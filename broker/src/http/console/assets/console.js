@@ -125,6 +125,13 @@ const fmt = {
   },
 };
 
+// Message ids are strings of decimal digits, as the API gives them: 64-bit, past
+// what a JavaScript number holds exactly, so never turned into numbers. In
+// order: the shorter first, then digit by digit.
+function compareIds(a, b) {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
 function hashFor(view, name) {
   return "#/" + view + (name === undefined ? "" : "/" + encodeURIComponent(name));
 }
@@ -433,13 +440,13 @@ class QueuePage {
     this.settings = el("div", {});
     this.filterInput = el("input", { type: "search", "aria-label": "Selector", placeholder: "Selector, e.g. color = 'red'", onchange: () => { this.filter = this.filterInput.value; this.offset = 0; tick(); } });
     const position = el("input", { type: "number", min: 1, id: "goto-position", "aria-label": "Go to position", placeholder: "position" });
-    const id = el("input", { type: "number", min: 1, id: "open-id", "aria-label": "Open message id", placeholder: "message id" });
+    const id = el("input", { type: "text", inputmode: "numeric", pattern: "[0-9]+", required: true, id: "open-id", "aria-label": "Open message id", placeholder: "message id" });
     this.found = el("div", {});
     const go = (e) => { e.preventDefault(); this.offset = Math.max(0, Number(position.value) - 1); tick(); };
     const open = async (e) => {
       e.preventDefault();
       try {
-        const m = await api(`/api/queues/${encodeURIComponent(this.name)}/messages/${Number(id.value)}`);
+        const m = await api(`/api/queues/${encodeURIComponent(this.name)}/messages/${encodeURIComponent(id.value.trim())}`);
         put(this.found, el("div", { class: "panel", id: "found" }, messageDetail(m, this.name)));
       } catch (err) {
         toast(err.message, true);
@@ -632,7 +639,7 @@ function settingsTable(settings) {
 const LISTED_IDS = 100;
 function selectionList(body) {
   if (!body.ids) return el("p", { class: "selection-list" }, "The messages that match the selector ", el("code", { text: body.filter }), ".");
-  const ids = [...body.ids].sort((a, b) => a - b);
+  const ids = [...body.ids].sort(compareIds);
   return el("div", { class: "selection-list" },
     el("span", { class: "muted", text: "Messages " }),
     el("ul", { class: "ids" }, ids.slice(0, LISTED_IDS).map((id) => el("li", { class: "mono", text: id }))),
@@ -648,7 +655,7 @@ class DeadLetters {
   constructor(root, name) {
     this.root = root;
     this.name = name;
-    this.selected = new Set(); // message ids
+    this.selected = new Set(); // message ids (strings)
     this.expanded = new Set(); // group keys
     this.preview = null; // { kind, ids, answer, to_address }
     this.details = new Map(); // id -> message
