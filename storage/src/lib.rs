@@ -351,7 +351,10 @@ pub enum Op {
 /// Dropping it does not cancel the commit.
 #[derive(Debug)]
 #[must_use = "a commit is only durable once its future resolves"]
-pub struct Commit(oneshot::Receiver<Result<(), StorageError>>);
+pub struct Commit {
+    done: oneshot::Receiver<Result<(), StorageError>>,
+    inboxed: Vec<(QueueId, MessageId)>,
+}
 
 impl Commit {
     /// A commit that has already completed with `result`.
@@ -359,15 +362,29 @@ impl Commit {
         let (tx, rx) = oneshot::channel();
         // The receiver is alive, so sending cannot fail.
         let _ = tx.send(result);
-        Commit(rx)
+        Commit::from(rx)
+    }
+
+    /// The messages it stores for a queue another node serves (several
+    /// brokers on one database): that node takes them into its memory from
+    /// its inbox, so this one must not.
+    pub fn inboxed(&self) -> &[(QueueId, MessageId)] {
+        &self.inboxed
+    }
+
+    pub(crate) fn with_inbox(self, inboxed: Vec<(QueueId, MessageId)>) -> Commit {
+        Commit { inboxed, ..self }
     }
 }
 
 /// A commit completed by whoever holds the sender; a dropped sender means
 /// [`StorageError::Closed`].
 impl From<oneshot::Receiver<Result<(), StorageError>>> for Commit {
-    fn from(rx: oneshot::Receiver<Result<(), StorageError>>) -> Commit {
-        Commit(rx)
+    fn from(done: oneshot::Receiver<Result<(), StorageError>>) -> Commit {
+        Commit {
+            done,
+            inboxed: Vec::new(),
+        }
     }
 }
 
@@ -375,7 +392,7 @@ impl Future for Commit {
     type Output = Result<(), StorageError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0)
+        Pin::new(&mut self.done)
             .poll(cx)
             .map(|r| r.unwrap_or(Err(StorageError::Closed)))
     }

@@ -321,7 +321,8 @@ async fn a_stale_epoch_fails_its_commit_only_and_changes_nothing() {
 }
 
 /// b stores a message for a queue a holds: it goes to a's inbox, with one
-/// notification, and reaches a's scans only once a takes it from there.
+/// notification, and reaches a's scans only once a takes it from there; the
+/// commit names it, so that b does not take it into its memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox() {
     let Some(schema) = TestSchema::create("cluster inbox") else {
@@ -347,7 +348,10 @@ async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox()
             id,
             state: state.clone(),
         };
-        b.commit(vec![put(1, id), scheduled, put(2, id)]).await.unwrap();
+        let commit = b.commit(vec![put(1, id), scheduled, put(2, id)]);
+        // Named to the sender, which must leave them to the queue's owner.
+        assert_eq!(commit.inboxed(), [(1, id)]);
+        commit.await.unwrap();
         match tokio::time::timeout(Duration::from_millis(200), notices.recv()).await {
             Ok(notice) => break notice.unwrap(),
             Err(_) => assert!(id < 60, "no notification heard"),

@@ -6,11 +6,12 @@
 //! A message may carry a duplicate id (`crate::duplicates`): its address's cache is
 //! consulted and updated in the same commit. Messages that ask for neither pay for
 //! neither.
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use prost::Message as _;
 use rebound_config::EffectiveSettings;
-use rebound_storage::{MessageRecord, Op, StorageError};
+use rebound_storage::{Commit, MessageId, MessageRecord, Op, QueueId, StorageError};
 
 use super::Broker;
 use super::addresses::Create;
@@ -208,11 +209,12 @@ impl Broker {
             }
             self.submit(ops)
         };
+        let inboxed = inboxed(&commit);
         self.commit(commit).await?;
         if let Some(reservation) = reservation {
             reservation.durable();
         }
-        arrivals.deliver(now_ms());
+        arrivals.deliver(now_ms(), &inboxed);
         Ok((unrouted, duplicates))
     }
 }
@@ -298,7 +300,17 @@ impl Arrivals {
     /// Hands the messages to their queues: one lock and one wake-up of the
     /// queue's dispatcher per run of arrivals for the same queue, not one per
     /// message.
-    pub(super) fn deliver(mut self, now: u64) {
+    pub(super) fn deliver(mut self, now: u64, inboxed: &HashSet<(QueueId, MessageId)>) {
+        // Stored with an inbox row: the queue's owner takes them from there,
+        // also when that is this node by now; taken here too, one would be
+        // in memory twice, and come again after its ack.
+        self.0.retain(|(queue, entry, _, _)| {
+            let theirs = inboxed.contains(&(queue.id, entry.id));
+            if theirs {
+                queue.abandon([entry.id]);
+            }
+            !theirs
+        });
         let mut arrivals = std::mem::take(&mut self.0).into_iter().peekable();
         while let Some((queue, entry, due_ms, to_disk)) = arrivals.next() {
             let mut entries = vec![(entry, due_ms)];
@@ -314,6 +326,11 @@ impl Arrivals {
             }
         }
     }
+}
+
+/// The messages `commit` stores for queues other nodes serve ([`Commit::inboxed`]).
+pub(super) fn inboxed(commit: &Option<Commit>) -> HashSet<(QueueId, MessageId)> {
+    commit.iter().flat_map(|c| c.inboxed().iter().copied()).collect()
 }
 
 impl Drop for Arrivals {

@@ -114,6 +114,7 @@ impl Committer {
         let bytes = ops.iter().map(op_bytes).sum();
         let ids = Ids::of(&ops);
         let (done, commit) = oneshot::channel();
+        let inboxed = inbox.clone();
         // A committer that stopped drops the sender: the commit is Closed.
         let _ = self.queue.send(Message::Commit(Request {
             ops_count: ops.len() as u64,
@@ -124,7 +125,7 @@ impl Committer {
             ids,
             done,
         }));
-        Commit::from(commit)
+        Commit::from(commit).with_inbox(inboxed)
     }
 
     /// Lets the committer finish what is queued and stop; later commits fail

@@ -5,7 +5,11 @@
 //! stored by the node the producer talks to, and for each queue that node
 //! does not hold, an `inbox (queue, id)` row joins the same transaction
 //! (`fence.rs` sorts them, `writes.rs` writes them), which then sends one
-//! `NOTIFY rebound_inbox` naming those queues, never one per message.
+//! `NOTIFY rebound_inbox` naming those queues, never one per message. The
+//! [`Commit`](crate::Commit) names those messages ([`Commit::inboxed`](crate::Commit::inboxed)), so that
+//! the sending node never takes one into its own memory, also when it has
+//! become the queue's owner meanwhile: a message with an inbox row reaches
+//! memory through the inbox only, once.
 //!
 //! The owner listens on a connection of its own ([`PostgresStore::inbox_notices`])
 //! and also looks every second or so ([`PostgresStore::inbox_queues`]), since
