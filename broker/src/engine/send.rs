@@ -6,7 +6,6 @@
 //! A message may carry a duplicate id (`crate::duplicates`): its address's cache is
 //! consulted and updated in the same commit. Messages that ask for neither pay for
 //! neither.
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use prost::Message as _;
@@ -300,17 +299,20 @@ impl Arrivals {
     /// Hands the messages to their queues: one lock and one wake-up of the
     /// queue's dispatcher per run of arrivals for the same queue, not one per
     /// message.
-    pub(super) fn deliver(mut self, now: u64, inboxed: &HashSet<(QueueId, MessageId)>) {
+    /// `inboxed` is sorted.
+    pub(super) fn deliver(mut self, now: u64, inboxed: &[(QueueId, MessageId)]) {
         // Stored with an inbox row: the queue's owner takes them from there,
         // also when that is this node by now; taken here too, one would be
         // in memory twice, and come again after its ack.
-        self.0.retain(|(queue, entry, _, _)| {
-            let theirs = inboxed.contains(&(queue.id, entry.id));
-            if theirs {
-                queue.abandon([entry.id]);
-            }
-            !theirs
-        });
+        if !inboxed.is_empty() {
+            self.0.retain(|(queue, entry, _, _)| {
+                let theirs = inboxed.binary_search(&(queue.id, entry.id)).is_ok();
+                if theirs {
+                    queue.abandon([entry.id]);
+                }
+                !theirs
+            });
+        }
         let mut arrivals = std::mem::take(&mut self.0).into_iter().peekable();
         while let Some((queue, entry, due_ms, to_disk)) = arrivals.next() {
             let mut entries = vec![(entry, due_ms)];
@@ -328,9 +330,12 @@ impl Arrivals {
     }
 }
 
-/// The messages `commit` stores for queues other nodes serve ([`Commit::inboxed`]).
-pub(super) fn inboxed(commit: &Option<Commit>) -> HashSet<(QueueId, MessageId)> {
-    commit.iter().flat_map(|c| c.inboxed().iter().copied()).collect()
+/// The messages `commit` stores for queues other nodes serve ([`Commit::inboxed`]),
+/// sorted; none (and no allocation) on a single broker.
+pub(super) fn inboxed(commit: &Option<Commit>) -> Vec<(QueueId, MessageId)> {
+    let mut inboxed: Vec<_> = commit.iter().flat_map(|c| c.inboxed().iter().copied()).collect();
+    inboxed.sort_unstable();
+    inboxed
 }
 
 impl Drop for Arrivals {
