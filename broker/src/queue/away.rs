@@ -51,7 +51,8 @@ impl Queue {
 
     /// Serves the queue here again, from what the store holds: every stored
     /// message of it is paged and not counted yet. The range to count has no
-    /// upper end, since other nodes' ids are not ordered with this node's.
+    /// upper end: another node's ids may be above those this node hands out
+    /// (their clocks agree to a round trip).
     pub fn load(&self) {
         let mut st = self.lock();
         if st.closed || !st.away {
