@@ -149,6 +149,7 @@ impl ConsumerBuilder {
             rejected: Vec::new(),
             replenish: self.replenish,
             owed: 0,
+            regrant: 0,
         })
     }
 }
@@ -168,6 +169,10 @@ impl ConsumerBuilder {
 /// End it with [`close`](Self::close): what it still holds goes back to the queue
 /// without counting as a delivery attempt. A consumer that is dropped instead (or
 /// whose connection breaks) counts as a failed delivery of everything it held.
+///
+/// In a cluster the stream follows its queue from node to node; deliveries the
+/// queue's previous node took back are voided, and those not yet returned by
+/// [`next`](Self::next) never are (their credit is granted again).
 #[derive(Debug)]
 pub struct Consumer {
     requests: Option<mpsc::Sender<proto::ConsumeRequest>>,
@@ -187,6 +192,8 @@ pub struct Consumer {
     /// Credit granted for settles the broker then refused: their deliveries are
     /// still outstanding, so the window's next grants pay it back.
     owed: u32,
+    /// The credit of voided deliveries dropped unseen, to grant again.
+    regrant: u32,
 }
 
 impl Consumer {
@@ -208,6 +215,13 @@ impl Consumer {
         loop {
             if let Some(delivery) = self.buffered.pop_front() {
                 return Ok(Some(delivery));
+            }
+            if self.regrant > 0 {
+                // Taken off once sent: a cancelled grant is made next time.
+                let regrant = self.regrant;
+                self.grant(regrant).await?;
+                self.regrant -= regrant;
+                continue;
             }
             if !self.read().await? {
                 return Ok(None);
@@ -435,6 +449,15 @@ impl Consumer {
                 if !settled.error.is_empty() {
                     self.rejected.push(settled.error);
                 }
+            }
+            Some(ResponseKind::Voided(voided)) => {
+                // Their messages went back to the queue: the application must not
+                // see them, and never used their credit.
+                let before = self.buffered.len();
+                self.buffered
+                    .retain(|delivery| !voided.delivery_ids.contains(&delivery.id));
+                let dropped = u32::try_from(before - self.buffered.len()).unwrap_or(u32::MAX);
+                self.regrant = self.regrant.saturating_add(dropped);
             }
             Some(ResponseKind::Subscribed(_)) => return Err(Error::Protocol("a second Subscribed".into())),
             None => return Err(Error::missing("ConsumeResponse.kind")),

@@ -467,7 +467,9 @@ class ConsumeRequest(_message.Message):
         credit and settling gives none back, so the broker never has more unsettled
         deliveries outstanding to this consumer than it has granted. A consumer that
         wants a steady window of N grants one more per settled delivery (the Rust
-        client does this for you).
+        client does this for you). Between the nodes of a cluster, `credit {0}` is
+        also a heartbeat: a node forwarding a stream sends one every quarter lease,
+        and the serving node ends a forwarded stream silent for half a lease.
         """
 
     @_builtins.property
@@ -637,6 +639,7 @@ class ConsumeResponse(_message.Message):
     SUBSCRIBED_FIELD_NUMBER: _builtins.int
     DELIVERIES_FIELD_NUMBER: _builtins.int
     SETTLED_FIELD_NUMBER: _builtins.int
+    VOIDED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def subscribed(self) -> Global___Subscribed:
         """First message: the subscription is active."""
@@ -649,22 +652,58 @@ class ConsumeResponse(_message.Message):
     def settled(self) -> Global___Settled:
         """Answer to one `settle`, sent once its effect is on disk."""
 
+    @_builtins.property
+    def voided(self) -> Global___Voided:
+        """Deliveries this stream no longer holds although the client did not settle
+        them. Unsolicited: it answers no settle.
+        """
+
     def __init__(
         self,
         *,
         subscribed: Global___Subscribed | None = ...,
         deliveries: Global___Deliveries | None = ...,
         settled: Global___Settled | None = ...,
+        voided: Global___Voided | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "kind", b"kind", "settled", b"settled", "subscribed", b"subscribed"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "kind", b"kind", "settled", b"settled", "subscribed", b"subscribed", "voided", b"voided"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "kind", b"kind", "settled", b"settled", "subscribed", b"subscribed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "kind", b"kind", "settled", b"settled", "subscribed", b"subscribed", "voided", b"voided"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribed", "deliveries", "settled"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["subscribed", "deliveries", "settled", "voided"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___ConsumeResponse: _TypeAlias = ConsumeResponse  # noqa: Y015
+
+@_typing.final
+class Voided(_message.Message):
+    """Sent when a consumer stream moves to its queue's next node (in a cluster, the
+    node a client talks to attaches the stream elsewhere when the serving node goes
+    away, stalls or gives the queue up): that node took the deliveries back, so
+    they come again, counted as a failed attempt, possibly to another consumer.
+    A client drops those it has received and not yet handed to the application,
+    and grants their credit again (the application never used it); settling one
+    the application already has is answered with its id unknown.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERY_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def delivery_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        delivery_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivery_ids", b"delivery_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Voided: _TypeAlias = Voided  # noqa: Y015
 
 @_typing.final
 class Subscribed(_message.Message):
