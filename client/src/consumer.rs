@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -213,6 +214,13 @@ impl Consumer {
     /// Cancel-safe: dropping the future (e.g. in `select!`) loses no delivery.
     pub async fn next(&mut self) -> Result<Option<Delivery>> {
         loop {
+            // What has arrived is read first: a void among it drops deliveries
+            // received before it.
+            while let Some(more) = self.read().now_or_never() {
+                if !more? {
+                    break;
+                }
+            }
             if let Some(delivery) = self.buffered.pop_front() {
                 return Ok(Some(delivery));
             }

@@ -306,3 +306,86 @@ fn two_queues() -> String {
         .map(|q| format!("[[addresses]]\nname = \"{q}\"\n  [[addresses.queues]]\n  name = \"{q}\"\n"))
         .collect()
 }
+
+/// A node that stalls past the lease while it forwards a consumer: the
+/// queue's node stops delivering to that stream within about a lease, so the
+/// queue's other consumer gets every message sent meanwhile, and what the
+/// stalled node's consumer held then comes again to the other one. When the
+/// node wakes, its consumer's application gets none of those deliveries:
+/// the one it had is answered as unknown when settled, the one it had
+/// received and not taken yet is voided.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_that_stalls_stops_getting_deliveries_for_the_consumer_it_forwards() {
+    let Some(schema) = TestSchema::create("cluster: a stalled forwarding node") else {
+        return;
+    };
+    let url = schema.url();
+    let mut nodes = Nodes::start_n(Some(schema), CONFIG, &url, 2).await;
+    let owner = nodes.owner(Duration::from_secs(10)).await;
+    let via = 1 - owner;
+    let direct = nodes.node(owner).client().await;
+    let mut forwarded = nodes
+        .node(via)
+        .client()
+        .await
+        .consume("orders", 10)
+        .await
+        .unwrap();
+    for body in ["held", "buffered"] {
+        direct.send(OutgoingMessage::new("orders", body)).await.unwrap();
+    }
+    let held = forwarded
+        .next_timeout(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the forwarded consumer's first delivery");
+    assert_eq!(body(&held), "held");
+    // The second delivery reaches the client, which does not take it yet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut other = direct.consume("orders", 20).await.unwrap();
+
+    nodes.node(via).stop();
+    tokio::time::sleep(LEASE * 3 / 2).await;
+    let sent: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    for body in &sent {
+        direct
+            .send(OutgoingMessage::new("orders", body.clone()))
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    let deadline = Instant::now() + LEASE * 3;
+    while got.len() < sent.len() + 2 && Instant::now() < deadline {
+        if let Some(delivery) = other.next_timeout(Duration::from_millis(200)).await.unwrap() {
+            other.ack(&[delivery.id]).await.unwrap();
+            got.push(body(&delivery));
+        }
+    }
+    other.flush().await.unwrap();
+    nodes.node(via).cont();
+    got.sort();
+    let mut expected: Vec<String> = sent
+        .iter()
+        .cloned()
+        .chain(["buffered".into(), "held".into()])
+        .collect();
+    expected.sort();
+    assert_eq!(
+        got, expected,
+        "while the forwarding node stalled, the other consumer got every message sent and what the stalled one held"
+    );
+
+    forwarded.ack(&[held.id]).await.unwrap();
+    let unknown = tokio::time::timeout(Duration::from_secs(10), forwarded.flush())
+        .await
+        .expect("the ack is answered")
+        .unwrap();
+    assert_eq!(unknown, [held.id], "the ack of a delivery taken back is unknown");
+    if let Some(stale) = forwarded.next_timeout(LEASE * 2).await.unwrap() {
+        panic!(
+            "the stalled node's consumer got {} (count {}) after the other consumer acked it",
+            body(&stale),
+            stale.delivery_count
+        );
+    }
+}

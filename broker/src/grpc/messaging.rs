@@ -8,7 +8,9 @@
 //! queue at once (uncounted if it had sent `close` first).
 //!
 //! A Consume stream for a queue another node serves (several brokers on one
-//! database) is forwarded to that node (`cluster/proxy.rs`).
+//! database) is forwarded to that node (`cluster/proxy.rs`). A stream another
+//! node forwarded here ends when that node goes silent for a lease
+//! (`cluster/heartbeat.rs`).
 //!
 //! A Publish stream is a producer's pipeline of sends, answered in order
 //! (`publish.rs`).
@@ -45,6 +47,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::cluster::Nodes;
+use super::cluster::heartbeat::Silence;
 use super::cluster::user_of;
 use super::cluster::{follow, proxy};
 use super::convert::{delivery_to_wire, held_to_wire, messages_from_wire, settlement_from_wire};
@@ -279,6 +282,10 @@ impl pb::messaging_server::Messaging for MessagingService {
             consumer,
             tx,
             caller,
+            silence: forwarded_by
+                .is_some()
+                .then(|| self.nodes.lease().map(Silence::new))
+                .flatten(),
             forwarded_by,
             _counted: counted,
             // Only a node's queues move.
@@ -383,6 +390,9 @@ struct Session {
     /// The node that forwarded this stream, and its incarnation, if another
     /// node did: the transactions its acks name are that node's.
     forwarded_by: Option<(String, u64)>,
+    /// How long the node that forwarded this stream has not beaten on it;
+    /// `None` for a client's own stream.
+    silence: Option<Silence>,
     /// Counts the stream against its connection's limit while the session lives.
     _counted: Option<Counted>,
     /// How the stream follows its queue when this node gives it up; `None`
@@ -398,18 +408,25 @@ impl Session {
         mut changes: watch::Receiver<Arc<Policy>>,
     ) {
         let mut rejoin = self.rejoin.take();
+        let mut silence = self.silence.take();
         // Why the stream ends, for the client (if it still listens): told after the
         // consumer is detached, so a client that does not read holds nothing.
         let mut moved = false;
         let last: Option<Status> = loop {
+            let quiet = silence.as_ref().map(Silence::too_long);
             tokio::select! {
                 batch = deliveries.recv() => match batch {
                     Some(batch) => {
                         if let Some(rejoin) = &mut rejoin {
                             rejoin.delivered(batch.iter().map(|d| d.delivery_id));
                         }
+                        // Waiting for the forwarding node to read is not its silence.
+                        let waits = self.tx.capacity() == 0;
                         if !tell(&self.broker, &self.tx, Ok(deliveries_response(&self.queue.name, batch))).await {
                             break None;
+                        }
+                        if let (true, Some(silence)) = (waits, &mut silence) {
+                            silence.heard();
                         }
                     }
                     None => {
@@ -420,6 +437,9 @@ impl Session {
                 },
                 request = inbound.message() => match request {
                     Ok(Some(request)) => {
+                        if let Some(silence) = &mut silence {
+                            silence.heard();
+                        }
                         if let Some(rejoin) = &mut rejoin {
                             rejoin.requested(&request);
                         }
@@ -440,6 +460,14 @@ impl Session {
                         self.queue.stop(self.consumer);
                         break Some(err.into());
                     }
+                }
+                _ = async {
+                    match quiet {
+                        Some(quiet) => quiet.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    break Some(Status::unavailable("the node that forwarded this stream sent no heartbeat for a lease"));
                 }
                 _ = self.broker.shutdown().cancelled() => break Some(BrokerError::ShuttingDown.into()),
             }

@@ -17,11 +17,17 @@
 //!   unknown (their messages went back to the queue with it, and come again,
 //!   counted as a failed attempt), so a settle naming only such ids is answered
 //!   here, and the settles an attachment had not answered when it ended are
-//!   answered here with their ids unknown.
+//!   answered here with their ids unknown;
+//! - the deliveries of an attachment that ended are voided (`Voided`, [`Held`]):
+//!   a client drops those it has not handed to its application yet, which
+//!   would otherwise process a message another consumer has by then.
+//!
+//! An attachment also ends when this node could not beat on it in time
+//! (`heartbeat.rs`): it stalled, and what the attachment still brings is stale.
 //!
 //! A node attaches a stream to itself through its own gRPC endpoint (its
 //! advertised address), as it would to another node: one path for both.
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +38,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
+use super::heartbeat::Beat;
 use super::nodes::{self, Nodes};
 use super::proxy::{self, Credentials};
 use crate::engine::Broker;
@@ -76,6 +83,7 @@ pub(in crate::grpc) async fn consume<C: Send + 'static>(
         credentials,
         subscribe,
         ids: Ids::default(),
+        held: Held::default(),
         tx,
     };
     broker.spawn(async move {
@@ -94,6 +102,7 @@ pub(in crate::grpc) struct Rejoin {
     subscribe: pb::Subscribe,
     ids: Ids,
     credit: Credit,
+    held: Held,
     /// The client said it stops: nothing to follow.
     closing: bool,
 }
@@ -113,6 +122,7 @@ impl Rejoin {
             },
             subscribe,
             ids: Ids::default(),
+            held: Held::default(),
             closing: false,
         }
     }
@@ -121,17 +131,18 @@ impl Rejoin {
     pub(in crate::grpc) fn delivered(&mut self, ids: impl ExactSizeIterator<Item = u64>) {
         self.credit.used += ids.len() as u64;
         ids.for_each(|id| {
-            self.ids.outward(id);
+            self.held.given(self.ids.outward(id));
         });
     }
 
     /// The client sent `request`.
     pub(in crate::grpc) fn requested(&mut self, request: &pb::ConsumeRequest) {
-        match request.kind {
+        match &request.kind {
             Some(consume_request::Kind::Credit(pb::Credit { credit })) => {
-                self.credit.granted += u64::from(credit)
+                self.credit.granted += u64::from(*credit)
             }
             Some(consume_request::Kind::Close(_)) => self.closing = true,
+            Some(consume_request::Kind::Settle(settle)) => self.held.settled(&settle.delivery_ids),
             _ => {}
         }
     }
@@ -154,12 +165,14 @@ impl Rejoin {
             subscribe: self.subscribe,
             ids: self.ids,
             credit: self.credit,
+            held: self.held,
             tx,
         };
         broker.spawn(async move {
             let _counted = counted;
             let followed = match closing {
                 true => Err(why),
+                false if !follower.void().await => return,
                 false => follower.follow(why).await,
             };
             match followed {
@@ -186,6 +199,7 @@ struct Follower {
     subscribe: pb::Subscribe,
     ids: Ids,
     credit: Credit,
+    held: Held,
     tx: mpsc::Sender<Result<pb::ConsumeResponse, Status>>,
 }
 
@@ -196,39 +210,48 @@ impl Follower {
         let (mut open, mut closing) = (true, false);
         let shutdown = self.broker.shutdown().clone();
         let last = loop {
-            tokio::select! {
-                request = inbound.message(), if open => match request {
-                    Ok(Some(request)) => {
-                        closing |= matches!(request.kind, Some(consume_request::Kind::Close(_)));
-                        if !self.request(&mut attachment, request).await {
-                            break None;
+            let lapses = attachment.lapses();
+            // Why the attachment ended, once it did.
+            let ended = tokio::select! {
+                request = inbound.message(), if open => {
+                    match request {
+                        Ok(Some(request)) => {
+                            closing |= matches!(request.kind, Some(consume_request::Kind::Close(_)));
+                            if !self.request(&mut attachment, request).await {
+                                break None;
+                            }
+                        }
+                        // The client ended its side: so does the forwarded stream.
+                        _ => {
+                            open = false;
+                            attachment.requests = None;
                         }
                     }
-                    // The client ended its side: so does the forwarded stream.
-                    _ => {
-                        open = false;
-                        attachment.requests = None;
-                    }
-                },
+                    continue;
+                }
                 response = attachment.responses.message() => match response {
+                    Ok(Some(_)) if attachment.lapsed() => lapsed(),
                     Ok(Some(response)) => {
                         if !self.response(&mut attachment, response).await {
                             break None;
                         }
+                        continue;
                     }
                     Ok(None) => break None,
-                    Err(status) if open && !closing && follows(&status) => {
-                        if !self.answer_unanswered(&mut attachment).await {
-                            break None;
-                        }
-                        match self.follow(status).await {
-                            Ok(next) => attachment = next,
-                            Err(status) => break Some(status),
-                        }
-                    }
-                    Err(status) => break Some(proxy::moved(status)),
+                    Err(status) => status,
                 },
+                _ = lapses => lapsed(),
                 _ = shutdown.cancelled() => break Some(BrokerError::ShuttingDown.into()),
+            };
+            if !(open && !closing && follows(&ended)) {
+                break Some(proxy::moved(ended));
+            }
+            if !self.void().await || !self.answer_unanswered(&mut attachment).await {
+                break None;
+            }
+            match self.follow(ended).await {
+                Ok(next) => attachment = next,
+                Err(status) => break Some(status),
             }
         };
         if let Some(status) = last {
@@ -245,6 +268,7 @@ impl Follower {
         match &mut request.kind {
             Some(consume_request::Kind::Credit(credit)) => self.credit.granted += u64::from(credit.credit),
             Some(consume_request::Kind::Settle(settle)) => {
+                self.held.settled(&settle.delivery_ids);
                 let (current, ended) = self.ids.split(&settle.delivery_ids);
                 if current.is_empty() {
                     return self.tx.send(Ok(unknown(ended))).await.is_ok();
@@ -270,6 +294,7 @@ impl Follower {
                 self.credit.used += batch.deliveries.len() as u64;
                 for delivery in &mut batch.deliveries {
                     delivery.delivery_id = self.ids.outward(delivery.delivery_id);
+                    self.held.given(delivery.delivery_id);
                 }
             }
             Some(consume_response::Kind::Settled(settled)) => {
@@ -287,6 +312,19 @@ impl Follower {
             _ => {}
         }
         self.tx.send(Ok(response)).await.is_ok()
+    }
+
+    /// Voids what the client holds of an attachment that ended. False when
+    /// the client is gone.
+    async fn void(&mut self) -> bool {
+        let delivery_ids = self.held.take();
+        if delivery_ids.is_empty() {
+            return true;
+        }
+        let voided = pb::ConsumeResponse {
+            kind: Some(consume_response::Kind::Voided(pb::Voided { delivery_ids })),
+        };
+        self.tx.send(Ok(voided)).await.is_ok()
     }
 
     /// Answers the settles an ending attachment will not: their ids unknown.
@@ -339,6 +377,11 @@ impl Follower {
     }
 }
 
+/// Why an attachment this node could not beat on in time ended.
+fn lapsed() -> Status {
+    Status::unavailable("this node stalled, and the queue's node may have ended the stream it forwarded")
+}
+
 /// The answer to a settle whose `ids` are all unknown here.
 fn unknown(ids: Vec<u64>) -> pb::ConsumeResponse {
     pb::ConsumeResponse {
@@ -359,6 +402,8 @@ struct Attachment {
     /// The settles sent to it and not answered yet: their ids of this
     /// attachment and of ended ones, as the client knows them.
     unanswered: VecDeque<(Vec<u64>, Vec<u64>)>,
+    /// Its heartbeats; `None` outside a cluster.
+    beat: Option<Beat>,
 }
 
 impl Attachment {
@@ -386,12 +431,52 @@ impl Attachment {
             .await?
             .ok_or_else(|| Status::unavailable(format!("the node at {owner} ended the stream at once")))?;
         let attachment = Attachment {
+            beat: nodes.lease().map(|lease| Beat::start(lease, &requests)),
             requests: Some(requests),
             responses,
             tell,
             unanswered: VecDeque::new(),
         };
         Ok((attachment, subscribed))
+    }
+
+    /// Whether this node could not beat on it in time (`heartbeat.rs`).
+    fn lapsed(&self) -> bool {
+        self.beat.as_ref().is_some_and(Beat::lapsed)
+    }
+
+    /// Resolves once this node could not beat on it in time.
+    fn lapses(&self) -> impl Future<Output = ()> + 'static {
+        let lapses = self.beat.as_ref().map(Beat::lapses);
+        async move {
+            match lapses {
+                Some(lapses) => lapses.await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+}
+
+/// The deliveries the client was given and has not settled, by the ids it
+/// knows them by: when their attachment ends, they are voided.
+#[derive(Debug, Default)]
+struct Held(BTreeSet<u64>);
+
+impl Held {
+    fn given(&mut self, id: u64) {
+        self.0.insert(id);
+    }
+
+    /// The client settled `ids` (answered by the node, or unknown here).
+    fn settled(&mut self, ids: &[u64]) {
+        ids.iter().for_each(|id| {
+            self.0.remove(id);
+        });
+    }
+
+    /// Those held, to void: no longer held.
+    fn take(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.0).into_iter().collect()
     }
 }
 

@@ -45,9 +45,10 @@ pub struct Nodes {
     /// The cluster's shared secret, to vouch for callers who logged in with
     /// a certificate (`security/forwarded.rs`); only over TLS.
     secret: Option<Arc<NodeSecret>>,
-    /// How often a connection pings the other node, and how long it waits
-    /// for the answer; `None` for a single broker, which forwards nothing.
-    keepalive: Option<Duration>,
+    /// The cluster's lease: a connection pings the other node every half
+    /// lease, and waits as long for the answer; `None` for a single broker,
+    /// which forwards nothing.
+    lease: Option<Duration>,
 }
 
 /// The files of a TLS connection to another node, each with the config key
@@ -108,9 +109,15 @@ impl Nodes {
     /// (see the module docs).
     pub fn within_lease(self, lease: Duration) -> Nodes {
         Nodes {
-            keepalive: Some(lease / 2),
+            lease: Some(lease),
             ..self
         }
+    }
+
+    /// The cluster's lease, by which forwarded streams beat
+    /// (`heartbeat.rs`); `None` for a single broker.
+    pub(in crate::grpc) fn lease(&self) -> Option<Duration> {
+        self.lease
     }
 
     /// Names `user` to the node a call is forwarded to, with the cluster's
@@ -146,7 +153,7 @@ impl Nodes {
         let mut endpoint = endpoint
             .map_err(|e| unreachable(&causes(&e)))?
             .connect_timeout(CONNECT_TIMEOUT);
-        if let Some(keepalive) = self.keepalive {
+        if let Some(keepalive) = self.lease.map(|lease| lease / 2) {
             endpoint = endpoint
                 .http2_keep_alive_interval(keepalive)
                 .keep_alive_timeout(keepalive)
