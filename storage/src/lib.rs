@@ -352,8 +352,16 @@ pub enum Op {
 #[derive(Debug)]
 #[must_use = "a commit is only durable once its future resolves"]
 pub struct Commit {
-    done: oneshot::Receiver<Result<(), StorageError>>,
+    done: Done,
     inboxed: Vec<(QueueId, MessageId)>,
+}
+
+#[derive(Debug)]
+enum Done {
+    Plain(oneshot::Receiver<Result<(), StorageError>>),
+    /// Answered with the messages stored for a queue this node serves that
+    /// joined the queue's inbox (`postgres/inbox.rs`).
+    Joining(oneshot::Receiver<Result<Vec<(QueueId, MessageId)>, StorageError>>),
 }
 
 impl Commit {
@@ -365,15 +373,27 @@ impl Commit {
         Commit::from(rx)
     }
 
-    /// The messages it stores for a queue another node serves (several
-    /// brokers on one database): that node takes them into its memory from
-    /// its inbox, so this one must not.
+    /// The messages it stores with an inbox row (several brokers on one
+    /// database): the queue's owner takes them into its memory from its
+    /// inbox, so the node that stored them must not, also when it is that
+    /// owner. Those stored for a queue another node serves are named from
+    /// the start; once the commit has resolved, also those stored for a queue
+    /// this node serves whose inbox held messages of other nodes then (they
+    /// joined the inbox behind those, to keep one producer's order).
     pub fn inboxed(&self) -> &[(QueueId, MessageId)] {
         &self.inboxed
     }
 
-    pub(crate) fn with_inbox(self, inboxed: Vec<(QueueId, MessageId)>) -> Commit {
-        Commit { inboxed, ..self }
+    /// Resolved by `done` with the messages that joined an inbox besides
+    /// `inboxed`.
+    pub(crate) fn joining(
+        done: oneshot::Receiver<Result<Vec<(QueueId, MessageId)>, StorageError>>,
+        inboxed: Vec<(QueueId, MessageId)>,
+    ) -> Commit {
+        Commit {
+            done: Done::Joining(done),
+            inboxed,
+        }
     }
 }
 
@@ -382,7 +402,7 @@ impl Commit {
 impl From<oneshot::Receiver<Result<(), StorageError>>> for Commit {
     fn from(done: oneshot::Receiver<Result<(), StorageError>>) -> Commit {
         Commit {
-            done,
+            done: Done::Plain(done),
             inboxed: Vec::new(),
         }
     }
@@ -392,9 +412,17 @@ impl Future for Commit {
     type Output = Result<(), StorageError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.done)
-            .poll(cx)
-            .map(|r| r.unwrap_or(Err(StorageError::Closed)))
+        let commit = &mut *self;
+        match &mut commit.done {
+            Done::Plain(done) => Pin::new(done)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(StorageError::Closed))),
+            Done::Joining(done) => Pin::new(done).poll(cx).map(|r| {
+                let joined = r.unwrap_or(Err(StorageError::Closed))?;
+                commit.inboxed.extend(joined);
+                Ok(())
+            }),
+        }
     }
 }
 

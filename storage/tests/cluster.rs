@@ -391,6 +391,41 @@ async fn a_message_stored_for_another_nodes_queue_reaches_it_through_the_inbox()
     assert!(a.inbox_queues(vec![1, 2]).await.unwrap().is_empty());
 }
 
+/// a stores a message for the queue it holds while b's message for it waits
+/// in the inbox: a's joins the inbox behind b's (the commit names it once
+/// it resolved), so that a takes both in the order they were sent, rather
+/// than its own first. With the inbox empty, a's message goes straight to
+/// its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_message_joins_its_queue_s_inbox_while_other_nodes_messages_wait_there() {
+    let Some(schema) = TestSchema::create("cluster inbox join") else {
+        return;
+    };
+    let (a, b) = (open(&schema), open(&schema));
+    a.commit(vec![queue(1), queue(2)]).await.unwrap();
+    a.register_node("a", "a:1", None).await.unwrap();
+    b.register_node("b", "b:1", None).await.unwrap();
+    a.acquire("a", 1, LEASE).await.unwrap().unwrap();
+    a.acquire("a", 2, LEASE).await.unwrap().unwrap();
+
+    let mut own = a.commit(vec![put(1, 5)]);
+    (&mut own).await.unwrap();
+    assert!(own.inboxed().is_empty(), "an empty inbox: straight to the queue");
+
+    b.commit(vec![put(1, 10)]).await.unwrap();
+    let mut own = a.commit(vec![put(1, 11), put(2, 11)]);
+    assert!(own.inboxed().is_empty(), "known only once the database answered");
+    (&mut own).await.unwrap();
+    assert_eq!(own.inboxed(), [(1, 11)], "behind b's message; queue 2's inbox is empty");
+
+    let drained = a.drain_inbox(1).await.unwrap();
+    let ids: Vec<u64> = drained.iter().map(|m| m.record.message_id).collect();
+    assert_eq!(ids, [10, 11], "taken in the order they were sent");
+    let mut own = a.commit(vec![put(1, 12)]);
+    (&mut own).await.unwrap();
+    assert!(own.inboxed().is_empty(), "the inbox taken: straight to the queue again");
+}
+
 fn dup_id(seq: u64, id: &'static str) -> Op {
     Op::PutDuplicateId {
         address: "orders".into(),

@@ -1,8 +1,9 @@
 //! The node's inbox task: brings the messages other nodes stored for the
 //! queues this node serves into their memory (`rebound_storage::postgres`'s
-//! inbox). It wakes on a notification naming those queues, and every
-//! [`POLL`] looks at all of them, for notifications lost while the listening
-//! connection was down and for queues it just loaded.
+//! inbox). It wakes on a notification naming those queues, when this node's
+//! own sends joined the inbox of one it serves, and every [`POLL`] looks at
+//! all of them, for notifications lost while the listening connection was
+//! down and for queues it just loaded.
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// Runs until the broker shuts down.
 pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
     let mut notices = store.inbox_notices();
+    let cluster = broker.cluster();
     loop {
         let mut named = BTreeSet::new();
         let mut every = false;
@@ -32,6 +34,7 @@ pub async fn run(store: Arc<PostgresStore>, broker: Arc<Broker>) {
                     next = notices.try_recv().ok();
                 }
             }
+            joined = cluster.inbox_joined() => named.extend(joined),
             _ = tokio::time::sleep(POLL) => every = true,
             _ = broker.shutdown().cancelled() => return,
         }

@@ -66,7 +66,7 @@ use std::time::Instant;
 
 use rebound_config::{Config, EffectiveSettings, Limits, ResolvedSettings};
 use rebound_selector::Selector;
-use rebound_storage::{Commit, MAX_RECORD_BYTES, MessageRecord, Op, Store};
+use rebound_storage::{Commit, MAX_RECORD_BYTES, MessageId, MessageRecord, Op, QueueId, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
@@ -115,6 +115,8 @@ pub struct Broker {
     leased: std::sync::OnceLock<cluster::Leased>,
     /// Wakes whoever balances queues between nodes: a queue was created.
     queues_changed: tokio::sync::Notify,
+    /// Queues whose inbox this node's sends joined (`cluster/serving.rs`).
+    inbox_joined: cluster::InboxJoined,
 }
 
 impl Broker {
@@ -164,6 +166,7 @@ impl Broker {
             sizes,
             leased: std::sync::OnceLock::new(),
             queues_changed: tokio::sync::Notify::new(),
+            inbox_joined: cluster::InboxJoined::default(),
         });
         if let Some(queue_ids) = queue_ids {
             broker.cluster().serve_leased_only(queue_ids);
@@ -304,14 +307,27 @@ impl Broker {
 
     /// Waits until a commit (if any) is durable.
     async fn commit(&self, commit: Option<Commit>) -> Result<()> {
-        let Some(commit) = commit else { return Ok(()) };
+        self.commit_inboxed(commit).await.map(drop)
+    }
+
+    /// Like [`commit`](Self::commit); returns the messages it stored with an
+    /// inbox row ([`Commit::inboxed`]), sorted: none (and no allocation) on a
+    /// single broker. The inbox task is told of those of queues served here.
+    async fn commit_inboxed(&self, commit: Option<Commit>) -> Result<Vec<(QueueId, MessageId)>> {
+        let Some(mut commit) = commit else {
+            return Ok(Vec::new());
+        };
         let started = Instant::now();
-        let result = commit.await;
+        let result = (&mut commit).await;
         self.metrics
             .commit_latency
             .observe(started.elapsed().as_secs_f64());
         self.commits.record(&result);
-        Ok(result?)
+        result?;
+        let mut inboxed = commit.inboxed().to_vec();
+        inboxed.sort_unstable();
+        self.inbox_joined.tell(inboxed.iter().map(|&(queue, _)| queue));
+        Ok(inboxed)
     }
 
     /// Hands ops (if any) to the store's group commit.

@@ -22,7 +22,7 @@ use tracing::{info, warn};
 use super::Broker;
 use super::addresses::Create;
 use super::ops::{removal_ops, state_op};
-use super::send::{Arrivals, inboxed, place};
+use super::send::{Arrivals, place};
 use crate::dead_letter::{self, Destination, Reason};
 use crate::error::{BrokerError, Result};
 use crate::postoffice::Registry;
@@ -188,8 +188,7 @@ impl Broker {
             place(record, 0, false, targets, &mut ops, &mut arrivals);
             self.submit(ops)
         };
-        let inboxed = inboxed(&commit);
-        self.commit(commit).await?;
+        let inboxed = self.commit_inboxed(commit).await?;
         arrivals.deliver(now, &inboxed);
         Ok(true)
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use prost::Message as _;
 use rebound_config::EffectiveSettings;
-use rebound_storage::{Commit, MessageId, MessageRecord, Op, QueueId, StorageError};
+use rebound_storage::{MessageId, MessageRecord, Op, QueueId, StorageError};
 
 use super::Broker;
 use super::addresses::Create;
@@ -208,8 +208,7 @@ impl Broker {
             }
             self.submit(ops)
         };
-        let inboxed = inboxed(&commit);
-        self.commit(commit).await?;
+        let inboxed = self.commit_inboxed(commit).await?;
         if let Some(reservation) = reservation {
             reservation.durable();
         }
@@ -328,14 +327,6 @@ impl Arrivals {
             }
         }
     }
-}
-
-/// The messages `commit` stores for queues other nodes serve ([`Commit::inboxed`]),
-/// sorted; none (and no allocation) on a single broker.
-pub(super) fn inboxed(commit: &Option<Commit>) -> Vec<(QueueId, MessageId)> {
-    let mut inboxed: Vec<_> = commit.iter().flat_map(|c| c.inboxed().iter().copied()).collect();
-    inboxed.sort_unstable();
-    inboxed
 }
 
 impl Drop for Arrivals {

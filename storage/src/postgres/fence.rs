@@ -152,7 +152,7 @@ impl Fence {
             epoch,
             node: Arc::clone(node),
         };
-        let mut inbox = Vec::new();
+        let (mut inbox, mut owned) = (Vec::new(), Vec::new());
         for op in ops {
             match write_of(op, &stored) {
                 Some(Write::Owner(queue)) => match state.epochs.get(&queue) {
@@ -165,6 +165,7 @@ impl Fence {
                 Some(Write::New(queue, id)) => match state.epochs.get(&queue) {
                     Some(&epoch) => {
                         leases.insert(mine(queue, epoch));
+                        owned.push((queue, id));
                     }
                     None => inbox.push((queue, id)),
                 },
@@ -172,7 +173,7 @@ impl Fence {
             }
         }
         let claims = (!leases.is_empty()).then_some(Claims { leases });
-        Ok(Sorted { claims, inbox })
+        Ok(Sorted { claims, inbox, owned })
     }
 }
 
@@ -181,6 +182,9 @@ impl Fence {
 pub(super) struct Sorted {
     pub(super) claims: Option<Claims>,
     pub(super) inbox: Vec<(QueueId, MessageId)>,
+    /// The new messages for queues this node holds: they join the queue's
+    /// inbox if it is not empty (`inbox.rs`).
+    pub(super) owned: Vec<(QueueId, MessageId)>,
 }
 
 /// What kind of write to a queue an op is.

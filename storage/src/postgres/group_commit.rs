@@ -58,9 +58,12 @@ struct Request {
     claims: Option<Claims>,
     /// The messages it stores for queues other nodes hold.
     inbox: Vec<(QueueId, MessageId)>,
+    /// The messages it stores for queues this node holds.
+    owned: Vec<(QueueId, MessageId)>,
     /// The duplicate ids it stores and deletes.
     ids: Ids,
-    done: oneshot::Sender<Result<(), StorageError>>,
+    /// Answered with those of `owned` that joined their queue's inbox.
+    done: oneshot::Sender<Result<Vec<(QueueId, MessageId)>, StorageError>>,
 }
 
 enum Message {
@@ -107,7 +110,7 @@ impl Committer {
         if let Err(e) = ops.iter().try_for_each(limits::check_op) {
             return Commit::ready(Err(e));
         }
-        let Sorted { claims, inbox } = match self.fence.sort(&ops) {
+        let Sorted { claims, inbox, owned } = match self.fence.sort(&ops) {
             Ok(sorted) => sorted,
             Err(e) => return Commit::ready(Err(e)),
         };
@@ -122,10 +125,11 @@ impl Committer {
             bytes,
             claims,
             inbox,
+            owned,
             ids,
             done,
         }));
-        Commit::from(commit).with_inbox(inboxed)
+        Commit::joining(commit, inboxed)
     }
 
     /// Lets the committer finish what is queued and stop; later commits fail
@@ -251,6 +255,7 @@ fn fold(group: &mut [Request]) -> Writes {
         };
         ops.into_iter().for_each(|op| writes.add(op));
         writes.add_inbox(&request.inbox);
+        writes.add_owned(&request.owned);
     }
     writes
 }
@@ -323,7 +328,7 @@ async fn without_refused(
         let writes = fold(&mut group);
         claims = Claims::merge(group.iter().filter_map(|r| r.claims.as_ref()));
         match write(pool, writes, claims.as_ref()).await {
-            Ok(()) => return answer(group, Ok(()), counters),
+            Ok(joined) => return answer(group, Ok(joined), counters),
             Err(e) => error = e,
         }
     }
@@ -359,10 +364,15 @@ async fn stored_ids(client: &deadpool_postgres::Client, group: &[Request]) -> BT
         .unwrap_or_default()
 }
 
-/// Answers every waiter of `group` with `result`, and counts it.
-fn answer(group: Vec<Request>, result: Result<(), StorageError>, counters: &Counters) {
+/// Answers every waiter of `group` with `result` (each with the messages
+/// of its own that `joined` an inbox), and counts it.
+fn answer(
+    group: Vec<Request>,
+    result: Result<BTreeSet<(QueueId, MessageId)>, StorageError>,
+    counters: &Counters,
+) {
     match &result {
-        Ok(()) => {
+        Ok(_) => {
             let ops = group.iter().map(|r| r.ops_count).sum();
             counters.commits.fetch_add(group.len() as u64, Ordering::Relaxed);
             counters.ops.fetch_add(ops, Ordering::Relaxed);
@@ -371,11 +381,19 @@ fn answer(group: Vec<Request>, result: Result<(), StorageError>, counters: &Coun
         Err(e) => tracing::warn!(commits = group.len(), "a group commit to PostgreSQL failed: {e}"),
     }
     for request in group {
-        let _ = request.done.send(result.clone());
+        let answer = match &result {
+            Ok(joined) => Ok(request.owned.into_iter().filter(|m| joined.contains(m)).collect()),
+            Err(e) => Err(e.clone()),
+        };
+        let _ = request.done.send(answer);
     }
 }
 
-async fn write(pool: &Pool, writes: Writes, claims: Option<&Claims>) -> Result<(), StorageError> {
+async fn write(
+    pool: &Pool,
+    writes: Writes,
+    claims: Option<&Claims>,
+) -> Result<BTreeSet<(QueueId, MessageId)>, StorageError> {
     let client = pool.get().await.map_err(pool_error)?;
     writes.write(&client, claims).await
 }

@@ -11,6 +11,13 @@
 //! become the queue's owner meanwhile: a message with an inbox row reaches
 //! memory through the inbox only, once.
 //!
+//! The owner's own messages join the inbox too while other nodes' messages
+//! wait there (its listening connection was down, say): the commit's
+//! statement adds their rows only if the queue's inbox holds rows, and the
+//! commit names them once it resolved. Taken first, the owner's message
+//! would be delivered before an earlier send of the same producer made
+//! through another node; behind them, it is taken with them, in id order.
+//!
 //! The owner listens on a connection of its own ([`PostgresStore::inbox_notices`])
 //! and also looks every second or so ([`PostgresStore::inbox_queues`]), since
 //! a notification sent while its listening connection was down is lost. It

@@ -11,7 +11,9 @@
 //! written (and locked) in key order.
 //!
 //! Messages stored for queues other nodes hold also get an `inbox` row, and
-//! the group then sends one `NOTIFY` naming those queues (`inbox.rs`); a
+//! the group then sends one `NOTIFY` naming those queues (`inbox.rs`); those
+//! stored for queues this node holds get one if the queue's inbox holds rows
+//! (the statement returns which did); a
 //! group that writes addresses or queues sends one on the metadata channel
 //! (`cluster.rs`), so that other nodes update their registries.
 //!
@@ -23,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use deadpool_postgres::Client;
+use futures::TryFutureExt;
 use futures::future::BoxFuture;
 use prost::Message;
 use tokio_postgres::types::ToSql;
@@ -78,6 +81,8 @@ pub(super) struct Writes {
     duplicate_ids: BTreeMap<(String, Vec<u8>), u64>,
     /// Messages stored for queues other nodes hold (`fence.rs`).
     inbox: BTreeSet<(QueueId, MessageId)>,
+    /// Messages stored for queues this node holds (`fence.rs`).
+    owned: BTreeSet<(QueueId, MessageId)>,
 }
 
 impl Writes {
@@ -103,6 +108,7 @@ impl Writes {
                 self.states.retain(|(q, _), _| *q != queue);
                 self.dues.retain(|(q, _), _| *q != queue);
                 self.inbox.retain(|(q, _)| *q != queue);
+                self.owned.retain(|(q, _)| *q != queue);
                 self.queues.insert(queue, None);
                 self.wiped_queues.insert(queue);
             }
@@ -148,9 +154,20 @@ impl Writes {
 
     /// Adds inbox rows for messages added so far (that are still stored).
     pub(super) fn add_inbox(&mut self, keys: &[(QueueId, MessageId)]) {
-        let stored = |key: &&(QueueId, MessageId)| matches!(self.messages.get(key), Some(Some(_)));
-        let keys: Vec<_> = keys.iter().filter(stored).copied().collect();
+        let keys = self.still_stored(keys);
         self.inbox.extend(keys);
+    }
+
+    /// Adds messages added so far (that are still stored) for queues this
+    /// node holds: each joins its queue's inbox if that holds rows.
+    pub(super) fn add_owned(&mut self, keys: &[(QueueId, MessageId)]) {
+        let keys = self.still_stored(keys);
+        self.owned.extend(keys);
+    }
+
+    fn still_stored(&self, keys: &[(QueueId, MessageId)]) -> Vec<(QueueId, MessageId)> {
+        let stored = |key: &&(QueueId, MessageId)| matches!(self.messages.get(key), Some(Some(_)));
+        keys.iter().filter(stored).copied().collect()
     }
 
     /// The rows the set touches, coarsely, to order it against other sets.
@@ -281,7 +298,19 @@ impl Writes {
     /// than its 30-future threshold), so they reach the server in order.
     /// With `claims`, the fence check (`fence.rs`) runs first in the
     /// transaction, and a lease lost aborts it whole.
-    pub(super) async fn write(self, client: &Client, claims: Option<&Claims>) -> Result<(), StorageError> {
+    /// Writes the set in one transaction; returns the messages of queues
+    /// this node holds that joined their queue's inbox.
+    pub(super) async fn write(
+        mut self,
+        client: &Client,
+        claims: Option<&Claims>,
+    ) -> Result<BTreeSet<(QueueId, MessageId)>, StorageError> {
+        let (owned_queues, owned_ids) =
+            message_key_columns(std::mem::take(&mut self.owned).into_iter().collect());
+        let join = match owned_ids.is_empty() {
+            true => None,
+            false => Some(client.prepare_cached(JOIN_INBOX).await.map_err(db_error)?),
+        };
         let statements = self.statements();
         // Prepared before anything is sent, as the others: the check must
         // reach the server after BEGIN and before the writes.
@@ -300,24 +329,33 @@ impl Writes {
             .iter()
             .map(|s| s.params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect())
             .collect();
-        let mut pipeline: Vec<BoxFuture<'_, Result<(), tokio_postgres::Error>>> = Vec::new();
-        pipeline.push(Box::pin(client.batch_execute("BEGIN")));
+        // Each yields the rows the join returned, if it is the join.
+        type Step<'a> = BoxFuture<'a, Result<Option<Vec<tokio_postgres::Row>>, tokio_postgres::Error>>;
+        let mut pipeline: Vec<Step<'_>> = Vec::new();
+        pipeline.push(Box::pin(client.batch_execute("BEGIN").map_ok(|_| None)));
         if let Some((statement, (nodes, queues, epochs, count))) = &fence {
             pipeline.push(Box::pin(async move {
                 client
                     .query_one(statement, &[nodes, queues, epochs, count])
                     .await
-                    .map(drop)
+                    .map(|_| None)
             }));
         }
         for (statement, params) in prepared.iter().zip(&params) {
+            pipeline.push(Box::pin(client.execute(statement, params).map_ok(|_| None)));
+        }
+        if let Some(join) = &join {
+            let (queues, ids) = (&owned_queues, &owned_ids);
             pipeline.push(Box::pin(async move {
-                client.execute(statement, params).await.map(drop)
+                client.query(join, &[queues, ids]).await.map(Some)
             }));
         }
-        pipeline.push(Box::pin(client.batch_execute("COMMIT")));
-        futures::future::try_join_all(pipeline).await.map_err(db_error)?;
-        Ok(())
+        pipeline.push(Box::pin(client.batch_execute("COMMIT").map_ok(|_| None)));
+        let done = futures::future::try_join_all(pipeline).await.map_err(db_error)?;
+        let joined = done.into_iter().flatten().flatten();
+        Ok(joined
+            .map(|row| (row.get::<_, i64>(0) as QueueId, row.get::<_, i64>(1) as MessageId))
+            .collect())
     }
 }
 
@@ -484,6 +522,13 @@ const UPSERT_MESSAGES: &str = "INSERT INTO messages (queue, id, priority, expira
 const WIPE_INBOX: &str = "DELETE FROM inbox WHERE queue = ANY($1::bigint[])";
 const INSERT_INBOX: &str = "INSERT INTO inbox (queue, id)
      SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
+/// Messages of queues this node holds join the queue's inbox if other
+/// nodes' messages wait there: the owner takes them after those, in id
+/// order, rather than take its own first (`inbox.rs`).
+const JOIN_INBOX: &str = "INSERT INTO inbox (queue, id)
+     SELECT n.queue, n.id FROM unnest($1::bigint[], $2::bigint[]) AS n(queue, id)
+     WHERE EXISTS (SELECT 1 FROM inbox i WHERE i.queue = n.queue)
+     ON CONFLICT DO NOTHING RETURNING queue, id";
 /// One notification per group, naming the queues whose inbox it added to
 /// (none: too many to name, look at every queue).
 const NOTIFY_INBOX: &str = "SELECT pg_notify('rebound_inbox',

@@ -22,7 +22,7 @@ use super::Broker;
 pub use catalog::Stored;
 pub use held::HeldFor;
 pub(in crate::engine) use held::{Holds, held_removal_ops};
-pub(in crate::engine) use serving::Leased;
+pub(in crate::engine) use serving::{InboxJoined, Leased};
 pub use serving::{Owner, QueueIds};
 
 /// The engine's cluster side ([`Broker::cluster`]); on a single broker it

@@ -12,9 +12,9 @@
 //! never give one id to two queues. That allocator is called under the
 //! registry's write lock: queues are created rarely, and an id must be known
 //! before the queue is.
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebound_storage::{QueueId, ScannedMessage, StorageError};
@@ -24,6 +24,27 @@ use super::Cluster;
 use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::time::now_ms;
+
+/// The queues whose inbox this node's own sends joined, behind other nodes'
+/// messages (`rebound_storage::postgres`'s inbox): the inbox task takes
+/// them at once rather than at its next look, since the notification of
+/// those messages was lost or is late.
+#[derive(Debug, Default)]
+pub(in crate::engine) struct InboxJoined {
+    queues: Mutex<BTreeSet<QueueId>>,
+    told: tokio::sync::Notify,
+}
+
+impl InboxJoined {
+    pub(in crate::engine) fn tell(&self, queues: impl Iterator<Item = QueueId>) {
+        let mut joined = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let before = joined.len();
+        joined.extend(queues);
+        if joined.len() > before {
+            self.told.notify_one();
+        }
+    }
+}
 
 /// Hands out the id of a queue by its name, unique among the nodes (and the
 /// same for one name while the queue exists).
@@ -277,6 +298,20 @@ impl<'a> Cluster<'a> {
     /// Fires when a queue was created (a node may want to serve it).
     pub fn queues_changed(&self) -> &'a tokio::sync::Notify {
         &self.broker.queues_changed
+    }
+
+    /// The queues whose inbox this node's sends stored messages in since the
+    /// last call, once there are any: those served here are to be taken now.
+    pub async fn inbox_joined(&self) -> BTreeSet<QueueId> {
+        let joined = &self.broker.inbox_joined;
+        loop {
+            let told = joined.told.notified();
+            let queues = std::mem::take(&mut *joined.queues.lock().unwrap_or_else(|e| e.into_inner()));
+            if !queues.is_empty() {
+                return queues;
+            }
+            told.await;
+        }
     }
 
     /// The ids of the durable queues: those nodes take leases on.
