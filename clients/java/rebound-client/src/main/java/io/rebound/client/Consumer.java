@@ -6,7 +6,9 @@ import io.grpc.stub.ClientResponseObserver;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import rebound.v1.MessagingGrpc;
 import rebound.v1.MessagingOuterClass.Close;
@@ -17,6 +19,7 @@ import rebound.v1.MessagingOuterClass.Outcome;
 import rebound.v1.MessagingOuterClass.Settle;
 import rebound.v1.MessagingOuterClass.Settled;
 import rebound.v1.MessagingOuterClass.Subscribe;
+import rebound.v1.MessagingOuterClass.Voided;
 
 /**
  * A subscription to a queue (one Consume stream), from {@link ReboundClient#consumer}.
@@ -30,6 +33,10 @@ import rebound.v1.MessagingOuterClass.Subscribe;
  * <p>End it with {@link #close}: what it still holds goes back to the queue without counting as a
  * delivery attempt. A consumer whose connection breaks instead counts as a failed delivery of
  * everything it held. Thread-safe: handlers on several threads may settle through one consumer.
+ *
+ * <p>In a cluster the stream follows its queue from node to node; deliveries the queue's previous
+ * node took back are voided: those {@link #next} has not yet returned never are (their credit is
+ * granted again), and settling one it has returned reports its id unknown ({@link #flush}).
  */
 public final class Consumer implements AutoCloseable {
     /** How long {@link #open} waits for the broker to confirm, and {@link #close} for it to end the stream. */
@@ -47,6 +54,8 @@ public final class Consumer implements AutoCloseable {
     private final List<String> rejected = new ArrayList<>();
     /** Credit granted for settles the broker then refused: their deliveries still hold credit, so the window's next grants pay it back. */
     private int owed;
+    /** The credit of voided deliveries dropped before {@link #next} returned them, to grant again. */
+    private int regrant;
     /** Why the stream ended; {@code null} while it is open. */
     private ReboundException ended;
     private boolean closing;
@@ -88,6 +97,11 @@ public final class Consumer implements AutoCloseable {
             while (buffered.isEmpty()) {
                 if (ended != null) {
                     throw ended;
+                }
+                if (regrant > 0 && !closing) {
+                    // The application never used the voided deliveries' credit; once closing, no more are wanted.
+                    grant(regrant);
+                    regrant = 0;
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
@@ -254,7 +268,7 @@ public final class Consumer implements AutoCloseable {
         }
     }
 
-    /** Files the broker's answers: deliveries for {@link #next}, confirmations for {@link #flush}. */
+    /** Files the broker's answers: deliveries for {@link #next}, confirmations for {@link #flush}, voided deliveries dropped. */
     private final class Responses implements ClientResponseObserver<ConsumeRequest, ConsumeResponse> {
         @Override
         public void beforeStart(ClientCallStreamObserver<ConsumeRequest> stream) {
@@ -271,6 +285,7 @@ public final class Consumer implements AutoCloseable {
                     }
                     case DELIVERIES -> response.getDeliveries().getDeliveriesList().forEach(d -> buffered.add(Delivery.from(d)));
                     case SETTLED -> filed(response.getSettled());
+                    case VOIDED -> voided(response.getVoided());
                     default -> { }
                 }
                 lock.notifyAll();
@@ -286,6 +301,15 @@ public final class Consumer implements AutoCloseable {
             if (replenish) {
                 owed += settled.getRefusedDeliveryIdsCount();
             }
+        }
+
+        /** Not a settle's answer: confirms nothing, and its ids the application has are left to their settles. */
+        private void voided(Voided voided) {
+            // Their messages went back to the queue: the application must not see them, and never used their credit.
+            Set<Long> ids = new HashSet<>(voided.getDeliveryIdsList());
+            int before = buffered.size();
+            buffered.removeIf(delivery -> ids.contains(delivery.id()));
+            regrant += before - buffered.size();
         }
 
         @Override
