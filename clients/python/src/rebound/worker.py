@@ -296,12 +296,14 @@ class _Listener:
             running.add(task)
             task.add_done_callback(running.discard)
 
-        receiving: asyncio.Task[Delivery | None] | None = None
+        # Waits for a delivery without taking it, so that none is taken before it starts:
+        # one that a `Voided` removes meanwhile never reaches the handler.
+        receiving: asyncio.Task[bool] | None = None
         stop = asyncio.create_task(self.stopping.wait())
         try:
             while True:
                 await self._settle_all(consumer, finished)
-                # Deliveries already received start without a task each to wait for them.
+                # Every delivery starts here, taken from those received.
                 while len(running) < self.route.concurrency and (buffered := consumer._buffered_delivery()):
                     start(buffered)
                 if self.stopping.is_set():
@@ -311,15 +313,14 @@ class _Listener:
                 wake.clear()
                 woken = asyncio.create_task(wake.wait())
                 if receiving is None and len(running) < self.route.concurrency:
-                    receiving = asyncio.create_task(consumer.receive())
+                    receiving = asyncio.create_task(consumer._wait_buffered())
                 await asyncio.wait({stop, woken, *([receiving] if receiving else [])}, return_when=asyncio.FIRST_COMPLETED)
                 woken.cancel()
                 if receiving is not None and receiving.done():
-                    delivery = receiving.result()
+                    arrived = receiving.result()
                     receiving = None
-                    if delivery is None:
+                    if not arrived:
                         raise _Broken("the broker ended the stream")
-                    start(delivery)
         except BaseException:
             # The deliveries went back to the queue with the stream, so the running
             # calls finish on their own and their outcomes are not settled.
@@ -331,7 +332,7 @@ class _Listener:
         finally:
             stop.cancel()
             if receiving is not None:
-                receiving.cancel()  # Cancel-safe: the delivery stays buffered, and is released below.
+                receiving.cancel()  # It took nothing: what is buffered is released below.
         while running or finished:
             if not finished:
                 wake.clear()

@@ -3,7 +3,11 @@
 The stream interleaves deliveries and `Settled` confirmations (one per settle, sent
 once its effect is on disk). A reader task files them as they come: deliveries
 wait in a buffer for `receive`, confirmations are counted so that `flush` can wait
-for the outstanding ones. Reading continuously also means the broker, which stops
+for the outstanding ones. A `Voided` (in a cluster, the stream moved to its queue's
+next node, which took those deliveries back to deliver again) removes the voided
+deliveries from the buffer, so that the application never processes a message
+another consumer may be processing, and their credit is granted again before
+`receive` waits for more. Reading continuously also means the broker, which stops
 reading requests while its answers go unread, can never deadlock with a consumer
 that settles many deliveries before it receives more.
 """
@@ -49,6 +53,11 @@ class Consumer:
     End it with `close` (or `async with`): what it still holds goes back to the
     queue without counting as a delivery attempt. A consumer whose connection
     breaks counts as a failed delivery of everything it held.
+
+    In a cluster the stream follows its queue from node to node, and the
+    deliveries the queue's previous node took back are voided: `receive` never
+    returns one it has not returned yet (its credit is granted again), and
+    settling one it has returned reports its id unknown.
     """
 
     def __init__(
@@ -70,6 +79,8 @@ class Consumer:
         # Credit granted for settles the broker then refused: their deliveries are
         # still outstanding, so the window's next grants pay it back.
         self._owed = 0
+        # The credit of voided deliveries dropped unseen, to grant again.
+        self._regrant = 0
         self._changed = asyncio.Event()
         # Set once the stream has ended: None if the broker ended it cleanly.
         self._ended: ReboundError | None = None
@@ -128,23 +139,40 @@ class Consumer:
         """The next delivery; None once the broker has ended the stream, or when
         nothing arrived within `timeout` seconds. Raises why the stream broke.
         Cancelling it loses no delivery."""
+        return self._buffered.popleft() if await self._wait_buffered(timeout) else None
+
+    async def _wait_buffered(self, timeout: float | None = None) -> bool:
+        """Waits until a delivery is buffered: False once the broker has ended the
+        stream, or when none came within `timeout` seconds. Raises why the stream
+        broke. Grants the credit of voided deliveries first."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while not self._buffered:
             if self._done:
                 if self._ended is not None:
                     raise self._ended
-                return None
+                return False
+            if self._regrant:
+                # Taken before the write, so that concurrent waits grant it once;
+                # put back if the write does not finish (then granted next time).
+                regrant, self._regrant = self._regrant, 0
+                try:
+                    await self.grant(regrant)
+                except BaseException:
+                    self._regrant += regrant
+                    raise
+                continue
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), None if deadline is None else deadline - loop.time())
             except asyncio.TimeoutError:
-                return None
-        return self._buffered.popleft()
+                return False
+        return True
 
     def _buffered_delivery(self) -> Delivery | None:
         """A delivery already received, if there is one (for the worker, which
-        takes them without waiting)."""
+        takes one only to start its handler at once: a `Voided` removes only the
+        deliveries still buffered)."""
         return self._buffered.popleft() if self._buffered else None
 
     async def grant(self, credit: int) -> None:
@@ -311,5 +339,13 @@ class Consumer:
             self._unknown.extend(settled.unknown_delivery_ids)
             if settled.error:
                 self._rejected.append(settled.error)
+        elif kind == "voided":
+            # Their messages went back to the queue: the application must not see
+            # them, and never used their credit. Those not buffered it already has:
+            # their settles will be answered with the ids unknown.
+            voided = set(response.voided.delivery_ids)
+            kept = deque(d for d in self._buffered if d.id not in voided)
+            self._regrant += len(self._buffered) - len(kept)
+            self._buffered = kept
         else:
             raise ProtocolError(f"unexpected {kind} on a consume stream")
