@@ -416,14 +416,21 @@ async fn an_owners_message_joins_its_queue_s_inbox_while_other_nodes_messages_wa
     let mut own = a.commit(vec![put(1, 11), put(2, 11)]);
     assert!(own.inboxed().is_empty(), "known only once the database answered");
     (&mut own).await.unwrap();
-    assert_eq!(own.inboxed(), [(1, 11)], "behind b's message; queue 2's inbox is empty");
+    assert_eq!(
+        own.inboxed(),
+        [(1, 11)],
+        "behind b's message; queue 2's inbox is empty"
+    );
 
     let drained = a.drain_inbox(1).await.unwrap();
     let ids: Vec<u64> = drained.iter().map(|m| m.record.message_id).collect();
     assert_eq!(ids, [10, 11], "taken in the order they were sent");
     let mut own = a.commit(vec![put(1, 12)]);
     (&mut own).await.unwrap();
-    assert!(own.inboxed().is_empty(), "the inbox taken: straight to the queue again");
+    assert!(
+        own.inboxed().is_empty(),
+        "the inbox taken: straight to the queue again"
+    );
 }
 
 fn dup_id(seq: u64, id: &'static str) -> Op {

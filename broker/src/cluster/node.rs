@@ -226,8 +226,13 @@ impl Node {
                 // so that the queue's first read finds those messages in id
                 // order with the rest, as they were sent.
                 self.broker.cluster().arrivals_committed(queue).await;
-                if let Err(err) = self.store.empty_inbox(queue).await {
-                    warn!(queue, %err, "cannot empty the inbox of a queue just taken; it is drained instead");
+                match self.store.empty_inbox(queue).await {
+                    // This node's sends still under way among them are
+                    // enqueued by their senders, as no drain brings them.
+                    Ok(emptied) => self.broker.cluster().inbox_emptied(queue, emptied),
+                    Err(err) => {
+                        warn!(queue, %err, "cannot empty the inbox of a queue just taken; it is drained instead")
+                    }
                 }
                 self.serving.insert(queue);
                 self.broker.cluster().load_queue(queue, epoch);

@@ -325,8 +325,10 @@ impl Broker {
         self.commits.record(&result);
         result?;
         let mut inboxed = commit.inboxed().to_vec();
-        inboxed.sort_unstable();
-        self.inbox_joined.tell(inboxed.iter().map(|&(queue, _)| queue));
+        if !inboxed.is_empty() {
+            inboxed.sort_unstable();
+            self.inbox_joined.tell(inboxed.iter().map(|&(queue, _)| queue));
+        }
         Ok(inboxed)
     }
 

@@ -305,11 +305,8 @@ impl Arrivals {
         // in memory twice, and come again after its ack.
         if !inboxed.is_empty() {
             self.0.retain(|(queue, entry, _, _)| {
-                let theirs = inboxed.binary_search(&(queue.id, entry.id)).is_ok();
-                if theirs {
-                    queue.abandon([entry.id]);
-                }
-                !theirs
+                let inboxed = inboxed.binary_search(&(queue.id, entry.id)).is_ok();
+                !(inboxed && queue.leaves_to_inbox(entry.id))
             });
         }
         let mut arrivals = std::mem::take(&mut self.0).into_iter().peekable();

@@ -332,3 +332,17 @@ fn a_consumer_with_credit_and_nothing_ready_has_paged_messages_read_while_the_he
     assert_eq!(q.pick(0, false, &|_, _| true).0.len(), 4);
     assert_eq!(q.start_read(), None);
 }
+
+#[test]
+fn an_arrival_whose_inbox_row_a_takeover_deleted_is_enqueued_by_its_sender() {
+    let q = queue(4);
+    q.arriving([1, 2]);
+    // The node took the queue over and emptied its inbox: 2's row (and 3's,
+    // which is no arrival of this node) went.
+    q.emptied_from_inbox([2, 3]);
+    assert!(q.leaves_to_inbox(1), "still in the inbox: drained from there");
+    assert!(!q.leaves_to_inbox(2), "no drain brings it: its sender enqueues it");
+    q.enqueue([arrival(2)], 0);
+    assert_eq!(drain(&q), vec![2]);
+    assert!(q.arriving_now().is_empty(), "neither is waited for any more");
+}

@@ -73,6 +73,10 @@ pub(super) struct Tail {
     pub(super) limit: ReadLimit,
     /// Stored arrivals in a commit not yet enqueued.
     pending: BTreeSet<MessageId>,
+    /// Pending arrivals stored with an inbox row that a node taking the
+    /// queue over deleted (`Queue::emptied_from_inbox`): their sender
+    /// enqueues them after all, as no drain of the inbox will.
+    emptied: BTreeSet<MessageId>,
     /// While a depager read is in flight: the ids paged at arrival meanwhile.
     late: Option<Vec<MessageId>>,
     /// Whether a depager count is in flight. A queue unloaded meanwhile gets a
@@ -111,6 +115,7 @@ impl Tail {
     /// Its commit failed: it never arrives.
     pub(super) fn abandoned(&mut self, id: MessageId) {
         self.pending.remove(&id);
+        self.emptied.remove(&id);
     }
 
     /// The queue left memory (`away.rs`): nothing is paged any more, but the
@@ -120,6 +125,7 @@ impl Tail {
         *self = Tail {
             limit: self.limit,
             pending: std::mem::take(&mut self.pending),
+            emptied: std::mem::take(&mut self.emptied),
             ..Tail::default()
         };
     }
@@ -132,6 +138,7 @@ impl Tail {
             return Goes::Memory;
         }
         self.pending.remove(&id);
+        self.emptied.remove(&id);
         if id <= self.cursor {
             return Goes::Memory;
         }
@@ -308,6 +315,30 @@ impl Queue {
     pub fn abandon(&self, ids: impl IntoIterator<Item = MessageId>) {
         let mut st = self.lock();
         ids.into_iter().for_each(|id| st.tail.abandoned(id));
+    }
+
+    /// A node taking the queue over deleted the inbox rows of `ids`: those
+    /// still being committed here are enqueued by their sender after all
+    /// ([`Queue::leaves_to_inbox`]), since the inbox no longer brings them
+    /// and the depager waits for them.
+    pub fn emptied_from_inbox(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut st = self.lock();
+        for id in ids {
+            if st.tail.pending.contains(&id) {
+                st.tail.emptied.insert(id);
+            }
+        }
+    }
+
+    /// Whether arrival `id`, committed with an inbox row, is left to the
+    /// inbox (and abandoned here), rather than enqueued by its sender.
+    pub fn leaves_to_inbox(&self, id: MessageId) -> bool {
+        let mut st = self.lock();
+        if st.tail.emptied.contains(&id) {
+            return false;
+        }
+        st.tail.abandoned(id);
+        true
     }
 
     /// Sets the bound of the messages kept in memory.

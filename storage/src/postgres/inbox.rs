@@ -41,7 +41,7 @@ use super::fence::Claims;
 use super::pool::{db_error, pool_error};
 use crate::error::StorageError;
 use crate::records::decode;
-use crate::{QueueId, ScannedMessage, keys};
+use crate::{MessageId, QueueId, ScannedMessage, keys};
 
 /// The channel of the inbox notifications.
 const CHANNEL: &str = "rebound_inbox";
@@ -142,22 +142,28 @@ impl PostgresStore {
 
     /// Empties `queue`'s inbox without taking its messages: they stay in the
     /// queue, where this node's first reads of it find them (a node that has
-    /// just taken the queue, before it reads it). Only under the lease this
-    /// node holds on the queue: otherwise [`StorageError::Fenced`].
+    /// just taken the queue, before it reads it); returns their ids. Only
+    /// under the lease this node holds on the queue: otherwise
+    /// [`StorageError::Fenced`].
     pub fn empty_inbox(
         &self,
         queue: QueueId,
-    ) -> impl Future<Output = Result<(), StorageError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Vec<MessageId>, StorageError>> + Send + 'static {
         let claims = self.fence.claim(queue);
         self.db.run(move |pool| async move {
             let claims = claims?;
             let mut client = pool.get().await.map_err(pool_error)?;
             let tx = client.transaction().await.map_err(db_error)?;
             held(&tx, &claims, queue).await?;
-            tx.execute("DELETE FROM inbox WHERE queue = $1", &[&i64::from(queue)])
+            let rows = tx
+                .query(
+                    "DELETE FROM inbox WHERE queue = $1 RETURNING id",
+                    &[&i64::from(queue)],
+                )
                 .await
                 .map_err(db_error)?;
-            tx.commit().await.map_err(db_error)
+            tx.commit().await.map_err(db_error)?;
+            Ok(rows.iter().map(|row| row.get::<_, i64>(0) as MessageId).collect())
         })
     }
 }

@@ -394,6 +394,14 @@ impl<'a> Cluster<'a> {
         }
     }
 
+    /// A node taking queue `id` over deleted the inbox rows of `emptied`
+    /// ([`Queue::emptied_from_inbox`]).
+    pub fn inbox_emptied(&self, id: QueueId, emptied: Vec<rebound_storage::MessageId>) {
+        if let Some(queue) = self.durable_queue(id) {
+            queue.emptied_from_inbox(emptied);
+        }
+    }
+
     /// The ids of the durable queues this node serves.
     pub fn served_queue_ids(&self) -> Vec<QueueId> {
         let mut ids: Vec<QueueId> = self

@@ -230,7 +230,10 @@ impl Follower {
                     continue;
                 }
                 response = attachment.responses.message() => match response {
-                    Ok(Some(_)) if attachment.lapsed() => lapsed(),
+                    // Stale: not passed on. An answer to a settle still is.
+                    Ok(Some(pb::ConsumeResponse {
+                        kind: Some(consume_response::Kind::Deliveries(_)),
+                    })) if attachment.lapsed() => lapsed(),
                     Ok(Some(response)) => {
                         if !self.response(&mut attachment, response).await {
                             break None;
