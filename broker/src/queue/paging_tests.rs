@@ -341,7 +341,10 @@ fn an_arrival_whose_inbox_row_a_takeover_deleted_is_enqueued_by_its_sender() {
     // which is no arrival of this node) went.
     q.emptied_from_inbox([2, 3]);
     assert!(q.leaves_to_inbox(1), "still in the inbox: drained from there");
-    assert!(!q.leaves_to_inbox(2), "no drain brings it: its sender enqueues it");
+    assert!(
+        !q.leaves_to_inbox(2),
+        "no drain brings it: its sender enqueues it"
+    );
     q.enqueue([arrival(2)], 0);
     assert_eq!(drain(&q), vec![2]);
     assert!(q.arriving_now().is_empty(), "neither is waited for any more");

@@ -8,10 +8,19 @@
 //! answer arrives, so this process's time is behind the database's by that
 //! round trip at most, never ahead: a scheduled message comes a few ms late
 //! rather than early.
+//!
+//! Each reading is thus a lower bound, and the clock goes by the highest of
+//! the last [`WINDOW`]: a reading whose answer was held up (a lossy link
+//! retransmits for hundreds of ms) does not set this node's time, and so its
+//! message ids, back behind the other nodes'. Older readings give way, so
+//! that the monotonic clock's drift from the database's has no time to add up.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long a reading stands against a lower later one.
+const WINDOW: Duration = Duration::from_secs(30);
 
 /// What readings count from: one origin for every clock of the process.
 static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -24,24 +33,37 @@ pub(super) const DATABASE_MS: &str = "floor(extract(epoch FROM clock_timestamp()
 /// The database's time, as of its last reading.
 #[derive(Debug)]
 pub struct DatabaseClock {
-    /// The database's time at [`ORIGIN`], as the last reading puts it.
+    /// The database's time at [`ORIGIN`], as the reading gone by puts it.
     at_origin: AtomicI64,
+    /// When that reading was taken, in ms since [`ORIGIN`].
+    taken: AtomicI64,
 }
 
 impl DatabaseClock {
     /// A clock that read `database_ms` just now.
     pub(super) fn read(database_ms: i64) -> DatabaseClock {
         let clock = DatabaseClock {
-            at_origin: AtomicI64::new(0),
+            at_origin: AtomicI64::new(i64::MIN),
+            taken: AtomicI64::new(0),
         };
         clock.reread(database_ms);
         clock
     }
 
-    /// Goes by a new reading, `database_ms`, taken just now.
+    /// Goes by a new reading, `database_ms`, taken just now, unless a higher
+    /// one of the last [`WINDOW`] stands. Called by one task at a time.
     pub(super) fn reread(&self, database_ms: i64) {
-        self.at_origin
-            .store(at_origin(database_ms, ORIGIN.elapsed()), Ordering::Relaxed);
+        self.reread_at(database_ms, ORIGIN.elapsed());
+    }
+
+    fn reread_at(&self, database_ms: i64, since_origin: Duration) {
+        let reading = at_origin(database_ms, since_origin);
+        let now = since_origin.as_millis() as i64;
+        let stands = self.taken.load(Ordering::Relaxed) + WINDOW.as_millis() as i64 > now;
+        if reading >= self.at_origin.load(Ordering::Relaxed) || !stands {
+            self.at_origin.store(reading, Ordering::Relaxed);
+            self.taken.store(now, Ordering::Relaxed);
+        }
     }
 
     /// The database's time now, ms since the Unix epoch.
@@ -81,7 +103,24 @@ mod tests {
     }
 
     #[test]
-    fn a_new_reading_replaces_the_last() {
+    fn a_late_reading_does_not_set_the_clock_back_until_the_better_one_is_old() {
+        let clock = DatabaseClock::read(0);
+        clock.reread_at(10_000, Duration::from_secs(10));
+        // Its answer came 500 ms late: it puts the database 500 ms behind.
+        clock.reread_at(10_500, Duration::from_millis(11_000));
+        assert_eq!(clock.at_origin.load(Ordering::Relaxed), 0);
+        clock.reread_at(12_000, Duration::from_secs(12));
+        assert_eq!(clock.at_origin.load(Ordering::Relaxed), 0, "as good: taken");
+        clock.reread_at(41_500, Duration::from_secs(42));
+        assert_eq!(
+            clock.at_origin.load(Ordering::Relaxed),
+            -500,
+            "the best reading is 30 s old: the new one goes"
+        );
+    }
+
+    #[test]
+    fn a_higher_reading_replaces_the_last() {
         let clock = DatabaseClock::read(1_000);
         let before = clock.now_ms();
         // Less a part of a millisecond, rounded down.
