@@ -20,5 +20,4 @@ cargo build -p rebound-cli -p rebound-chaos
 # The anomalies of open defects (RELIABILITY.md, "Open defects") are reported and
 # do not fail the run; lost, unexpected, resurrected and stranded messages do.
 exec target/debug/rebound-chaos --schedule ci --rebound target/debug/rebound \
-  --known reordered --known group-order \
-  --known concurrent --known count-decreased "$@"
+  --known reordered --known group-order "$@"
