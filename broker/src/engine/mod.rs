@@ -312,7 +312,8 @@ impl Broker {
 
     /// Like [`commit`](Self::commit); returns the messages it stored with an
     /// inbox row ([`Commit::inboxed`]), sorted: none (and no allocation) on a
-    /// single broker. The inbox task is told of those of queues served here.
+    /// single broker. The inbox task is told of their queues, and takes the
+    /// inbox of those served here at once.
     async fn commit_inboxed(&self, commit: Option<Commit>) -> Result<Vec<(QueueId, MessageId)>> {
         let Some(mut commit) = commit else {
             return Ok(Vec::new());

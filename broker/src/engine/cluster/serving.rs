@@ -25,10 +25,10 @@ use crate::error::Result;
 use crate::queue::{Entry, Queue};
 use crate::time::now_ms;
 
-/// The queues whose inbox this node's own sends joined, behind other nodes'
-/// messages (`rebound_storage::postgres`'s inbox): the inbox task takes
-/// them at once rather than at its next look, since the notification of
-/// those messages was lost or is late.
+/// The queues this node's sends stored inbox rows for (`Commit::inboxed`):
+/// the inbox task takes those it serves at once rather than at its next
+/// look, since there its own sends joined the inbox behind other nodes'
+/// messages whose notification was lost or is late.
 #[derive(Debug, Default)]
 pub(in crate::engine) struct InboxJoined {
     queues: Mutex<BTreeSet<QueueId>>,
