@@ -274,6 +274,7 @@ mod tests {
             state_stored: true,
             group: None,
             record: None,
+            serving: None,
         };
         let copy = copy_for(
             &original,
@@ -329,6 +330,7 @@ mod tests {
                 state_stored: true,
                 group: None,
                 record: None,
+                serving: None,
             };
             reasons.iter().for_each(|r| entry.record_failure(1, r));
             entry
@@ -425,6 +427,7 @@ mod tests {
             state_stored: true,
             group: None,
             record: None,
+            serving: None,
         };
         let dead = copy_for(
             &original,
@@ -489,6 +492,7 @@ mod tests {
             state_stored: true,
             group: None,
             record: None,
+            serving: None,
         };
         for _ in 0..MAX_FAILURES_KEPT {
             entry.record_failure(u64::MAX, &worst);

@@ -156,9 +156,10 @@ async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist
         return Err(err);
     }
     // The node stepped down while the counts were stored (a database that
-    // answered late): the queue's next owner delivers them, and a delivery
-    // from here would be a second consumer holding the message.
-    if !queue.is_served() {
+    // answered late), and maybe took the queue again since: the queue's next
+    // serving delivers them, and a delivery from here would be a second
+    // consumer holding the message.
+    if !picks.iter().all(|p| queue.serves(&p.entry)) {
         return Ok(());
     }
     let mut batches: Vec<(Vec<Dispatched>, Vec<Pick>)> = Vec::new();

@@ -64,6 +64,7 @@ pub(super) fn rebuild(recovered: Recovered, horizon: MessageId) -> Rebuilt {
                     state_stored,
                     group: m.group.map(Arc::from),
                     record: None,
+                    serving: None,
                 };
                 (entry, due_ms)
             }),

@@ -372,6 +372,7 @@ pub(super) fn place(
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             // Stored or not, the queue may keep it for a delivery without a read.
             record: Some(Arc::new(record.clone())),
+            serving: None,
         };
         if stored {
             let id = record.message_id;

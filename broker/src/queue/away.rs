@@ -12,13 +12,25 @@
 //! stored. While away, what arrives for the queue is only stored.
 use rebound_storage::MessageId;
 
-use super::Queue;
+use super::state::State;
 use super::tail::Uncounted;
+use super::{Entry, Queue};
 
 impl Queue {
     /// Whether this node serves the queue.
     pub fn is_served(&self) -> bool {
         !self.lock().away
+    }
+
+    /// Which serving of the queue this is (one more at each [`Queue::load`]).
+    pub fn serving(&self) -> u64 {
+        self.lock().serving
+    }
+
+    /// Whether this node serves the queue, and did when `entry` was taken out
+    /// of its memory.
+    pub fn serves(&self, entry: &Entry) -> bool {
+        self.lock().serves(entry)
     }
 
     /// Whether message `id` is in memory (ready, delivering or waiting).
@@ -59,12 +71,21 @@ impl Queue {
             return;
         }
         st.away = false;
+        st.serving += 1;
         st.tail.uncounted = Some(Uncounted {
             counted_to: 0,
             horizon: MessageId::MAX,
         });
         drop(st);
         self.depage.notify_one();
+    }
+}
+
+impl State {
+    /// Whether the queue is served, under the serving `entry` was last in
+    /// memory under (if it was).
+    pub(super) fn serves(&self, entry: &Entry) -> bool {
+        !self.away && entry.serving.is_none_or(|s| s == self.serving)
     }
 }
 
@@ -114,6 +135,46 @@ mod tests {
         assert_eq!(queue.start_read().map(|(after, ..)| after), Some(0));
         assert_eq!(queue.finish_read(read, 0), 3);
         assert_eq!(queue.snapshot().messages, 3);
+    }
+
+    /// What was taken out under one serving and comes back after the queue
+    /// was unloaded and loaded again is of that serving: an ack whose commit
+    /// the database refused late (the lease it was made under gone) must not
+    /// put the message back, for the store has it, and the queue's next owner
+    /// may have delivered and acked it meanwhile (`db-cut`, seed 32:
+    /// `p1:1792` acked on one node, then delivered again by the node that
+    /// had delivered it before the cut and served the queue again).
+    #[test]
+    fn what_was_taken_out_before_an_unload_does_not_come_back_after_a_load() {
+        let queue = queue(10);
+        queue.enqueue([stored(1), stored(2)], 0);
+        let _consumer = queue.attach(1, 10, None).expect("attached");
+        let (picks, ..) = queue.pick(0, true, &|_, _| true);
+        let delivered: Vec<u64> = picks.iter().map(|p| p.delivery_id).collect();
+        let (acked, _) = queue.take_delivered(1, &delivered);
+        assert_eq!(acked.len(), 2, "taken out for an ack, whose commit is under way");
+        queue.unload();
+        queue.load();
+        // The store no longer has 1 and 2 (another node served the queue meanwhile).
+        queue.start_read().expect("a read");
+        let scanned = ScannedMessage {
+            record: MessageRecord {
+                message_id: 3,
+                ..Default::default()
+            },
+            state: None,
+        };
+        assert_eq!(queue.finish_read(vec![scanned], 0), 1);
+        // The ack's commit is refused: its entries are of the serving before.
+        assert!(queue.requeue(acked.into_iter().map(|e| (e, 0)), 0));
+        assert!(!queue.holds(1) && !queue.holds(2), "back from an earlier serving");
+        assert_eq!(queue.snapshot().messages, 1);
+        // What this serving took out comes back.
+        let _consumer = queue.attach(2, 10, None).expect("attached");
+        let (picks, ..) = queue.pick(0, true, &|_, _| true);
+        let (failed, _) = queue.take_delivered(2, &[picks[0].delivery_id]);
+        queue.requeue(failed.into_iter().map(|e| (e, 0)), 0);
+        assert!(queue.holds(3));
     }
 
     /// A count or read started before the queue went away and came back (a

@@ -124,8 +124,10 @@ impl Queue {
         let mut st = self.lock();
         let mut moved = false;
         for entry in entries {
-            // Not if it came back meanwhile (a failed commit requeued it).
+            // Not if it came back meanwhile (a failed commit requeued it), nor
+            // if it was taken out under an earlier serving.
             if let Some(group) = &entry.group
+                && st.serves(entry)
                 && !st.entries.contains_key(&entry.id)
             {
                 moved |= st.release(group, entry.id);

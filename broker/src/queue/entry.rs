@@ -40,6 +40,10 @@ pub struct Entry {
     /// The message itself: always when it is not stored; for a stored message a copy
     /// kept while the queue's body cache has room ([`BODY_CACHE_BYTES`]).
     pub record: Option<Arc<MessageRecord>>,
+    /// The serving of its queue it was last in memory under (`queue/away.rs`);
+    /// `None` until it first is. Taken out under one serving, it does not come
+    /// back under the next: the store has it, and that serving reads it there.
+    pub serving: Option<u64>,
 }
 
 impl Entry {
@@ -60,6 +64,7 @@ impl Entry {
             state_stored,
             group: rebound_storage::records::group_of(&record.properties).map(Arc::from),
             record: Some(Arc::new(record)),
+            serving: None,
         };
         (entry, due_ms)
     }

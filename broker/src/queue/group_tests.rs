@@ -23,6 +23,7 @@ fn entry(id: MessageId, group: Option<&str>) -> Entry {
         state_stored: true,
         group: group.map(Arc::from),
         record: None,
+        serving: None,
     }
 }
 

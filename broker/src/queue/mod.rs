@@ -148,6 +148,11 @@ impl Queue {
             return true;
         }
         for (entry, due_ms) in entries {
+            // Taken out under an earlier serving (its commit answered late): the
+            // store has it, and this serving reads it there if it is still stored.
+            if !st.serves(&entry) {
+                continue;
+            }
             // Only a new arrival finds the head full; one coming back stays in memory.
             let head_full = match arrival {
                 Arrival::New => {

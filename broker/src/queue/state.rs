@@ -86,6 +86,8 @@ pub(super) struct State {
     pub(super) closed: bool,
     /// Served by another node (`away.rs`): nothing is kept or delivered here.
     pub(super) away: bool,
+    /// Which serving of the queue this is: one more at each load (`away.rs`).
+    pub(super) serving: u64,
     pub(super) outage: Outage,
     pub(super) groups: Groups,
 }
@@ -138,6 +140,7 @@ impl State {
         if let Some(group) = &entry.group {
             entry.group = Some(self.groups.intern(group));
         }
+        entry.serving = Some(self.serving);
         let id = entry.id;
         let place = self.place(&entry, due_ms, now_ms);
         if entry.expiration_ms != 0 {

@@ -21,6 +21,7 @@ fn entry(id: MessageId, priority: u8) -> Entry {
         state_stored: true,
         group: None,
         record: None,
+        serving: None,
     }
 }
 
@@ -147,6 +148,7 @@ fn stored_bodies_are_cached_only_up_to_the_budget() {
     let big = |id| Entry {
         size: BODY_CACHE_BYTES / 2,
         record: Some(Arc::new(MessageRecord::default())),
+        serving: None,
         ..entry(id, 4)
     };
     q.enqueue([(big(1), 0), (big(2), 0), (big(3), 0)], 100);

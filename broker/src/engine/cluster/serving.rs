@@ -428,6 +428,9 @@ impl<'a> Cluster<'a> {
             return Ok(0);
         };
         let _tail = queue.tail.lock().await;
+        // What a take answered late, after the queue was unloaded and loaded
+        // again, is that serving's: the next one reads those messages itself.
+        let serving = Some(queue.serving());
         // Started only now (a store call runs as soon as it is made): a
         // message taken from the inbox while a depager read was in flight
         // would be loaded by the read uncounted, and enqueued again here.
@@ -437,7 +440,10 @@ impl<'a> Cluster<'a> {
         messages.retain(|m| !queue.holds(m.record.message_id));
         let count = messages.len();
         queue.enqueue(
-            messages.into_iter().map(|m| Entry::read_back(m.record, m.state)),
+            messages.into_iter().map(|m| {
+                let (entry, due_ms) = Entry::read_back(m.record, m.state);
+                (Entry { serving, ..entry }, due_ms)
+            }),
             now_ms(),
         );
         Ok(count)

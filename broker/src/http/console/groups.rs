@@ -199,6 +199,7 @@ pub(super) mod tests {
                 state_stored: true,
                 group: None,
                 record: None,
+                serving: None,
             },
             record: Arc::new(record),
             state: BrowseState::Ready,
