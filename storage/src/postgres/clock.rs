@@ -12,11 +12,14 @@
 //! Each reading is thus a lower bound, and the clock goes by the highest of
 //! the last [`WINDOW`]: a reading whose answer was held up (a lossy link
 //! retransmits for hundreds of ms) does not set this node's time, and so its
-//! message ids, back behind the other nodes'. Older readings give way, so
-//! that the monotonic clock's drift from the database's has no time to add up.
+//! message ids, back behind the other nodes'. When the highest is older than
+//! that, the highest of those since takes over, not merely the latest (which
+//! may be one held up): the drift of the monotonic clock from the database's
+//! has no time to add up.
 
-use std::sync::LazyLock;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a reading stands against a lower later one.
@@ -30,13 +33,15 @@ static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
 /// Rounded down, as every step here is, so that the clock is never ahead.
 pub(super) const DATABASE_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
-/// The database's time, as of its last reading.
+/// The database's time, as of its best recent reading.
 #[derive(Debug)]
 pub struct DatabaseClock {
     /// The database's time at [`ORIGIN`], as the reading gone by puts it.
     at_origin: AtomicI64,
-    /// When that reading was taken, in ms since [`ORIGIN`].
-    taken: AtomicI64,
+    /// The readings of the last [`WINDOW`] that may yet be the highest, each
+    /// higher than every one after it (so the first is the one gone by):
+    /// when taken, in ms since [`ORIGIN`], and what they put `at_origin` at.
+    readings: Mutex<VecDeque<(i64, i64)>>,
 }
 
 impl DatabaseClock {
@@ -44,14 +49,14 @@ impl DatabaseClock {
     pub(super) fn read(database_ms: i64) -> DatabaseClock {
         let clock = DatabaseClock {
             at_origin: AtomicI64::new(i64::MIN),
-            taken: AtomicI64::new(0),
+            readings: Mutex::new(VecDeque::new()),
         };
         clock.reread(database_ms);
         clock
     }
 
     /// Goes by a new reading, `database_ms`, taken just now, unless a higher
-    /// one of the last [`WINDOW`] stands. Called by one task at a time.
+    /// one of the last [`WINDOW`] stands.
     pub(super) fn reread(&self, database_ms: i64) {
         self.reread_at(database_ms, ORIGIN.elapsed());
     }
@@ -59,11 +64,21 @@ impl DatabaseClock {
     fn reread_at(&self, database_ms: i64, since_origin: Duration) {
         let reading = at_origin(database_ms, since_origin);
         let now = since_origin.as_millis() as i64;
-        let stands = self.taken.load(Ordering::Relaxed) + WINDOW.as_millis() as i64 > now;
-        if reading >= self.at_origin.load(Ordering::Relaxed) || !stands {
-            self.at_origin.store(reading, Ordering::Relaxed);
-            self.taken.store(now, Ordering::Relaxed);
+        let mut readings = self.readings.lock().unwrap_or_else(|e| e.into_inner());
+        while readings.back().is_some_and(|&(_, before)| before <= reading) {
+            readings.pop_back();
         }
+        readings.push_back((now, reading));
+        while readings
+            .front()
+            .is_some_and(|&(taken, _)| taken + (WINDOW.as_millis() as i64) <= now)
+        {
+            readings.pop_front();
+        }
+        let (_, best) = readings
+            .front()
+            .expect("the reading just taken is within the window");
+        self.at_origin.store(*best, Ordering::Relaxed);
     }
 
     /// The database's time now, ms since the Unix epoch.
@@ -117,6 +132,19 @@ mod tests {
             -500,
             "the best reading is 30 s old: the new one goes"
         );
+    }
+
+    /// `loss`, seed 32: the best reading aged out, the next one was held up
+    /// 400 ms, and a node's ids fell that far behind the others'.
+    #[test]
+    fn once_the_best_reading_is_old_the_best_since_takes_over() {
+        let clock = DatabaseClock::read(0);
+        clock.reread_at(10_000, Duration::from_secs(10));
+        // Less good by 1 ms.
+        clock.reread_at(19_999, Duration::from_secs(20));
+        // Held up 400 ms, as the best is 30 s old.
+        clock.reread_at(40_600, Duration::from_secs(41));
+        assert_eq!(clock.at_origin.load(Ordering::Relaxed), -1);
     }
 
     #[test]
