@@ -53,6 +53,10 @@ impl Queue {
         st.cached = 0;
         st.scheduled_bytes = 0;
         st.far = Default::default();
+        // Stored: the queue's next serving reads them.
+        for (entry, ..) in st.behind_take.take().into_iter().flatten() {
+            st.tail.abandoned(entry.id);
+        }
         let bytes = st.bytes;
         st.shrink(bytes);
         st.tail.unloaded();

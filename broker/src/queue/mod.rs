@@ -27,6 +27,7 @@
 //! | `tail.rs` | paging: the stored backlog beyond a bounded head stays on disk |
 //! | `far.rs` | scheduled messages due far ahead wait on disk |
 //! | `away.rs` | a queue served by another node holds nothing here |
+//! | `inbox.rs` | arrivals wait behind an inbox take under way |
 //! | `tests.rs` | unit tests: credit, order, scheduling, filters, the body cache |
 //! | `group_tests.rs` | unit tests of message groups |
 //! | `paging_tests.rs` | unit tests of paging |
@@ -35,6 +36,7 @@ mod consumers;
 mod entry;
 mod far;
 mod groups;
+mod inbox;
 mod state;
 mod tail;
 
@@ -48,6 +50,7 @@ pub use entry::{
     BODY_CACHE_BYTES, BrowseState, ConsumerId, Counters, Dispatched, Entry, MAX_FAILURES_KEPT, Pick, Snapshot,
 };
 pub use far::LOOKAHEAD_MS;
+pub use inbox::Taking;
 use state::{Place, State};
 use tail::Goes;
 pub use tail::ReadLimit;
@@ -151,6 +154,13 @@ impl Queue {
             // Taken out under an earlier serving (its commit answered late): the
             // store has it, and this serving reads it there if it is still stored.
             if !st.serves(&entry) {
+                continue;
+            }
+            // A new arrival waits behind an inbox take under way (`inbox.rs`).
+            if let Some(behind) = &mut st.behind_take
+                && arrival != Arrival::Back
+            {
+                behind.push((entry, due_ms, arrival));
                 continue;
             }
             // Only a new arrival finds the head full; one coming back stays in memory.

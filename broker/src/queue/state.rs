@@ -88,6 +88,8 @@ pub(super) struct State {
     pub(super) away: bool,
     /// Which serving of the queue this is: one more at each load (`away.rs`).
     pub(super) serving: u64,
+    /// New arrivals waiting behind an inbox take under way (`inbox.rs`).
+    pub(super) behind_take: Option<Vec<(Entry, u64, super::Arrival)>>,
     pub(super) outage: Outage,
     pub(super) groups: Groups,
 }

@@ -431,6 +431,9 @@ impl<'a> Cluster<'a> {
         // What a take answered late, after the queue was unloaded and loaded
         // again, is that serving's: the next one reads those messages itself.
         let serving = Some(queue.serving());
+        // This node's sends committed from now on may come after what the take
+        // brings: they wait for it.
+        let taking = queue.taking_inbox();
         // Started only now (a store call runs as soon as it is made): a
         // message taken from the inbox while a depager read was in flight
         // would be loaded by the read uncounted, and enqueued again here.
@@ -439,7 +442,7 @@ impl<'a> Cluster<'a> {
         // enqueued it after the queue was loaded, got there first.
         messages.retain(|m| !queue.holds(m.record.message_id));
         let count = messages.len();
-        queue.enqueue(
+        taking.took(
             messages.into_iter().map(|m| {
                 let (entry, due_ms) = Entry::read_back(m.record, m.state);
                 (Entry { serving, ..entry }, due_ms)
