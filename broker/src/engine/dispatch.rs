@@ -13,8 +13,10 @@
 //! When storage fails a round (storing those counts, or moving expired messages
 //! on), the messages stay where they were and the dispatcher waits before the next
 //! round, longer after each failure up to [`MAX_BACKOFF`]: retrying at once would
-//! spin on a database that is away. One WARN says when such an episode starts, one
+//! spin on a database that is away. A commit that succeeds after failures ends
+//! the wait (`commit_health.rs`), so that a short recovery is not slept through. One WARN says when such an episode starts, one
 //! INFO when it ends.
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,12 +130,22 @@ impl Failing {
 }
 
 /// Waits `wait` whatever wakes the queue (the failed round's messages coming back
-/// do); false if the dispatcher is to stop instead.
+/// do), or, once [`FIRST_BACKOFF`] has passed, until a commit succeeds after
+/// failures; false if the dispatcher is to stop instead. Not at once: a round
+/// that storage fails for this queue alone (its lease gone) would otherwise
+/// be tried again after each success of the other queues' commits.
 async fn back_off(broker: &Broker, queue: &Queue, wait: Duration) -> bool {
-    let until = tokio::time::Instant::now() + wait;
+    let now = tokio::time::Instant::now();
+    let until = now + wait;
+    let mut recovered = pin!(async {
+        let recovered = broker.commits_recovered();
+        tokio::time::sleep_until(now + FIRST_BACKOFF).await;
+        recovered.await
+    });
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(until) => return true,
+            _ = &mut recovered => return true,
             _ = queue.wake.notified() => {
                 if queue.is_closed() {
                     return false;

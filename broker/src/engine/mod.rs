@@ -300,6 +300,11 @@ impl Broker {
         crate::commit_health::store_failed(&*self.store)
     }
 
+    /// Resolves when a commit succeeds after failures (`commit_health.rs`).
+    pub(super) fn commits_recovered(&self) -> tokio::sync::futures::Notified<'_> {
+        self.commits.recovered()
+    }
+
     /// Commits that failed since start.
     pub fn commit_failures(&self) -> &prometheus_client::metrics::counter::Counter {
         &self.commits.failures
