@@ -169,6 +169,8 @@ impl Node {
                 self.stop(queue);
             }
         }
+        // Only now: the queues taken over are no longer served here.
+        self.broker.cluster().leases_hold_until(self.deadline.until());
         // Held but not served: an acquisition or a release cut short. Given
         // back, since the epoch this node would write under may be forgotten.
         for &queue in held.keys().filter(|q| !self.serving.contains(q)) {
@@ -262,6 +264,7 @@ impl Node {
             self.broker.cluster().unload_queue(queue);
         }
         self.deadline.lapse();
+        self.broker.cluster().leases_hold_until(None);
     }
 
     /// Gives every lease back (at shutdown), within a lease at most.

@@ -278,6 +278,7 @@ impl pb::messaging_server::Messaging for MessagingService {
         }));
         let session = Session {
             broker: self.broker.clone(),
+            serving: queue.serving(),
             queue,
             consumer,
             tx,
@@ -384,6 +385,8 @@ async fn transact_one(
 struct Session {
     broker: Arc<Broker>,
     queue: Arc<Queue>,
+    /// The serving of the queue the consumer is attached under (`queue/away.rs`).
+    serving: u64,
     consumer: ConsumerId,
     tx: ResponseTx,
     caller: Caller,
@@ -401,6 +404,17 @@ struct Session {
 }
 
 impl Session {
+    /// Whether deliveries made for this consumer now are stale: the node
+    /// stopped serving the queue, or stalled past its leases and, resumed,
+    /// has yet to stop (a non-durable queue is no lease's). Not sent: the
+    /// queue's next owner delivers those messages again (`pause`, seed 32:
+    /// `p1:432` sent as the node resumed from a stall of 7.8 s, after another
+    /// node had delivered it and had its ack). A batch the stall caught on
+    /// its way to the client, past this check, still goes.
+    fn stale(&self) -> bool {
+        !self.queue.is_serving(self.serving) || (self.queue.durable && self.broker.cluster().leases_ran_out())
+    }
+
     async fn run(
         mut self,
         mut inbound: Streaming<pb::ConsumeRequest>,
@@ -416,6 +430,7 @@ impl Session {
             let quiet = silence.as_ref().map(Silence::too_long);
             tokio::select! {
                 batch = deliveries.recv() => match batch {
+                    Some(_) if self.stale() => {}
                     Some(batch) => {
                         if let Some(rejoin) = &mut rejoin {
                             rejoin.delivered(batch.iter().map(|d| d.delivery_id));

@@ -27,6 +27,12 @@ impl Queue {
         self.lock().serving
     }
 
+    /// Whether this node serves the queue under `serving` (see [`Queue::serving`]).
+    pub fn is_serving(&self, serving: u64) -> bool {
+        let st = self.lock();
+        !st.away && st.serving == serving
+    }
+
     /// Whether this node serves the queue, and did when `entry` was taken out
     /// of its memory.
     pub fn serves(&self, entry: &Entry) -> bool {

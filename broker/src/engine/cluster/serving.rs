@@ -81,6 +81,9 @@ pub(in crate::engine) struct Leased {
     owners_seen: tokio::sync::Notify,
     /// The epoch of the lease each served queue was loaded under.
     epochs: std::sync::Mutex<HashMap<QueueId, u64>>,
+    /// Until when this node's leases hold by its own monotonic clock, as its
+    /// cluster task last renewed them (`cluster/deadline.rs`).
+    leases_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// How long a call for a queue whose node is not known yet (created a moment
@@ -108,6 +111,7 @@ impl<'a> Cluster<'a> {
             owners: Default::default(),
             owners_seen: Default::default(),
             epochs: Default::default(),
+            leases_until: Default::default(),
         };
         if self.broker.leased.set(leased).is_err() {
             return;
@@ -128,6 +132,27 @@ impl<'a> Cluster<'a> {
             };
         }
         self.owners_changed();
+    }
+
+    /// Until when this node's leases hold, by its monotonic clock (`None`:
+    /// they do not).
+    pub fn leases_hold_until(&self, until: Option<std::time::Instant>) {
+        if let Some(leased) = self.broker.leased.get() {
+            *leased.leases_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+        }
+    }
+
+    /// Whether this node's leases ran out by its own clock, its cluster task
+    /// not having stopped its queues yet: a node resumed after a stall past
+    /// its leases. Deliveries it made before the stall and had not sent yet
+    /// are not sent (the queue's next owner delivers those messages again);
+    /// false on a single broker.
+    pub fn leases_ran_out(&self) -> bool {
+        let Some(leased) = self.broker.leased.get() else {
+            return false;
+        };
+        let until = *leased.leases_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_some_and(|until| std::time::Instant::now() >= until)
     }
 
     /// Whether this broker is a node of a cluster (its durable queues are

@@ -191,3 +191,27 @@ async fn a_delivery_is_not_made_once_its_queue_moved_while_its_count_was_stored(
         next.map(|d| d.map(|batch| batch.len()))
     );
 }
+
+#[tokio::test]
+async fn a_node_s_leases_run_out_by_its_own_clock_until_renewed() {
+    let (single, _store) = broker("").await;
+    single
+        .cluster()
+        .leases_hold_until(Some(std::time::Instant::now()));
+    assert!(
+        !single.cluster().leases_ran_out(),
+        "a single broker has no leases"
+    );
+    let ids = Box::new(|_: &str| Ok(1));
+    let broker = Broker::open_leased(&config(""), Arc::new(MemoryStore::new()), ids)
+        .await
+        .expect("broker opens");
+    let cluster = broker.cluster();
+    assert!(!cluster.leases_ran_out(), "no renewal yet: nothing to run out");
+    cluster.leases_hold_until(Some(std::time::Instant::now() + Duration::from_secs(60)));
+    assert!(!cluster.leases_ran_out());
+    cluster.leases_hold_until(Some(std::time::Instant::now()));
+    assert!(cluster.leases_ran_out(), "a stall past the deadline");
+    cluster.leases_hold_until(None);
+    assert!(!cluster.leases_ran_out(), "stopped serving: nothing runs out");
+}
