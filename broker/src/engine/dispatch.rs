@@ -170,8 +170,10 @@ async fn hand_over(broker: &Broker, queue: &Queue, mut picks: Vec<Pick>, persist
     // The node stepped down while the counts were stored (a database that
     // answered late), and maybe took the queue again since: the queue's next
     // serving delivers them, and a delivery from here would be a second
-    // consumer holding the message.
-    if !picks.iter().all(|p| queue.serves(&p.entry)) {
+    // consumer holding the message. One round's picks share their serving
+    // (picked under one lock), so the first speaks for all: one lock, not one
+    // per pick.
+    if picks.first().is_some_and(|p| !queue.serves(&p.entry)) {
         return Ok(());
     }
     let mut batches: Vec<(Vec<Dispatched>, Vec<Pick>)> = Vec::new();
