@@ -51,18 +51,8 @@ impl Drop for Taking<'_> {
 
 #[cfg(test)]
 mod tests {
-    use rebound_storage::MessageRecord;
-
     use super::*;
-    use crate::queue::paging_tests::queue;
-
-    fn stored(id: u64) -> (Entry, u64) {
-        let record = MessageRecord {
-            message_id: id,
-            ..Default::default()
-        };
-        (Entry::read_back(record, None).0, 0)
-    }
+    use crate::queue::paging_tests::{arrival as stored, queue};
 
     fn delivered_in_order(queue: &Queue) -> Vec<u64> {
         let _consumer = queue.attach(1, 10, None).expect("attached");

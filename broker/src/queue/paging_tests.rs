@@ -27,7 +27,7 @@ fn record(id: MessageId) -> MessageRecord {
     }
 }
 
-fn arrival(id: MessageId) -> (Entry, u64) {
+pub(super) fn arrival(id: MessageId) -> (Entry, u64) {
     (Entry::read_back(record(id), None).0, 0)
 }
 
